@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs the Debian packages replayssm builds against. Idempotent: packages
+# already present are skipped, so CI and repeat runs pay nothing.
+set -euo pipefail
+
+pkgs=(
+  build-essential cmake pkg-config
+  nlohmann-json3-dev   # config.json / safetensors headers
+  libcli11-dev         # command line
+  libopenblas-dev      # CPU GEMMs (pthread variant, uses every core)
+  libgtest-dev         # tests
+  libbenchmark-dev     # bench/
+)
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo_cmd=""
+  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo_cmd apt-get update -qq
+  $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

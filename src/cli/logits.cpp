@@ -1,0 +1,75 @@
+// `replayssm logits`: one row of logits per prompt position, as JSON. The
+// prefill path runs the prompt in one step; the decode path feeds it one
+// token per step — the two must agree, which is what the parity tests check.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "replayssm/model.h"
+#include "store/dense_cache.h"
+
+namespace replayssm::cli {
+
+namespace {
+
+struct LogitsArgs {
+  std::string model, prompt_ids, path = "prefill", device = "cpu";
+};
+
+Status run_logits(const LogitsArgs& a) {
+  RSSM_RETURN_IF_ERROR(check_device(a.device));
+  if (a.path != "prefill" && a.path != "decode")
+    return invalid_argument("--path: '" + a.path + "' (expected prefill or decode)");
+  RSSM_ASSIGN_OR_RETURN(std::vector<int32_t> ids, parse_ids(a.prompt_ids, "--prompt-ids"));
+  RSSM_ASSIGN_OR_RETURN(auto model, Model::load(a.model));
+  const int64_t V = model->config().vocab_size, n = static_cast<int64_t>(ids.size());
+  for (int32_t t : ids)
+    if (t >= V)
+      return invalid_argument("--prompt-ids: token id " + std::to_string(t) + " >= vocab size " +
+                              std::to_string(V));
+  DenseCache cache(cache_spec(model->config()));
+  const int64_t seq = cache.add_sequence();
+  std::vector<float> logits(static_cast<size_t>(n * V));
+  if (a.path == "prefill") {
+    SeqSlice s{seq, 0, n, 0};
+    std::vector<int64_t> rows(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) rows[i] = i;
+    RSSM_RETURN_IF_ERROR(model->forward({&s, 1}, ids, cache, rows, logits.data()));
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      SeqSlice s{seq, i, 1, 0};
+      const int64_t row = 0;
+      RSSM_RETURN_IF_ERROR(
+          model->forward({&s, 1}, {&ids[i], 1}, cache, {&row, 1}, logits.data() + i * V));
+    }
+  }
+  // Everything is computed before the first byte is printed: no partial output.
+  std::string out = "{\"logits\": [";
+  out.reserve(static_cast<size_t>(n * V * 14 + 32));
+  for (int64_t i = 0; i < n; ++i) {
+    out += i ? ", [" : "[";
+    for (int64_t j = 0; j < V; ++j) {
+      if (j) out += ", ";
+      out += float_json(logits[i * V + j]);
+    }
+    out += "]";
+  }
+  out += "]}\n";
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return {};
+}
+
+}  // namespace
+
+Runner add_logits(CLI::App& app) {
+  auto a = std::make_shared<LogitsArgs>();
+  app.add_option("--model", a->model, "Model directory")->required();
+  app.add_option("--prompt-ids", a->prompt_ids, "Comma-separated token ids, e.g. 3,17,5")->required();
+  app.add_option("--path", a->path, "prefill (one step) or decode (one token per step)")->capture_default_str();
+  app.add_option("--device", a->device, "cpu")->capture_default_str();
+  return [a] { return run_logits(*a); };
+}
+
+}  // namespace replayssm::cli

@@ -1,0 +1,130 @@
+// Model loading and the architecture-neutral size accounting (see model.h).
+#include "replayssm/model.h"
+
+#include "io/safetensors.h"
+#include "model/program.h"
+
+namespace replayssm {
+
+namespace {
+
+// Records the tensor list without touching any data.
+class SpecBinder final : public WeightBinder {
+ public:
+  std::vector<TensorSpec> specs;
+  void tensor(const std::string& name, const std::vector<int64_t>& shape, const float** ptr,
+              bool optional) override {
+    specs.push_back({name, shape, optional});
+    *ptr = nullptr;
+  }
+};
+
+// Copies each tensor from the checkpoint into fp32 storage; keeps the first error.
+class CheckpointBinder final : public WeightBinder {
+ public:
+  CheckpointBinder(const Checkpoint& ckpt, std::vector<std::vector<float>>* storage)
+      : ckpt_(ckpt), storage_(storage) {}
+  Status status;
+
+  void tensor(const std::string& name, const std::vector<int64_t>& shape, const float** ptr,
+              bool optional) override {
+    *ptr = nullptr;
+    if (!status.ok()) return;
+    if (optional && ckpt_.find(name) == nullptr) return;
+    std::vector<float> data;
+    status = ckpt_.read_f32(name, shape, &data);
+    if (!status.ok()) return;
+    storage_->push_back(std::move(data));
+    *ptr = storage_->back().data();
+  }
+
+ private:
+  const Checkpoint& ckpt_;
+  std::vector<std::vector<float>>* storage_;
+};
+
+}  // namespace
+
+std::vector<TensorSpec> expected_tensors(const ModelConfig& c) {
+  SpecBinder b;
+  Program p;
+  bind_program(c, b, &p);
+  return b.specs;
+}
+
+int64_t parameter_count(const ModelConfig& c) {
+  int64_t n = 0;
+  for (const TensorSpec& t : expected_tensors(c)) {
+    int64_t e = 1;
+    for (int64_t d : t.shape) e *= d;
+    n += e;
+  }
+  return n;
+}
+
+int64_t ssm_state_bytes_per_sequence(const ModelConfig& c, int64_t act_bytes) {
+  int64_t n = 0;
+  for (const CacheLayerSpec& l : cache_spec(c).layers) {
+    if (l.kind == CacheLayerSpec::kAttention) continue;
+    n += l.n_heads * l.state_rows * l.state_cols * 4;
+    n += (l.conv_width - 1) * l.conv_channels * act_bytes;
+  }
+  return n;
+}
+
+int64_t kv_bytes_per_token(const ModelConfig& c, int64_t act_bytes) {
+  int64_t n = 0;
+  for (const CacheLayerSpec& l : cache_spec(c).layers)
+    if (l.kind == CacheLayerSpec::kAttention) n += 2 * l.n_kv_heads * l.head_dim * act_bytes;
+  return n;
+}
+
+CacheSpec cache_spec(const ModelConfig& c) {
+  CacheSpec s;
+  for (BlockKind k : c.blocks) {
+    CacheLayerSpec l{};
+    switch (k) {
+      case BlockKind::kMlp:
+        continue;
+      case BlockKind::kAttention:
+        l.kind = CacheLayerSpec::kAttention;
+        l.n_kv_heads = c.attn.n_kv_heads;
+        l.head_dim = c.attn.head_dim;
+        break;
+      case BlockKind::kMamba2:
+        l.kind = CacheLayerSpec::kMamba2;
+        l.conv_channels = c.mamba.conv_channels();
+        l.conv_width = c.mamba.conv_width;
+        l.n_heads = c.mamba.n_heads;
+        l.state_rows = c.mamba.head_dim;
+        l.state_cols = c.mamba.state_size;
+        break;
+      case BlockKind::kGatedDeltaNet:
+        l.kind = CacheLayerSpec::kGatedDeltaNet;
+        l.conv_channels = c.gdn.conv_channels();
+        l.conv_width = c.gdn.conv_width;
+        l.n_heads = c.gdn.n_v_heads;
+        l.state_rows = c.gdn.k_dim;
+        l.state_cols = c.gdn.v_dim;
+        break;
+    }
+    s.layers.push_back(l);
+  }
+  return s;
+}
+
+Model::~Model() = default;
+
+Result<std::unique_ptr<Model>> Model::load(const std::string& dir) {
+  RSSM_ASSIGN_OR_RETURN(ModelConfig cfg, load_model_config(dir));
+  RSSM_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::open_dir(dir));
+  std::unique_ptr<Model> m(new Model());
+  m->config_ = std::move(cfg);
+  m->program_ = std::make_unique<Program>();
+  CheckpointBinder b(ckpt, &m->storage_);
+  bind_program(m->config_, b, m->program_.get());
+  if (!b.status.ok()) return Status(b.status.code(), dir + ": " + b.status.message());
+  return m;
+}
+
+}  // namespace replayssm

@@ -1,0 +1,183 @@
+// NemotronHForCausalLM: config fields and tensor names.
+//
+// Layers come from `layers_block_type` (transformers 5 writes
+// linear_attention / full_attention / mlp / moe; older lists say mamba /
+// attention) or from the `hybrid_override_pattern` string of published
+// checkpoints (M = Mamba2, * = attention, - = MLP, E = MoE). Every layer is
+// one pre-norm block; attention has no positional encoding and no bias;
+// the MLP is down(relu²(up(x))). Weights live under `backbone.`.
+#include <string>
+
+#include "io/config_reader.h"
+#include "model/program.h"
+
+namespace replayssm {
+
+namespace {
+
+Status layer_kinds(ConfigReader& r, std::vector<BlockKind>* out) {
+  auto unsupported_moe = [&](const std::string& where) {
+    return unsupported(r.file() + ": " + where +
+                       ": MoE layers are not supported yet (dense NemotronH only)");
+  };
+  if (const nlohmann::json* list = r.raw("layers_block_type")) {
+    if (!list->is_array()) return invalid_argument(r.file() + ": field 'layers_block_type': expected a list");
+    for (size_t i = 0; i < list->size(); ++i) {
+      const nlohmann::json& v = (*list)[i];
+      const std::string s = v.is_string() ? v.get<std::string>() : v.dump();
+      const std::string where = "field 'layers_block_type'[" + std::to_string(i) + "]";
+      if (s == "linear_attention" || s == "mamba") out->push_back(BlockKind::kMamba2);
+      else if (s == "full_attention" || s == "attention") out->push_back(BlockKind::kAttention);
+      else if (s == "mlp") out->push_back(BlockKind::kMlp);
+      else if (s == "moe") return unsupported_moe(where);
+      else return invalid_argument(r.file() + ": " + where + ": unknown layer type '" + s + "'");
+    }
+    return {};
+  }
+  if (!r.has("hybrid_override_pattern"))
+    return invalid_argument(r.file() + ": field 'layers_block_type' (or 'hybrid_override_pattern'): missing");
+  const std::string pat = r.string("hybrid_override_pattern");
+  RSSM_RETURN_IF_ERROR(r.status());
+  for (size_t i = 0; i < pat.size(); ++i) {
+    const std::string where = "field 'hybrid_override_pattern'[" + std::to_string(i) + "]";
+    switch (pat[i]) {
+      case 'M': out->push_back(BlockKind::kMamba2); break;
+      case '*': out->push_back(BlockKind::kAttention); break;
+      case '-': out->push_back(BlockKind::kMlp); break;
+      case 'E': return unsupported_moe(where);
+      default:
+        return invalid_argument(r.file() + ": " + where + ": unknown layer character '" +
+                                std::string(1, pat[i]) + "' (expected M, *, - or E)");
+    }
+  }
+  return {};
+}
+
+// First present key among aliases (transformers renames legacy names).
+const char* pick(ConfigReader& r, std::initializer_list<const char*> keys) {
+  for (const char* k : keys)
+    if (r.has(k)) return k;
+  return *keys.begin();
+}
+
+Activation parse_act(ConfigReader& r, const char* key, const std::string& def) {
+  const std::string s = r.string(key, def);
+  if (s == "relu2") return Activation::kRelu2;
+  if (s == "silu" || s == "swish") return Activation::kSilu;
+  if (s == "relu") return Activation::kRelu;
+  if (s == "gelu_pytorch_tanh" || s == "gelu_new") return Activation::kGeluTanh;
+  r.fail(key, "unsupported activation '" + s + "'");
+  return Activation::kRelu2;
+}
+
+}  // namespace
+
+Status parse_nemotron_h(ConfigReader& r, ModelConfig* c) {
+  c->weight_prefix = "backbone.";
+  RSSM_RETURN_IF_ERROR(layer_kinds(r, &c->blocks));
+  c->n_layers = static_cast<int64_t>(c->blocks.size());
+  for (int64_t i = 0; i < c->n_layers; ++i) c->block_layer.push_back(i);
+  if (r.has("num_hidden_layers") && r.integer("num_hidden_layers", std::nullopt, 1) != c->n_layers)
+    r.fail("num_hidden_layers", "is " + std::to_string(r.integer("num_hidden_layers")) +
+                                    " but the layer list has " + std::to_string(c->n_layers) + " entries");
+  c->vocab_size = r.integer("vocab_size", 131072);
+  c->hidden_size = r.integer("hidden_size", 4096);
+  c->norm_eps = static_cast<float>(r.number(pick(r, {"layer_norm_epsilon", "rms_norm_eps"}), 1e-5));
+  c->norm_unit_offset = false;
+  c->tie_embeddings = r.boolean("tie_word_embeddings", false);
+
+  AttentionConfig& a = c->attn;
+  a.n_heads = r.integer("num_attention_heads", 32);
+  a.n_kv_heads = r.integer("num_key_value_heads", 8);
+  a.head_dim = r.integer(pick(r, {"head_dim", "attention_head_dim"}),
+                         a.n_heads > 0 ? c->hidden_size / a.n_heads : 128);
+  a.bias = false;  // transformers hard-codes bias-free q/k/v/o for NemotronH
+
+  Mamba2Config& m = c->mamba;
+  m.n_heads = r.integer("mamba_num_heads", 128);
+  m.head_dim = r.integer("mamba_head_dim", 64);
+  m.state_size = r.integer("ssm_state_size", 128);
+  m.n_groups = r.integer(pick(r, {"n_groups", "mamba_n_groups"}), 8);
+  m.conv_width = r.integer(pick(r, {"conv_kernel", "mamba_d_conv"}), 4, 1, 64);
+  m.conv_bias = r.boolean(pick(r, {"use_conv_bias", "mamba_conv_bias"}), true);
+  m.proj_bias = r.boolean("use_bias", false);
+  const char* limit_key = pick(r, {"time_step_limit", "mamba_dt_limit"});
+  if (const nlohmann::json* lim = r.raw(limit_key)) {
+    std::optional<double> lo, hi;
+    if (lim->is_array() && lim->size() == 2) {
+      lo = ConfigReader::as_number((*lim)[0]);
+      hi = ConfigReader::as_number((*lim)[1]);
+    }
+    if (!lo || !hi || *lo < 0 || *hi < *lo)
+      r.fail(limit_key, "expected [min, max] with 0 <= min <= max, got " + lim->dump());
+    else {
+      m.dt_min = static_cast<float>(*lo);
+      m.dt_max = static_cast<float>(*hi);
+    }
+  }
+  if (const std::string act = r.string("mamba_hidden_act", "silu"); act != "silu" && act != "swish")
+    r.fail("mamba_hidden_act", "unsupported activation '" + act + "' (expected silu)");
+
+  MlpConfig& f = c->mlp;
+  f.intermediate = r.integer("intermediate_size", 21504);
+  f.act = parse_act(r, "mlp_hidden_act", "relu2");
+  f.gated = false;
+  f.bias = r.boolean("mlp_bias", false);
+  return r.status();
+}
+
+void bind_nemotron_h(const ModelConfig& c, WeightBinder& b, Program* p) {
+  const std::string& pre = c.weight_prefix;
+  const int64_t D = c.hidden_size;
+  b.tensor(pre + "embeddings.weight", {c.vocab_size, D}, &p->embed);
+  int cache_layer = 0;
+  for (int64_t i = 0; i < c.n_layers; ++i) {
+    Block blk;
+    blk.kind = c.blocks[i];
+    blk.layer = i;
+    const std::string l = pre + "layers." + std::to_string(i) + ".";
+    const std::string mx = l + "mixer.";
+    b.tensor(l + "norm.weight", {D}, &blk.norm);
+    switch (blk.kind) {
+      case BlockKind::kMamba2: {
+        const Mamba2Config& m = c.mamba;
+        const int64_t I = m.n_heads * m.head_dim, C = m.conv_channels();
+        b.linear(mx + "in_proj", I + C + m.n_heads, D, m.proj_bias, &blk.mamba.in_proj);
+        b.tensor(mx + "conv1d.weight", {C, 1, m.conv_width}, &blk.mamba.conv_w);
+        if (m.conv_bias) b.tensor(mx + "conv1d.bias", {C}, &blk.mamba.conv_b);
+        b.tensor(mx + "A_log", {m.n_heads}, &blk.mamba.A_log);
+        b.tensor(mx + "D", {m.n_heads}, &blk.mamba.D);
+        b.tensor(mx + "dt_bias", {m.n_heads}, &blk.mamba.dt_bias);
+        b.tensor(mx + "norm.weight", {I}, &blk.mamba.norm_w);
+        b.linear(mx + "out_proj", D, I, m.proj_bias, &blk.mamba.out_proj);
+        blk.cache_layer = cache_layer++;
+        break;
+      }
+      case BlockKind::kAttention: {
+        const AttentionConfig& a = c.attn;
+        b.linear(mx + "q_proj", a.n_heads * a.head_dim, D, false, &blk.attn.q);
+        b.linear(mx + "k_proj", a.n_kv_heads * a.head_dim, D, false, &blk.attn.k);
+        b.linear(mx + "v_proj", a.n_kv_heads * a.head_dim, D, false, &blk.attn.v);
+        b.linear(mx + "o_proj", D, a.n_heads * a.head_dim, false, &blk.attn.o);
+        blk.cache_layer = cache_layer++;
+        break;
+      }
+      case BlockKind::kMlp:
+        b.linear(mx + "up_proj", c.mlp.intermediate, D, c.mlp.bias, &blk.mlp.up);
+        b.linear(mx + "down_proj", D, c.mlp.intermediate, c.mlp.bias, &blk.mlp.down);
+        break;
+      case BlockKind::kGatedDeltaNet:
+        break;  // not a NemotronH layer type; parse_nemotron_h never yields it
+    }
+    p->blocks.push_back(blk);
+  }
+  b.tensor(pre + "norm_f.weight", {D}, &p->final_norm);
+  // transformers never ties NemotronH's head; a checkpoint that omits it but
+  // declares tying falls back to the embeddings rather than failing.
+  p->lm_head.n_out = c.vocab_size;
+  p->lm_head.n_in = D;
+  b.tensor("lm_head.weight", {c.vocab_size, D}, &p->lm_head.w, /*optional=*/c.tie_embeddings);
+  if (p->lm_head.w == nullptr && c.tie_embeddings) p->lm_head.w = p->embed;
+}
+
+}  // namespace replayssm

@@ -1,0 +1,81 @@
+// Shared helpers for the tests: fixture paths, the oracle's expected.json,
+// running the CLI, scratch directories.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace replayssm::test {
+
+inline std::string data_dir(const std::string& name) {
+  return std::string(REPLAYSSM_TEST_DATA) + "/" + name;
+}
+
+// The fixture models produced by tools/make_fixtures.py.
+inline const std::vector<std::string>& fixture_models() {
+  static const std::vector<std::string> names = {
+      "nemotron_h_tiny", "nemotron_h_legacy_f16", "nemotron_h_bf16_sharded", "qwen3_5_tiny",
+      "qwen3_5_vl_tied"};
+  return names;
+}
+
+inline nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+struct CliResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+// Runs the replayssm binary with `args` (shell-quoted by the caller).
+inline CliResult run_cli(const std::string& args) {
+  namespace fs = std::filesystem;
+  static int counter = 0;
+  const fs::path base = fs::temp_directory_path() / ("rssm_cli_" + std::to_string(::getpid()) + "_" +
+                                                     std::to_string(counter++));
+  const std::string cmd = std::string(REPLAYSSM_CLI) + " " + args + " >" + base.string() + ".out 2>" +
+                          base.string() + ".err";
+  CliResult r;
+  const int st = std::system(cmd.c_str());
+  r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  auto slurp = [](const std::string& p) {
+    std::ifstream in(p);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  r.out = slurp(base.string() + ".out");
+  r.err = slurp(base.string() + ".err");
+  fs::remove(base.string() + ".out");
+  fs::remove(base.string() + ".err");
+  return r;
+}
+
+// A fresh empty directory, removed when the object dies.
+class TempDir {
+ public:
+  TempDir() {
+    static int counter = 0;
+    path_ = std::filesystem::temp_directory_path() /
+            ("rssm_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  std::string path() const { return path_.string(); }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace replayssm::test
