@@ -1,0 +1,111 @@
+// The public CLI: output formats of info/logits/generate, and one-line
+// errors with a non-zero exit and no partial output for every bad input.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "test_util.h"
+
+namespace replayssm {
+namespace {
+
+using test::data_dir;
+using test::run_cli;
+
+TEST(Cli, InfoReportsNemotronH8B) {
+  auto r = run_cli("info --json --model " + data_dir("nemotron_h_8b_config"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["blocks"]["mamba2"], 24);
+  EXPECT_EQ(j["blocks"]["attention"], 4);
+  EXPECT_EQ(j["blocks"]["mlp"], 24);
+  EXPECT_EQ(j["ssm_state_bytes_per_sequence"], 102137856);
+  EXPECT_EQ(j["kv_bytes_per_token"], 16384);
+  auto text = run_cli("info --model " + data_dir("nemotron_h_8b_config"));
+  ASSERT_EQ(text.exit_code, 0);
+  EXPECT_NE(text.out.find("102137856"), std::string::npos) << text.out;
+}
+
+TEST(Cli, LogitsPrefillAndDecodeAgree) {
+  const std::string m = data_dir("qwen3_5_tiny");
+  auto pre = run_cli("logits --model " + m + " --prompt-ids 3,17,5,0,88");
+  auto dec = run_cli("logits --model " + m + " --prompt-ids 3,17,5,0,88 --path decode --device cpu");
+  ASSERT_EQ(pre.exit_code, 0) << pre.err;
+  ASSERT_EQ(dec.exit_code, 0) << dec.err;
+  auto a = nlohmann::json::parse(pre.out)["logits"], b = nlohmann::json::parse(dec.out)["logits"];
+  ASSERT_EQ(a.size(), 5u);
+  ASSERT_EQ(b.size(), 5u);
+  for (size_t i = 0; i < 5; ++i) {
+    ASSERT_EQ(a[i].size(), 89u);
+    for (size_t j = 0; j < 89; ++j)
+      EXPECT_NEAR(a[i][j].get<double>(), b[i][j].get<double>(), 1e-4 * (1 + std::abs(b[i][j].get<double>())));
+  }
+}
+
+TEST(Cli, GenerateJsonMatchesGreedyOracle) {
+  const std::string m = data_dir("nemotron_h_legacy_f16");
+  auto exp = test::read_json(m + "/expected.json");
+  std::string ids;
+  for (const auto& t : exp["prompts"][2]) ids += (ids.empty() ? "" : ",") + std::to_string(t.get<int>());
+  auto r = run_cli("generate --json --ignore-eos --max-new-tokens 4 --model " + m + " --prompt-ids " + ids);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["tokens"].size(), 4u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(j["tokens"][i], exp["greedy"][2]["tokens"][i]);
+  for (const char* k : {"tokens_per_s", "time_per_output_token_ms", "prefill_ms", "state_bytes_peak", "kv_bytes_peak"})
+    EXPECT_TRUE(j["stats"].contains(k)) << k;
+  EXPECT_GT(j["stats"]["tokens_per_s"].get<double>(), 0.0);
+}
+
+TEST(Cli, SamplingIsReproducibleWithASeed) {
+  const std::string base = "generate --json --ignore-eos --max-new-tokens 8 --temperature 1.0 --top-p 0.9 --model " +
+                           data_dir("qwen3_5_tiny") + " --prompt-ids 1,2,3 --seed ";
+  auto a = run_cli(base + "7"), b = run_cli(base + "7"), c = run_cli(base + "8");
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_EQ(nlohmann::json::parse(a.out)["tokens"], nlohmann::json::parse(b.out)["tokens"]);
+  EXPECT_NE(nlohmann::json::parse(a.out)["tokens"], nlohmann::json::parse(c.out)["tokens"]);
+}
+
+TEST(Cli, PlainGenerateStreamsIds) {
+  auto r = run_cli("generate --ignore-eos --max-new-tokens 3 --model " + data_dir("nemotron_h_tiny") + " --prompt-ids 5");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream in(r.out);
+  int t, n = 0;
+  while (in >> t) ++n;
+  EXPECT_EQ(n, 3);
+}
+
+struct BadRun {
+  std::string args, needle;
+};
+
+TEST(Cli, BadInputIsOneLineAndNonZero) {
+  const std::string m = data_dir("nemotron_h_tiny");
+  const std::vector<BadRun> cases = {
+      {"logits --model /no/such/dir --prompt-ids 1", "/no/such/dir"},
+      {"logits --model " + m + " --prompt-ids 1,97", "token id 97"},
+      {"logits --model " + m + " --prompt-ids 1,x", "'x' is not a token id"},
+      {"logits --model " + m + " --prompt-ids 1,-3", "'-3'"},
+      {"logits --model " + m + " --prompt-ids 1 --path sideways", "--path"},
+      {"logits --model " + m + " --prompt-ids 1 --device tpu", "tpu"},
+      {"generate --model " + m + " --prompt-ids 1 --top-p 1.5", "--top-p"},
+      {"generate --model " + m + " --prompt-ids 500", "token id 500"},
+      {"info --model " + data_dir("."), "config.json"},
+  };
+  for (const BadRun& c : cases) {
+    auto r = run_cli(c.args);
+    EXPECT_NE(r.exit_code, 0) << c.args;
+    EXPECT_TRUE(r.out.empty()) << c.args << " printed: " << r.out;
+    EXPECT_NE(r.err.find(c.needle), std::string::npos) << c.args << " said: " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << c.args << " said: " << r.err;
+  }
+}
+
+TEST(Cli, UsageErrorsExitNonZero) {
+  EXPECT_NE(run_cli("").exit_code, 0);
+  EXPECT_NE(run_cli("logits --prompt-ids 1").exit_code, 0);  // --model is required
+  EXPECT_EQ(run_cli("generate --help").exit_code, 0);
+}
+
+}  // namespace
+}  // namespace replayssm

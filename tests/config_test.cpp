@@ -1,0 +1,138 @@
+// config.json parsing: both NemotronH layer-list forms, Qwen3.5 flat and
+// nested, transformers' special floats, and errors that name the field.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "io/config_reader.h"
+#include "replayssm/model.h"
+#include "test_util.h"
+
+namespace replayssm {
+namespace {
+
+using test::TempDir;
+
+Result<ModelConfig> load_json(const TempDir& dir, const std::string& text) {
+  std::ofstream(dir.file("config.json")) << text;
+  return load_model_config(dir.path());
+}
+
+// Nemotron-H-8B shape, in both the published and the transformers-5 form.
+TEST(Config, NemotronH8BInBothForms) {
+  for (const char* name : {"nemotron_h_8b_config", "nemotron_h_8b_config_v5"}) {
+    auto c = load_model_config(test::data_dir(name));
+    ASSERT_TRUE(c.ok()) << c.status().message();
+    EXPECT_EQ(c->count(BlockKind::kMamba2), 24) << name;
+    EXPECT_EQ(c->count(BlockKind::kAttention), 4) << name;
+    EXPECT_EQ(c->count(BlockKind::kMlp), 24) << name;
+    EXPECT_EQ(c->mamba.conv_channels(), 8192 + 2 * 8 * 128);
+    EXPECT_TRUE(std::isinf(c->mamba.dt_max));
+    // 24 × (128·64·128 fp32 state + 3 conv rows × 10240 channels × bf16).
+    EXPECT_EQ(ssm_state_bytes_per_sequence(*c, 2), 24 * (128 * 64 * 128 * 4 + 3 * 10240 * 2));
+    EXPECT_EQ(kv_bytes_per_token(*c, 2), 4 * 2 * 8 * 128 * 2);
+    EXPECT_EQ(parameter_count(*c), 8100852736);
+  }
+}
+
+TEST(Config, SpecialFloatsInBothForms) {
+  TempDir dir;
+  const std::string base = R"({"architectures": ["NemotronHForCausalLM"], "hybrid_override_pattern": "M*",
+    "hidden_size": 16, "vocab_size": 10, "mamba_num_heads": 2, "mamba_head_dim": 4,
+    "n_groups": 1, "ssm_state_size": 4, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 8,
+    "note": "Infinity stays a string", "time_step_limit": )";
+  for (const std::string lim : {"[0.001, Infinity]", R"([0.001, {"__float__": "Infinity"}])"}) {
+    auto c = load_json(dir, base + lim + "}");
+    ASSERT_TRUE(c.ok()) << c.status().message();
+    EXPECT_FLOAT_EQ(c->mamba.dt_min, 0.001f);
+    EXPECT_TRUE(std::isinf(c->mamba.dt_max));
+  }
+  auto j = ConfigReader::parse_config_text(R"({"s": "NaN -Infinity \"Infinity\"", "x": -Infinity})");
+  ASSERT_FALSE(j.is_discarded());
+  EXPECT_EQ(j["s"], "NaN -Infinity \"Infinity\"");
+  EXPECT_EQ(*ConfigReader::as_number(j["x"]), -INFINITY);
+}
+
+struct BadCase {
+  std::string json;
+  StatusCode code;
+  std::string needle;
+};
+
+TEST(Config, ErrorsNameTheField) {
+  const std::string nh = R"("architectures": ["NemotronHForCausalLM"], "hidden_size": 16, "vocab_size": 10,
+    "mamba_num_heads": 2, "mamba_head_dim": 4, "n_groups": 1, "ssm_state_size": 4,
+    "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 8)";
+  const std::vector<BadCase> cases = {
+      {R"({"architectures": ["LlamaForCausalLM"]})", StatusCode::kUnsupported, "unknown architecture 'LlamaForCausalLM'"},
+      {"{" + nh + R"(, "hybrid_override_pattern": "M*E"})", StatusCode::kUnsupported, "MoE"},
+      {"{" + nh + R"(, "layers_block_type": ["linear_attention", "moe"]})", StatusCode::kUnsupported, "MoE"},
+      {"{" + nh + R"(, "hybrid_override_pattern": "M*X"})", StatusCode::kInvalidArgument, "'X'"},
+      {"{" + nh + R"(, "layers_block_type": ["linear_attention", "conv"]})", StatusCode::kInvalidArgument, "'conv'"},
+      {"{" + nh + "}", StatusCode::kInvalidArgument, "layers_block_type"},
+      {"{" + nh + R"(, "hybrid_override_pattern": "M*", "mamba_num_heads": 0})", StatusCode::kInvalidArgument, "'mamba_num_heads': value 0 out of range"},
+      {"{" + nh + R"(, "hybrid_override_pattern": "M*", "ssm_state_size": "big"})", StatusCode::kInvalidArgument, "'ssm_state_size': expected an integer"},
+      {"{" + nh + R"(, "hybrid_override_pattern": "M*", "n_groups": 3, "mamba_num_heads": 4})", StatusCode::kInvalidArgument, "not a multiple of n_groups"},
+      {"{" + nh + R"(, "hybrid_override_pattern": "M*", "num_attention_heads": 3, "num_key_value_heads": 2})", StatusCode::kInvalidArgument, "num_key_value_heads"},
+      {"{" + nh + R"(, "hybrid_override_pattern": "M*", "num_hidden_layers": 5})", StatusCode::kInvalidArgument, "'num_hidden_layers'"},
+      {"{" + nh + R"(, "hybrid_override_pattern": "M*", "time_step_limit": [1, 0]})", StatusCode::kInvalidArgument, "'time_step_limit'"},
+      {"{" + nh + R"(, "hybrid_override_pattern": "M*", "eos_token_id": 10})", StatusCode::kInvalidArgument, "eos_token_id 10"},
+      {"{" + nh + R"(, "hybrid_override_pattern": "M*", "dtype": "int8"})", StatusCode::kInvalidArgument, "'dtype'"},
+      {R"({"architectures": ["Qwen3_5ForConditionalGeneration"]})", StatusCode::kInvalidArgument, "'text_config'"},
+      {R"({"architectures": ["Qwen3_5ForCausalLM"], "num_hidden_layers": 2, "layer_types": ["full_attention"]})", StatusCode::kInvalidArgument, "'layer_types'"},
+      {R"({"architectures": ["Qwen3_5ForCausalLM"], "rope_parameters": {"rope_type": "yarn"}})", StatusCode::kInvalidArgument, "yarn"},
+      {R"({"architectures": ["Qwen3_5ForCausalLM"], "linear_num_key_heads": 3, "linear_num_value_heads": 4})", StatusCode::kInvalidArgument, "linear_num_key_heads"},
+      {R"({"model": 1})", StatusCode::kInvalidArgument, "'architectures'"},
+      {"[1, 2]", StatusCode::kCorrupt, "not a JSON object"},
+      {"{\"architectures\": ", StatusCode::kCorrupt, "not a JSON object"},
+  };
+  for (const BadCase& bc : cases) {
+    TempDir dir;
+    auto c = load_json(dir, bc.json);
+    ASSERT_FALSE(c.ok()) << bc.json;
+    EXPECT_EQ(c.status().code(), bc.code) << c.status().message();
+    EXPECT_NE(c.status().message().find(bc.needle), std::string::npos) << c.status().message();
+    EXPECT_NE(c.status().message().find(dir.file("config.json")), std::string::npos) << c.status().message();
+  }
+}
+
+TEST(Config, MissingDirectoryAndFile) {
+  auto c = load_model_config("/nonexistent/model");
+  EXPECT_EQ(c.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(c.status().message().find("/nonexistent/model"), std::string::npos);
+  TempDir dir;
+  c = load_model_config(dir.path());
+  EXPECT_EQ(c.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(c.status().message().find("config.json"), std::string::npos);
+}
+
+TEST(Config, Qwen35Forms) {
+  auto flat = load_model_config(test::data_dir("qwen3_5_tiny"));
+  ASSERT_TRUE(flat.ok()) << flat.status().message();
+  EXPECT_EQ(flat->weight_prefix, "model.");
+  EXPECT_EQ(flat->attn.rotary_dim, 4);  // 0.25 of 16
+  EXPECT_EQ(flat->blocks.size(), 8u);   // 4 layers × (mixer, MLP)
+  auto vl = load_model_config(test::data_dir("qwen3_5_vl_tied"));
+  ASSERT_TRUE(vl.ok()) << vl.status().message();
+  EXPECT_EQ(vl->weight_prefix, "model.language_model.");
+  EXPECT_TRUE(vl->tie_embeddings);       // from the top level, as transformers decides
+  EXPECT_EQ(vl->attn.rotary_dim, 8);     // rope_parameters wins over the top-level factor
+  EXPECT_FLOAT_EQ(vl->attn.rope_theta, 1e6f);
+  EXPECT_EQ(vl->count(BlockKind::kGatedDeltaNet), 2);
+  EXPECT_EQ(vl->count(BlockKind::kAttention), 1);
+}
+
+TEST(Config, QwenLayerTypesFromInterval) {
+  TempDir dir;
+  auto c = load_json(dir, R"({"architectures": ["Qwen3_5ForCausalLM"], "num_hidden_layers": 8,
+      "full_attention_interval": 4})");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  std::vector<BlockKind> mixers;
+  for (size_t i = 0; i < c->blocks.size(); i += 2) mixers.push_back(c->blocks[i]);
+  const auto G = BlockKind::kGatedDeltaNet, A = BlockKind::kAttention;
+  EXPECT_EQ(mixers, (std::vector<BlockKind>{G, G, G, A, G, G, G, A}));
+}
+
+}  // namespace
+}  // namespace replayssm
