@@ -218,7 +218,13 @@ TEST(Attention, MatchesSoftmaxInDoubleWithGqa) {
   auto q = randn(T * Hq * D, 1), k = randn(L * Hkv * D, 2), v = randn(L * Hkv * D, 3);
   AttentionParams p{Hq, Hkv, D, 1.0f / std::sqrt(5.0f)};
   std::vector<float> o(T * Hq * D);
-  attention(p, q.data(), Hq * D, pos0, T, k.data(), v.data(), Hkv * D, o.data(), Hq * D);
+  // Pages of 3 rows: the view must stitch them.
+  std::vector<const float*> kp, vp;
+  for (int64_t r = 0; r < L; r += 3) {
+    kp.push_back(k.data() + r * Hkv * D);
+    vp.push_back(v.data() + r * Hkv * D);
+  }
+  attention(p, q.data(), Hq * D, pos0, T, KvView{kp.data(), vp.data(), 3, Hkv * D}, o.data(), Hq * D);
   std::vector<double> ref(T * Hq * D, 0.0);
   for (int64_t t = 0; t < T; ++t)
     for (int64_t h = 0; h < Hq; ++h) {

@@ -56,3 +56,60 @@ struct AttentionParams {
 };
 
 }  // namespace replayssm::ops
+
+namespace replayssm::ops {
+
+// Paged access to the log entries of one SSM layer: the entry of position
+// p is at pages[p / page_size] + (p % page_size)·stride + offset.
+struct LogView {
+  const float* const* pages = nullptr;
+  int64_t page_size = 1;
+  int64_t stride = 0;
+  int64_t offset = 0;
+  const float* entry(int64_t p) const {
+    return pages[p / page_size] + (p % page_size) * stride + offset;
+  }
+};
+
+// Paged access to one attention layer's K/V rows: row p of K is at
+// k_pages[p / page_size] + (p % page_size)·stride, likewise V.
+struct KvView {
+  const float* const* k_pages = nullptr;
+  const float* const* v_pages = nullptr;
+  int64_t page_size = 1;
+  int64_t stride = 0;
+  const float* k(int64_t p) const { return k_pages[p / page_size] + (p % page_size) * stride; }
+  const float* v(int64_t p) const { return v_pages[p / page_size] + (p % page_size) * stride; }
+};
+
+// Log entry layouts (floats), DESIGN.md §2:
+//   Mamba2:          pre-conv xBC (C) | x (H·P) | B (G·N) | dt (H, post-softplus)
+//   Gated DeltaNet:  pre-conv qkv (C) | k (Hk·dk, normalised) | u (Hv·dv) | g (Hv)
+inline int64_t mamba2_entry_floats(const Mamba2Params& p, int64_t conv_channels) {
+  return conv_channels + p.n_heads * p.head_dim + p.n_groups * p.state_size + p.n_heads;
+}
+inline int64_t gdn_entry_floats(const GdnParams& p, int64_t conv_channels) {
+  return conv_channels + p.n_k_heads * p.k_dim + p.n_v_heads * p.v_dim + p.n_v_heads;
+}
+
+// One sequence's part of a replay step for one SSM layer (DESIGN.md §1):
+// the checkpoint at base_pos, the log of [base_pos, pos), and n new tokens
+// at [pos, pos+n). The kernel reads the checkpoint and the log, writes the n
+// new entries, the n outputs, and the state (+ conv window) after
+// write_pos[i] tokens into each write slot — and nothing else.
+struct ReplayArgs {
+  const float* ckpt_window = nullptr;  // (K-1, C) at base_pos; nullptr = zeros (position 0)
+  const float* ckpt_state = nullptr;   // (H, rows, cols) at base_pos; nullptr = zeros
+  int64_t base_pos = 0, pos = 0, n = 0;
+  LogView log;                          // entries of [base_pos, pos)
+  float* new_entries = nullptr;         // (n, entry floats), written
+  int n_writes = 0;
+  const int64_t* write_pos = nullptr;   // each in [base_pos, pos + n], ascending
+  float* const* write_state = nullptr;  // (H, rows, cols)
+  float* const* write_window = nullptr; // (K-1, C)
+  // true: outputs by the sequential recurrence (bit-identical to stepping);
+  // false: by the dual form from the checkpoint and the log (no state pass).
+  bool exact = true;
+};
+
+}  // namespace replayssm::ops

@@ -31,15 +31,23 @@ struct CacheLayerSpec {
 
 struct CacheSpec {
   std::vector<CacheLayerSpec> layers;
+  // Model FLOPs to re-run one token (≈ 2 × parameters): the cost model's
+  // price of a re-prefill, against replaying the log.
+  double prefill_flops_per_token = 0.0;
 };
 
-// One sequence's part of a step. `seq` is the cache's sequence id, `pos` the
-// number of tokens the sequence already holds (the first new position).
+// One sequence's part of a step: n tokens at positions [pos, pos+n), rows
+// [row, row+n) of the step. Normally pos is the number of tokens the
+// sequence holds (new tokens); a cache may also accept pos < length for a
+// rebuild of positions it already holds (ReplayStore's re-prefill).
+// `commit`: the new tokens are committed on arrival (a prompt, a plain AR
+// step), rather than drafts that may be rolled back.
 struct SeqSlice {
   int64_t seq = 0;
   int64_t pos = 0;
   int64_t n = 0;
   int64_t row = 0;
+  bool commit = true;
 };
 
 // Not thread-safe: one step at a time. A step is begin_step, then the
@@ -49,9 +57,10 @@ class StateCache {
  public:
   virtual ~StateCache() = default;
 
-  // Checks that each sequence exists and holds exactly `pos` tokens, and
-  // reserves room for the new ones (may fail with kOutOfBudget).
-  virtual Status begin_step(std::span<const SeqSlice> step) = 0;
+  // Checks each slice against the sequence it names and reserves room for
+  // the new tokens (may fail with kOutOfBudget). tokens: every row's token
+  // id, in row order.
+  virtual Status begin_step(std::span<const SeqSlice> step, std::span<const int32_t> tokens) = 0;
 
   // q: (rows, Hq·D) stride ldq, post-RoPE. k, v: (rows, Hkv·D) stride ldkv,
   // the new rows to append. out: (rows, Hq·D) stride ldo.

@@ -162,7 +162,7 @@ Status Model::forward(std::span<const SeqSlice> step, std::span<const int32_t> t
                               std::to_string(cfg.vocab_size) + ")");
   for (int64_t r : logit_rows)
     if (r < 0 || r >= rows) return invalid_argument("forward: logit row " + std::to_string(r) + " out of range");
-  RSSM_RETURN_IF_ERROR(cache.begin_step(step));
+  RSSM_RETURN_IF_ERROR(cache.begin_step(step, tokens));
 
   const Program& prog = *program_;
   std::vector<float> h(static_cast<size_t>(rows * H)), xn(h.size()), out(h.size());

@@ -110,6 +110,7 @@ CacheSpec cache_spec(const ModelConfig& c) {
     }
     s.layers.push_back(l);
   }
+  s.prefill_flops_per_token = 2.0 * static_cast<double>(parameter_count(c));
   return s;
 }
 

@@ -2,6 +2,7 @@
 #include "store/dense_cache.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <set>
 
 #include "core/check.h"
@@ -62,7 +63,7 @@ DenseCache::Sequence& DenseCache::seq_(int64_t id) {
   return it->second;
 }
 
-Status DenseCache::begin_step(std::span<const SeqSlice> step) {
+Status DenseCache::begin_step(std::span<const SeqSlice> step, std::span<const int32_t>) {
   std::set<int64_t> seen;
   for (const SeqSlice& s : step) {
     auto it = seqs_.find(s.seq);
@@ -90,8 +91,10 @@ void DenseCache::attention(int layer, const ops::AttentionParams& p, std::span<c
       std::copy_n(k + (s.row + t) * ldkv, width, l.k.data() + (s.pos + t) * width);
       std::copy_n(v + (s.row + t) * ldkv, width, l.v.data() + (s.pos + t) * width);
     }
-    ops::cpu::attention(p, q + s.row * ldq, ldq, s.pos, s.n, l.k.data(), l.v.data(), width,
-                        out + s.row * ldo, ldo);
+    const float* kp = l.k.data();
+    const float* vp = l.v.data();
+    const ops::KvView view{&kp, &vp, INT64_MAX, width};  // one page holds every row
+    ops::cpu::attention(p, q + s.row * ldq, ldq, s.pos, s.n, view, out + s.row * ldo, ldo);
   }
 }
 

@@ -32,7 +32,7 @@ class DenseCache final : public StateCache {
   size_t kv_bytes() const;
   const CacheSpec& spec() const { return spec_; }
 
-  Status begin_step(std::span<const SeqSlice> step) override;
+  Status begin_step(std::span<const SeqSlice> step, std::span<const int32_t> tokens) override;
   void attention(int layer, const ops::AttentionParams& p, std::span<const SeqSlice> step,
                  const float* q, int64_t ldq, const float* k, const float* v, int64_t ldkv,
                  float* out, int64_t ldo) override;

@@ -8,7 +8,7 @@
 namespace replayssm::ops::cpu {
 
 void attention(const AttentionParams& p, const float* q, int64_t ldq, int64_t pos0, int64_t T,
-               const float* k, const float* v, int64_t ldkv, float* out, int64_t ldo) {
+               const KvView& kv, float* out, int64_t ldo) {
   const int64_t Hq = p.n_heads, D = p.head_dim, rep = p.n_heads / p.n_kv_heads;
   std::vector<float> s(static_cast<size_t>(pos0 + T));
   for (int64_t t = 0; t < T; ++t) {
@@ -18,7 +18,7 @@ void attention(const AttentionParams& p, const float* q, int64_t ldq, int64_t po
       const int64_t kvh = h / rep;
       float mx = -INFINITY;
       for (int64_t j = 0; j < L; ++j) {
-        const float* kj = k + j * ldkv + kvh * D;
+        const float* kj = kv.k(j) + kvh * D;
         float dot = 0.0f;
         for (int64_t d = 0; d < D; ++d) dot += qh[d] * kj[d];
         s[j] = dot * p.scale;
@@ -33,7 +33,7 @@ void attention(const AttentionParams& p, const float* q, int64_t ldq, int64_t po
       float* oh = out + t * ldo + h * D;
       std::fill(oh, oh + D, 0.0f);
       for (int64_t j = 0; j < L; ++j) {
-        const float* vj = v + j * ldkv + kvh * D;
+        const float* vj = kv.v(j) + kvh * D;
         const float w = s[j] * inv;
         for (int64_t d = 0; d < D; ++d) oh[d] += w * vj[d];
       }

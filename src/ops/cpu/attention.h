@@ -8,10 +8,10 @@
 namespace replayssm::ops::cpu {
 
 // q: (T, Hq·D) stride ldq, the queries at positions pos0 .. pos0+T-1.
-// k, v: (L, Hkv·D) stride ldkv, rows 0 .. L-1 with L ≥ pos0 + T; query t
-//       attends to rows [0, pos0 + t]. Query head h reads KV head h/(Hq/Hkv).
+// kv: rows 0 .. pos0+T-1 of K and V, each (Hkv·D), paged; query t attends
+//     to rows [0, pos0 + t]. Query head h reads KV head h/(Hq/Hkv).
 // out: (T, Hq·D) stride ldo. Softmax in fp32 with max subtraction.
 void attention(const AttentionParams& p, const float* q, int64_t ldq, int64_t pos0, int64_t T,
-               const float* k, const float* v, int64_t ldkv, float* out, int64_t ldo);
+               const KvView& kv, float* out, int64_t ldo);
 
 }  // namespace replayssm::ops::cpu

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ops/cpu/activation.h"
+#include "ops/cpu/ssm_step.h"
 
 namespace replayssm::ops::cpu {
 
@@ -52,20 +53,10 @@ void gdn_scan(const GdnParams& p, float* state, const float* q, const float* k, 
       const float alpha = std::exp(g[t * Hv + h]);
       const float bt = beta[t * Hv + h];
       float* S = state + h * dk * dv;  // S[i*dv + j], i over dk, j over dv
-      for (int64_t i = 0; i < dk * dv; ++i) S[i] *= alpha;
-      for (int64_t j = 0; j < dv; ++j) {
-        float mem = 0.0f;
-        for (int64_t i = 0; i < dk; ++i) mem += S[i * dv + j] * kt[i];
-        u[j] = (vt[j] - mem) * bt;
-      }
-      for (int64_t i = 0; i < dk; ++i)
-        for (int64_t j = 0; j < dv; ++j) S[i * dv + j] += kt[i] * u[j];
-      float* ot = o + t * ldo + h * dv;
-      for (int64_t j = 0; j < dv; ++j) {
-        float acc = 0.0f;
-        for (int64_t i = 0; i < dk; ++i) acc += S[i * dv + j] * qt[i];
-        ot[j] = acc;
-      }
+      gdn_decay_head(S, dk, dv, alpha);
+      gdn_correct_head(S, dk, dv, kt, vt, bt, u.data());
+      gdn_rank1_head(S, dk, dv, kt, u.data());
+      gdn_output_head(S, dk, dv, qt, o + t * ldo + h * dv);
     }
   }
 }

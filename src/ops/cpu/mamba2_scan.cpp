@@ -1,12 +1,13 @@
-// mamba2_scan (see mamba2_scan.h). The operation order follows the
-// transformers decode step (state·dA + (dt·B)·x, then S·C + D·x) so the two
-// round alike.
+// mamba2_scan (see mamba2_scan.h). The per-head arithmetic lives in
+// ssm_step.h and follows the transformers decode step (state·dA + (dt·B)·x,
+// then S·C + D·x), so the two round alike.
 #include "ops/cpu/mamba2_scan.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "ops/cpu/activation.h"
+#include "ops/cpu/ssm_step.h"
 
 namespace replayssm::ops::cpu {
 
@@ -26,16 +27,8 @@ void mamba2_scan(const Mamba2Params& p, float* state, const float* x, int64_t ld
       const float* Bt = B + t * ldbc + g * N;
       const float* Ct = C + t * ldbc + g * N;
       float* S = state + h * P * N;
-      float* yt = y + t * ldy + h * P;
-      for (int64_t i = 0; i < P; ++i) {
-        float* Si = S + i * N;
-        float acc = 0.0f;
-        for (int64_t n = 0; n < N; ++n) {
-          Si[n] = Si[n] * dA + (dt * Bt[n]) * xt[i];
-          acc += Si[n] * Ct[n];
-        }
-        yt[i] = acc + p.D[h] * xt[i];
-      }
+      mamba2_update_head(S, P, N, dA, dt, Bt, xt);
+      mamba2_output_head(S, P, N, Ct, p.D[h], xt, y + t * ldy + h * P);
     }
   }
 }
