@@ -35,6 +35,37 @@ Status check_device(const std::string& device) {
   return invalid_argument("--device: unknown device '" + device + "' (expected cpu or cuda)");
 }
 
+void add_store_options(CLI::App& app, StoreArgs* a) {
+  app.add_option("--strategy", a->strategy, "State storage: replay, snapshot or recompute")->capture_default_str();
+  app.add_option("--window", a->window, "W: fold committed log entries into a checkpoint every W tokens")
+      ->capture_default_str();
+  app.add_option("--checkpoint-interval", a->checkpoint_interval,
+                 "K: keep an older checkpoint every K tokens (recompute: sparse interval; 0 = W)")
+      ->capture_default_str();
+  app.add_option("--page-size", a->page_size, "B: tokens per page")->capture_default_str();
+  app.add_option("--log-retention", a->log_retention,
+                 "Log tokens kept below the live checkpoint, for cheap far restores (-1 = all)")
+      ->capture_default_str();
+  app.add_option("--state-budget", a->state_budget, "Bytes for checkpoints + logs (0 = unlimited)")
+      ->capture_default_str();
+  app.add_option("--eviction", a->eviction, "Eviction policy under the budget: cost or lru")->capture_default_str();
+  app.add_flag("--exact", a->exact, "Bit-identical to stepwise decoding (sequential replay)");
+}
+
+Result<StoreOptions> store_options(const StoreArgs& a) {
+  StoreOptions o;
+  RSSM_ASSIGN_OR_RETURN(o.strategy, parse_strategy(a.strategy));
+  RSSM_ASSIGN_OR_RETURN(o.eviction, parse_eviction(a.eviction));
+  o.window = a.window;
+  o.checkpoint_interval = a.checkpoint_interval;
+  o.page_size = a.page_size;
+  o.log_retention = a.log_retention;
+  o.state_budget = a.state_budget;
+  o.exact = a.exact;
+  RSSM_RETURN_IF_ERROR(o.validate());
+  return o;
+}
+
 std::string float_json(float x) {
   if (std::isnan(x)) return "NaN";
   if (std::isinf(x)) return x > 0 ? "Infinity" : "-Infinity";

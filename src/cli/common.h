@@ -2,10 +2,13 @@
 // device, printing floats compactly and exactly.
 #pragma once
 
+#include <CLI/CLI.hpp>
+
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "replayssm/replay_store.h"
 #include "replayssm/status.h"
 
 namespace replayssm::cli {
@@ -15,6 +18,15 @@ Result<std::vector<int32_t>> parse_ids(const std::string& text, const std::strin
 
 // Only "cpu" runs in this build; anything else is a clear error.
 Status check_device(const std::string& device);
+
+// The store's knobs, shared by every command that decodes.
+struct StoreArgs {
+  std::string strategy = "replay", eviction = "cost";
+  int64_t window = 16, checkpoint_interval = 0, page_size = 16, state_budget = 0, log_retention = 0;
+  bool exact = false;
+};
+void add_store_options(CLI::App& app, StoreArgs* a);
+Result<StoreOptions> store_options(const StoreArgs& a);
 
 // Shortest decimal that reads back as the same float ("%.9g"), JSON-safe.
 std::string float_json(float x);

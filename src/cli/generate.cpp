@@ -18,6 +18,7 @@ struct GenerateArgs {
   float temperature = 0.0f, top_p = 1.0f;
   uint64_t seed = 0;
   bool json = false, ignore_eos = false;
+  StoreArgs store;
 };
 
 Status run_generate(const GenerateArgs& a) {
@@ -26,6 +27,7 @@ Status run_generate(const GenerateArgs& a) {
   if (!(a.temperature >= 0.0f)) return invalid_argument("--temperature: must be >= 0");
   if (!(a.top_p > 0.0f && a.top_p <= 1.0f)) return invalid_argument("--top-p: must be in (0, 1]");
   RSSM_ASSIGN_OR_RETURN(std::vector<int32_t> ids, parse_ids(a.prompt_ids, "--prompt-ids"));
+  RSSM_ASSIGN_OR_RETURN(StoreOptions sopt, store_options(a.store));
   RSSM_ASSIGN_OR_RETURN(auto model, Model::load(a.model));
   for (int32_t t : ids)
     if (t >= model->config().vocab_size)
@@ -35,6 +37,7 @@ Status run_generate(const GenerateArgs& a) {
   opt.max_new_tokens = a.max_new_tokens;
   opt.sampling = {a.temperature, a.top_p, a.seed};
   opt.stop_at_eos = !a.ignore_eos;
+  opt.store = sopt;
   // Plain mode streams ids as they come; --json prints one object at the end.
   std::function<void(int32_t)> stream;
   if (!a.json)
@@ -54,14 +57,20 @@ Status run_generate(const GenerateArgs& a) {
   }
   std::string out = "{\"tokens\": [";
   for (int64_t i = 0; i < n; ++i) out += (i ? ", " : "") + std::to_string(r.tokens[i]);
-  char stats[512];
+  const StoreStats& st = r.store;
+  char stats[1024];
   std::snprintf(stats, sizeof stats,
                 "], \"stats\": {\"prompt_tokens\": %zu, \"new_tokens\": %lld, \"prefill_ms\": %.3f, "
                 "\"decode_ms\": %.3f, \"time_per_output_token_ms\": %.4f, \"tokens_per_s\": %.2f, "
-                "\"state_bytes_peak\": %lld, \"kv_bytes_peak\": %lld}}\n",
+                "\"strategy\": \"%s\", \"state_bytes_peak\": %lld, \"kv_bytes_peak\": %lld, "
+                "\"state_writes_bytes\": %lld, \"replayed_tokens\": %lld, "
+                "\"restores\": {\"checkpoint\": %lld, \"log_replay\": %lld, \"reprefill\": %lld}, "
+                "\"evictions\": %lld}}\n",
                 ids.size(), (long long)n, r.prefill_s * 1e3, r.decode_s * 1e3, tpot * 1e3,
-                tpot > 0 ? 1.0 / tpot : 0.0, (long long)r.state_bytes_peak,
-                (long long)r.kv_bytes_peak);
+                tpot > 0 ? 1.0 / tpot : 0.0, strategy_name(sopt.strategy), (long long)st.state_bytes_peak,
+                (long long)st.kv_bytes_peak, (long long)st.state_writes_bytes, (long long)st.replayed_tokens,
+                (long long)st.restores_checkpoint, (long long)st.restores_log_replay,
+                (long long)st.restores_reprefill, (long long)st.evictions);
   out += stats;
   std::fwrite(out.data(), 1, out.size(), stdout);
   return {};
@@ -80,6 +89,7 @@ Runner add_generate(CLI::App& app) {
   app.add_flag("--ignore-eos", a->ignore_eos, "Do not stop at the config's EOS token");
   app.add_flag("--json", a->json, "Print {\"tokens\": [...], \"stats\": {...}}");
   app.add_option("--device", a->device, "cpu")->capture_default_str();
+  add_store_options(app, &a->store);
   return [a] { return run_generate(*a); };
 }
 

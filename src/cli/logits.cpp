@@ -8,7 +8,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "replayssm/model.h"
-#include "store/dense_cache.h"
+#include "decode/session.h"
 
 namespace replayssm::cli {
 
@@ -16,6 +16,7 @@ namespace {
 
 struct LogitsArgs {
   std::string model, prompt_ids, path = "prefill", device = "cpu";
+  StoreArgs store;
 };
 
 Status run_logits(const LogitsArgs& a) {
@@ -23,26 +24,24 @@ Status run_logits(const LogitsArgs& a) {
   if (a.path != "prefill" && a.path != "decode")
     return invalid_argument("--path: '" + a.path + "' (expected prefill or decode)");
   RSSM_ASSIGN_OR_RETURN(std::vector<int32_t> ids, parse_ids(a.prompt_ids, "--prompt-ids"));
+  RSSM_ASSIGN_OR_RETURN(StoreOptions sopt, store_options(a.store));
   RSSM_ASSIGN_OR_RETURN(auto model, Model::load(a.model));
   const int64_t V = model->config().vocab_size, n = static_cast<int64_t>(ids.size());
   for (int32_t t : ids)
     if (t >= V)
       return invalid_argument("--prompt-ids: token id " + std::to_string(t) + " >= vocab size " +
                               std::to_string(V));
-  DenseCache cache(cache_spec(model->config()));
-  const int64_t seq = cache.add_sequence();
-  std::vector<float> logits(static_cast<size_t>(n * V));
+  RSSM_ASSIGN_OR_RETURN(auto session, Session::create(*model, sopt));
+  const int64_t seq = session->store().add_sequence();
+  std::vector<float> logits, row;
   if (a.path == "prefill") {
-    SeqSlice s{seq, 0, n, 0};
-    std::vector<int64_t> rows(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) rows[i] = i;
-    RSSM_RETURN_IF_ERROR(model->forward({&s, 1}, ids, cache, rows, logits.data()));
+    const StepInput in{seq, ids, true, StepInput::kAll};
+    RSSM_RETURN_IF_ERROR(session->step({&in, 1}, &logits));
   } else {
     for (int64_t i = 0; i < n; ++i) {
-      SeqSlice s{seq, i, 1, 0};
-      const int64_t row = 0;
-      RSSM_RETURN_IF_ERROR(
-          model->forward({&s, 1}, {&ids[i], 1}, cache, {&row, 1}, logits.data() + i * V));
+      const StepInput in{seq, {&ids[i], 1}};
+      RSSM_RETURN_IF_ERROR(session->step({&in, 1}, &row));
+      logits.insert(logits.end(), row.begin(), row.end());
     }
   }
   // Everything is computed before the first byte is printed: no partial output.
@@ -69,6 +68,7 @@ Runner add_logits(CLI::App& app) {
   app.add_option("--prompt-ids", a->prompt_ids, "Comma-separated token ids, e.g. 3,17,5")->required();
   app.add_option("--path", a->path, "prefill (one step) or decode (one token per step)")->capture_default_str();
   app.add_option("--device", a->device, "cpu")->capture_default_str();
+  add_store_options(app, &a->store);
   return [a] { return run_logits(*a); };
 }
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "store/dense_cache.h"
+#include "decode/session.h"
 
 namespace replayssm {
 
@@ -21,42 +21,33 @@ Result<GenerateResult> generate(const Model& model, std::span<const int32_t> pro
   const ModelConfig& cfg = model.config();
   if (prompt.empty()) return invalid_argument("generate: the prompt is empty");
   if (opt.max_new_tokens < 0) return invalid_argument("generate: max_new_tokens must be >= 0");
-  DenseCache cache(cache_spec(cfg));
-  const int64_t seq = cache.add_sequence();
+  RSSM_ASSIGN_OR_RETURN(auto session, Session::create(model, opt.store));
+  const int64_t seq = session->store().add_sequence();
   Sampler sampler(opt.sampling);
   GenerateResult res;
-  std::vector<float> logits(static_cast<size_t>(cfg.vocab_size));
-  auto track = [&] {
-    res.kv_bytes_peak = std::max<int64_t>(res.kv_bytes_peak, static_cast<int64_t>(cache.kv_bytes()));
-    res.state_bytes_peak =
-        std::max<int64_t>(res.state_bytes_peak, static_cast<int64_t>(cache.state_bytes()));
-  };
-  if (opt.max_new_tokens == 0) return res;
+  std::vector<float> logits;
+  if (opt.max_new_tokens > 0) {
+    double t0 = now_s();
+    const StepInput first{seq, prompt};
+    RSSM_RETURN_IF_ERROR(session->step({&first, 1}, &logits));
+    res.prefill_s = now_s() - t0;
 
-  double t0 = now_s();
-  const int64_t n = static_cast<int64_t>(prompt.size());
-  SeqSlice slice{seq, 0, n, 0};
-  const int64_t last = n - 1;
-  RSSM_RETURN_IF_ERROR(model.forward({&slice, 1}, prompt, cache, {&last, 1}, logits.data()));
-  track();
-  res.prefill_s = now_s() - t0;
-
-  t0 = now_s();
-  int32_t tok = sampler.sample(logits);
-  for (;;) {
-    res.tokens.push_back(tok);
-    if (on_token) on_token(tok);
-    const bool eos = std::find(cfg.eos_token_ids.begin(), cfg.eos_token_ids.end(), tok) !=
-                     cfg.eos_token_ids.end();
-    if (static_cast<int64_t>(res.tokens.size()) >= opt.max_new_tokens || (opt.stop_at_eos && eos))
-      break;
-    SeqSlice s{seq, cache.length(seq), 1, 0};
-    const int64_t row = 0;
-    RSSM_RETURN_IF_ERROR(model.forward({&s, 1}, {&tok, 1}, cache, {&row, 1}, logits.data()));
-    track();
-    tok = sampler.sample(logits);
+    t0 = now_s();
+    int32_t tok = sampler.sample(logits);
+    for (;;) {
+      res.tokens.push_back(tok);
+      if (on_token) on_token(tok);
+      const bool eos = std::find(cfg.eos_token_ids.begin(), cfg.eos_token_ids.end(), tok) !=
+                       cfg.eos_token_ids.end();
+      if (static_cast<int64_t>(res.tokens.size()) >= opt.max_new_tokens || (opt.stop_at_eos && eos))
+        break;
+      const StepInput in{seq, {&tok, 1}};
+      RSSM_RETURN_IF_ERROR(session->step({&in, 1}, &logits));
+      tok = sampler.sample(logits);
+    }
+    res.decode_s = now_s() - t0;
   }
-  res.decode_s = now_s() - t0;
+  res.store = session->store().stats();
   return res;
 }
 

@@ -1,0 +1,156 @@
+// ReplayStore internals shared by its translation units: the page,
+// checkpoint and sequence records, per-layer layouts, and the step plan.
+// See replay_store.h for the model and docs/store.md for the invariants.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "replayssm/replay_store.h"
+
+namespace replayssm {
+
+// One page: B token slots. kv holds every attention layer's K/V rows,
+// log every SSM layer's entries; log may be absent (evicted or never
+// allocated). Log entries are valid for slots [log_lo, B) that the owning
+// sequences have written.
+struct Page {
+  int refs = 0;
+  std::vector<float> kv, log;
+  int64_t log_lo = 0;
+  uint64_t last_use = 0;
+};
+
+// State + conv window of every SSM layer after `pos` tokens. Evicted
+// checkpoints keep their record (holders drop it lazily) but no data.
+struct Ckpt {
+  int refs = 0;
+  int64_t pos = 0;
+  std::vector<float> data;
+  uint64_t last_use = 0;
+  bool evicted() const { return data.empty(); }
+};
+
+struct Seq {
+  int64_t request = 0;
+  std::vector<int32_t> tokens;
+  int64_t committed = 0;
+  std::vector<int64_t> pages;  // block table: page of positions [i·B, (i+1)·B)
+  std::vector<int64_t> ckpts;  // ascending by position
+  // Position of the base the next step is expected to start from; a step
+  // that must start lower (its checkpoint was evicted or cut away) counts
+  // as a log-replay restore.
+  int64_t expect_base = 0;
+};
+
+struct Request {
+  int64_t budget = 0;
+  int64_t n_seqs = 0;
+};
+
+// Where one cache layer lives inside a page and a checkpoint.
+struct LayerLayout {
+  CacheLayerSpec spec;
+  int64_t kv_off = 0, kv_width = 0;      // attention: Hkv·D per K (and per V) row
+  int64_t log_off = 0, entry = 0;        // SSM: entry floats per token
+  int64_t win_off = 0, win_floats = 0;   // SSM: (K-1)·C
+  int64_t state_off = 0, state_floats = 0;
+};
+
+// The host's decision for one slice of a step; every layer runs against it.
+struct SlicePlan {
+  SeqSlice s;
+  bool rebuild = false;
+  int64_t base = -1;       // checkpoint id; -1 = the zero state at position 0
+  int64_t base_pos = 0;
+  std::vector<int64_t> write_pos, write_ckpt;
+  int64_t committed_after = 0;
+  bool in_place = false;        // the single write reuses the base's slot
+  std::vector<int32_t> tokens;  // the slice's token ids, appended at end_step
+};
+
+// A sentinel checkpoint id: the zero state at position 0, never stored.
+constexpr int64_t kZeroCkpt = -1;
+
+struct ReplayStore::Impl {
+  Impl(CacheSpec spec, StoreOptions opt);
+
+  CacheSpec spec;
+  StoreOptions opt;
+  StoreStats stats;
+  std::vector<LayerLayout> layers;
+  int64_t B = 16;
+  int64_t page_kv_floats = 0, page_log_floats = 0, ckpt_floats = 0;
+  double replay_flops = 0.0, prefill_flops = 0.0;  // per token, cost model
+  bool logs = true;                                // strategy keeps an input log
+
+  std::map<int64_t, Page> pages;
+  std::map<int64_t, Ckpt> ckpts;
+  std::map<int64_t, Seq> seqs;
+  std::map<int64_t, Request> requests;
+  int64_t next_page = 0, next_ckpt = 0, next_seq = 0;
+  uint64_t clock = 0;
+  std::vector<SlicePlan> plan;
+  std::set<int64_t> pinned;
+  std::vector<float> entries, scratch;
+  std::vector<const float*> ptrs_a, ptrs_b;
+
+  // Accounting.
+  void add_state(int64_t bytes);
+  void add_kv(int64_t bytes);
+  int64_t ckpt_bytes() const { return ckpt_floats * 4; }
+  int64_t log_bytes() const { return page_log_floats * 4; }
+
+  // Pages and checkpoints (refcounted; freed at zero).
+  int64_t new_page(bool with_log);
+  int64_t copy_page(int64_t id);
+  void alloc_log(Page& p);  // entries become valid as end_step records them
+  void unref_page(int64_t id);
+  int64_t new_ckpt(int64_t pos);
+  void unref_ckpt(int64_t id);
+
+  Seq* find(int64_t id);
+  const Seq* find(int64_t id) const;
+  int64_t ckpt_pos(int64_t id) const { return id == kZeroCkpt ? 0 : ckpts.at(id).pos; }
+  // True when log entries of [from, to) are all present.
+  bool log_covers(const Seq& s, int64_t from, int64_t to) const;
+  // Highest checkpoint ≤ len whose log reaches len (kZeroCkpt counts);
+  // nullopt if none. Without logs only a checkpoint at len qualifies.
+  std::optional<int64_t> best_log_base(const Seq& s, int64_t len) const;
+  // Highest live checkpoint ≤ len (kZeroCkpt if none).
+  int64_t best_any_base(const Seq& s, int64_t len) const;
+  RestorePlan plan_resume(const Seq& s) const;
+  // Drops evicted checkpoint refs and those the strategy no longer needs.
+  void prune(Seq& s);
+  void drop_tokens(Seq& s, int64_t pos);
+  void release_seq(int64_t id);
+  void reset_expect(Seq& s);
+  // Frees log pages wholly below the live checkpoint − log_retention
+  // (exclusively owned ones; shared pages wait for their last owner).
+  void trim_log(Seq& s);
+
+  // Eviction (store_evict.cpp). protect: ids that must survive.
+  struct Protected {
+    std::set<int64_t> pages, ckpts;
+  };
+  void protect_resume(const Seq& s, Protected* p) const;
+  struct Candidate {
+    bool is_ckpt;
+    int64_t id;
+    int64_t bytes;
+    double cost;  // FLOPs to rebuild
+    uint64_t last_use;
+  };
+  std::vector<Candidate> eviction_candidates(const Protected& p, std::optional<int64_t> request) const;
+  int64_t evictable_bytes(const Protected& p, std::optional<int64_t> request) const;
+  int64_t evict(int64_t bytes, const Protected& p, std::optional<int64_t> request);
+  int64_t request_bytes(int64_t request) const;
+  // Makes room for `need` new state bytes (global and, if given, per
+  // request); evicts as needed. Fails, evicting nothing, when impossible.
+  Status reserve(int64_t need, const std::map<int64_t, int64_t>& need_by_request,
+                 const Protected& p);
+};
+
+}  // namespace replayssm

@@ -1,0 +1,287 @@
+// ReplayStore steps: begin_step builds the step plan (base checkpoint,
+// state writes, pages to allocate) and reserves memory before anything
+// changes; the layer calls run the kernels against the plan; end_step
+// appends tokens, records which log entries became valid and prunes.
+#include <algorithm>
+#include <cstring>
+
+#include "core/check.h"
+#include "ops/cpu/attention.h"
+#include "ops/cpu/replay.h"
+#include "store/store_impl.h"
+
+namespace replayssm {
+
+namespace {
+
+std::string seq_str(int64_t id) { return "sequence " + std::to_string(id); }
+
+}  // namespace
+
+Status ReplayStore::begin_step(std::span<const SeqSlice> step, std::span<const int32_t> tokens) {
+  Impl& m = *impl_;
+  std::vector<SlicePlan> plan;
+  std::set<int64_t> seen;
+  Impl::Protected prot;
+  for (int64_t s : m.pinned)
+    if (const Seq* q = m.find(s)) m.protect_resume(*q, &prot);
+  int64_t need_total = 0;
+  std::map<int64_t, int64_t> need_req;
+
+  // Phase 1: validate and plan; nothing changes.
+  for (const SeqSlice& sl : step) {
+    const Seq* s = m.find(sl.seq);
+    if (s == nullptr) return invalid_argument("step: no " + seq_str(sl.seq));
+    if (!seen.insert(sl.seq).second) return invalid_argument("step: " + seq_str(sl.seq) + " appears twice");
+    if (sl.n <= 0) return invalid_argument("step: empty slice for " + seq_str(sl.seq));
+    const int64_t len = static_cast<int64_t>(s->tokens.size()), end = sl.pos + sl.n;
+    SlicePlan sp;
+    sp.s = sl;
+    sp.tokens.assign(tokens.begin() + sl.row, tokens.begin() + sl.row + sl.n);
+    if (sl.pos == len) {
+      const std::optional<int64_t> base = m.best_log_base(*s, len);
+      if (!base) {
+        const RestorePlan r = m.plan_resume(*s);
+        return invalid_argument("step: " + seq_str(sl.seq) + " must be restored first (re-prefill of tokens [" +
+                                std::to_string(r.from) + ", " + std::to_string(r.to) + "))");
+      }
+      sp.base = *base;
+    } else if (sl.pos < len) {
+      // A rebuild: re-run tokens [pos, len) from a checkpoint exactly at pos.
+      if (end != len)
+        return invalid_argument("step: rebuild of " + seq_str(sl.seq) + " must run to its length " + std::to_string(len));
+      for (int64_t i = 0; i < sl.n; ++i)
+        if (sp.tokens[i] != s->tokens[sl.pos + i])
+          return invalid_argument("step: rebuild of " + seq_str(sl.seq) + " has a different token at position " +
+                                  std::to_string(sl.pos + i));
+      sp.rebuild = true;
+      sp.base = sl.pos == 0 ? kZeroCkpt : -2;
+      for (int64_t id : s->ckpts)
+        if (m.ckpts.at(id).pos == sl.pos && !m.ckpts.at(id).evicted()) sp.base = id;
+      if (sp.base == -2)
+        return invalid_argument("step: rebuild of " + seq_str(sl.seq) + " must start at a checkpoint; none at " +
+                                std::to_string(sl.pos));
+    } else {
+      return invalid_argument("step: " + seq_str(sl.seq) + " holds " + std::to_string(len) +
+                              " tokens, slice starts at " + std::to_string(sl.pos));
+    }
+    sp.base_pos = m.ckpt_pos(sp.base);
+    sp.committed_after = (sp.rebuild || !sl.commit) ? s->committed : end;
+    switch (m.opt.strategy) {
+      case Strategy::kReplay:
+        if (sp.rebuild) sp.write_pos = {end};
+        else if (sp.committed_after - sp.base_pos >= m.opt.window) sp.write_pos = {sp.committed_after};
+        break;
+      case Strategy::kSnapshot:
+        if (sp.rebuild || sl.commit) sp.write_pos = {end};
+        else
+          for (int64_t f = sl.pos + 1; f <= end; ++f) sp.write_pos.push_back(f);
+        break;
+      case Strategy::kRecompute: {
+        const int64_t sparse = m.opt.checkpoint_interval > 0 ? m.opt.checkpoint_interval : m.opt.window;
+        for (int64_t f = sl.pos + 1; f < end; ++f)
+          if (f % sparse == 0 && f <= sp.committed_after) sp.write_pos.push_back(f);
+        sp.write_pos.push_back(end);
+        break;
+      }
+    }
+    // A single write may reuse the base's slot when nothing else holds the
+    // base and the strategy would drop it after this step anyway: then a
+    // flush costs no extra memory, as the standard path's in-place update.
+    if (sp.write_pos.size() == 1 && sp.base != kZeroCkpt && m.ckpts.at(sp.base).refs == 1) {
+      const int64_t K = m.opt.checkpoint_interval, f = sp.write_pos[0];
+      const bool kept_by_interval = K > 0 && sp.base_pos / K != f / K;
+      switch (m.opt.strategy) {
+        case Strategy::kReplay: sp.in_place = !kept_by_interval; break;
+        case Strategy::kSnapshot: sp.in_place = (sp.rebuild || sl.commit) && !kept_by_interval; break;
+        case Strategy::kRecompute: {
+          const int64_t sparse = K > 0 ? K : m.opt.window;
+          sp.in_place = !(sp.base_pos % sparse == 0 && sp.base_pos <= sp.committed_after);
+          break;
+        }
+      }
+    }
+    int64_t need = sp.in_place ? 0 : static_cast<int64_t>(sp.write_pos.size()) * m.ckpt_bytes();
+    for (int64_t pi = sl.pos / m.B; pi <= (end - 1) / m.B; ++pi) {
+      if (pi >= static_cast<int64_t>(s->pages.size())) {
+        if (m.logs) need += m.log_bytes();
+        continue;
+      }
+      const Page& pg = m.pages.at(s->pages[pi]);
+      const bool cow = !sp.rebuild && pg.refs > 1;
+      if ((cow && !pg.log.empty()) || (m.logs && pg.log.empty())) need += m.log_bytes();
+    }
+    need_total += need;
+    need_req[s->request] += need;
+    if (sp.base != kZeroCkpt) prot.ckpts.insert(sp.base);
+    for (int64_t pi = sp.base_pos / m.B; pi < static_cast<int64_t>(s->pages.size()); ++pi)
+      prot.pages.insert(s->pages[pi]);
+    plan.push_back(std::move(sp));
+  }
+  RSSM_RETURN_IF_ERROR(m.reserve(need_total, need_req, prot));
+
+  // Phase 2: allocate what the plan needs.
+  m.clock++;
+  for (SlicePlan& sp : plan) {
+    Seq& s = *m.find(sp.s.seq);
+    const int64_t end = sp.s.pos + sp.s.n;
+    for (int64_t pi = sp.s.pos / m.B; pi <= (end - 1) / m.B; ++pi) {
+      if (pi >= static_cast<int64_t>(s.pages.size())) {
+        RSSM_CHECK(!sp.rebuild);
+        s.pages.push_back(m.new_page(m.logs));
+        continue;
+      }
+      if (!sp.rebuild && m.pages.at(s.pages[pi]).refs > 1) s.pages[pi] = m.copy_page(s.pages[pi]);
+      Page& pg = m.pages.at(s.pages[pi]);
+      if (m.logs && pg.log.empty()) m.alloc_log(pg);
+    }
+    if (sp.in_place) sp.write_ckpt.push_back(sp.base);
+    else
+      for (int64_t f : sp.write_pos) sp.write_ckpt.push_back(m.new_ckpt(f));
+    m.stats.state_writes_bytes += static_cast<int64_t>(sp.write_pos.size()) * m.ckpt_bytes();
+    if (!sp.rebuild) m.stats.replayed_tokens += sp.s.pos - sp.base_pos;
+    if (sp.rebuild) m.stats.restores_reprefill++;
+    else if (sp.base_pos < s.expect_base) m.stats.restores_log_replay++;
+    if (sp.base != kZeroCkpt) m.ckpts.at(sp.base).last_use = m.clock;
+    for (int64_t pi = sp.base_pos / m.B; pi < static_cast<int64_t>(s.pages.size()); ++pi)
+      m.pages.at(s.pages[pi]).last_use = m.clock;
+  }
+  m.plan = std::move(plan);
+  return {};
+}
+
+void ReplayStore::attention(int layer, const ops::AttentionParams& p, std::span<const SeqSlice>,
+                            const float* q, int64_t ldq, const float* k, const float* v,
+                            int64_t ldkv, float* out, int64_t ldo) {
+  Impl& m = *impl_;
+  const LayerLayout& L = m.layers[layer];
+  const int64_t w = L.kv_width;
+  for (const SlicePlan& sp : m.plan) {
+    Seq& s = *m.find(sp.s.seq);
+    if (!sp.rebuild)  // a rebuild re-reads the rows it already holds
+      for (int64_t t = 0; t < sp.s.n; ++t) {
+        const int64_t pos = sp.s.pos + t;
+        float* row = m.pages.at(s.pages[pos / m.B]).kv.data() + L.kv_off + (pos % m.B) * 2 * w;
+        std::memcpy(row, k + (sp.s.row + t) * ldkv, sizeof(float) * w);
+        std::memcpy(row + w, v + (sp.s.row + t) * ldkv, sizeof(float) * w);
+      }
+    m.ptrs_a.clear();
+    m.ptrs_b.clear();
+    for (int64_t id : s.pages) {
+      const float* base = m.pages.at(id).kv.data() + L.kv_off;
+      m.ptrs_a.push_back(base);
+      m.ptrs_b.push_back(base + w);
+    }
+    const ops::KvView view{m.ptrs_a.data(), m.ptrs_b.data(), m.B, 2 * w};
+    ops::cpu::attention(p, q + sp.s.row * ldq, ldq, sp.s.pos, sp.s.n, view, out + sp.s.row * ldo, ldo);
+  }
+}
+
+namespace {
+
+// The kernel arguments of one slice for one SSM layer.
+struct SliceArgs {
+  ops::ReplayArgs a;
+  std::vector<float*> ws, ww;
+};
+
+SliceArgs slice_args(ReplayStore::Impl& m, const SlicePlan& sp, const LayerLayout& L) {
+  SliceArgs r;
+  const Seq& s = *m.find(sp.s.seq);
+  if (sp.base != kZeroCkpt) {
+    const float* d = m.ckpts.at(sp.base).data.data();
+    r.a.ckpt_window = d + L.win_off;
+    r.a.ckpt_state = d + L.state_off;
+  }
+  r.a.base_pos = sp.base_pos;
+  r.a.pos = sp.s.pos;
+  r.a.n = sp.s.n;
+  m.ptrs_a.clear();
+  for (int64_t id : s.pages) {
+    const Page& pg = m.pages.at(id);
+    m.ptrs_a.push_back(pg.log.empty() ? nullptr : pg.log.data());
+  }
+  r.a.log = ops::LogView{m.ptrs_a.data(), m.B, L.entry, L.log_off};
+  m.entries.resize(static_cast<size_t>(sp.s.n * L.entry));
+  r.a.new_entries = m.entries.data();
+  for (int64_t id : sp.write_ckpt) {
+    float* d = m.ckpts.at(id).data.data();
+    r.ws.push_back(d + L.state_off);
+    r.ww.push_back(d + L.win_off);
+  }
+  r.a.n_writes = static_cast<int>(sp.write_pos.size());
+  r.a.write_pos = sp.write_pos.data();
+  r.a.write_state = r.ws.data();
+  r.a.write_window = r.ww.data();
+  // Only the replay strategy has a dual form to choose; the others step.
+  r.a.exact = m.opt.exact || m.opt.strategy != Strategy::kReplay;
+  return r;
+}
+
+// Appends the slice's new entries to its pages' logs (replay keeps a log).
+void append_entries(ReplayStore::Impl& m, const SlicePlan& sp, const LayerLayout& L) {
+  if (!m.logs) return;
+  const Seq& s = *m.find(sp.s.seq);
+  for (int64_t t = 0; t < sp.s.n; ++t) {
+    const int64_t pos = sp.s.pos + t;
+    float* dst = m.pages.at(s.pages[pos / m.B]).log.data() + L.log_off + (pos % m.B) * L.entry;
+    std::memcpy(dst, m.entries.data() + t * L.entry, sizeof(float) * L.entry);
+  }
+}
+
+}  // namespace
+
+void ReplayStore::mamba2(int layer, const ops::Conv1dParams& conv, const ops::Mamba2Params& p,
+                         std::span<const SeqSlice>, const float* xbc, int64_t ldxbc, const float* dt,
+                         int64_t lddt, float* y, int64_t ldy) {
+  Impl& m = *impl_;
+  const LayerLayout& L = m.layers[layer];
+  for (const SlicePlan& sp : m.plan) {
+    SliceArgs r = slice_args(m, sp, L);
+    ops::cpu::mamba2_replay(conv, p, r.a, xbc + sp.s.row * ldxbc, ldxbc, dt + sp.s.row * lddt, lddt,
+                            y + sp.s.row * ldy, ldy, &m.scratch);
+    append_entries(m, sp, L);
+  }
+}
+
+void ReplayStore::gated_deltanet(int layer, const ops::Conv1dParams& conv, const ops::GdnParams& p,
+                                 std::span<const SeqSlice>, const float* qkv, int64_t ldqkv,
+                                 const float* a, int64_t lda, const float* b, int64_t ldb, float* o,
+                                 int64_t ldo) {
+  Impl& m = *impl_;
+  const LayerLayout& L = m.layers[layer];
+  for (const SlicePlan& sp : m.plan) {
+    SliceArgs r = slice_args(m, sp, L);
+    ops::cpu::gdn_replay(conv, p, r.a, qkv + sp.s.row * ldqkv, ldqkv, a + sp.s.row * lda, lda,
+                         b + sp.s.row * ldb, ldb, o + sp.s.row * ldo, ldo, &m.scratch);
+    append_entries(m, sp, L);
+  }
+}
+
+void ReplayStore::end_step(std::span<const SeqSlice>) {
+  Impl& m = *impl_;
+  for (SlicePlan& sp : m.plan) {
+    Seq& s = *m.find(sp.s.seq);
+    const int64_t end = sp.s.pos + sp.s.n;
+    if (!sp.rebuild) s.tokens.insert(s.tokens.end(), sp.tokens.begin(), sp.tokens.end());
+    s.committed = sp.committed_after;
+    if (m.logs)  // entries [a, b) of each page are now valid
+      for (int64_t pi = sp.s.pos / m.B; pi <= (end - 1) / m.B; ++pi) {
+        Page& pg = m.pages.at(s.pages[pi]);
+        const int64_t a = std::max(sp.s.pos - pi * m.B, int64_t{0});
+        const int64_t b = std::min(end - pi * m.B, m.B);
+        if (pg.log_lo <= b || pg.log_lo == m.B) pg.log_lo = std::min(pg.log_lo, a);
+      }
+    if (sp.in_place) m.ckpts.at(sp.base).pos = sp.write_pos[0];
+    else
+      for (int64_t id : sp.write_ckpt) s.ckpts.push_back(id);
+    std::stable_sort(s.ckpts.begin(), s.ckpts.end(),
+                     [&](int64_t x, int64_t y) { return m.ckpts.at(x).pos < m.ckpts.at(y).pos; });
+    m.prune(s);
+    m.reset_expect(s);
+    m.trim_log(s);
+  }
+  m.plan.clear();
+}
+
+}  // namespace replayssm
