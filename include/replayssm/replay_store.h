@@ -111,6 +111,16 @@ class ReplayStore final : public StateCache {
   // bytes freed. Never loses a sequence: only makes later restores slower.
   int64_t evict(int64_t bytes);
 
+  // The conv window (K-1, C) and state of SSM layer `layer` after the
+  // sequence's length, rebuilt from its base checkpoint and log (the store
+  // is not changed). For inspection and tests; fails if a restore is due.
+  Status materialize_mamba2(int64_t seq, int layer, const ops::Conv1dParams& conv,
+                            const ops::Mamba2Params& p, std::vector<float>* window,
+                            std::vector<float>* state);
+  Status materialize_gdn(int64_t seq, int layer, const ops::Conv1dParams& conv,
+                         const ops::GdnParams& p, std::vector<float>* window,
+                         std::vector<float>* state);
+
   bool has_sequence(int64_t seq) const;
   int64_t length(int64_t seq) const;     // -1 if unknown
   int64_t committed(int64_t seq) const;  // -1 if unknown

@@ -67,7 +67,6 @@ int64_t ReplayStore::Impl::new_page(bool with_log) {
   p.refs = 1;
   p.kv.assign(static_cast<size_t>(page_kv_floats), 0.0f);
   add_kv(page_kv_floats * 4);
-  p.log_lo = B;  // nothing valid yet
   if (with_log) alloc_log(p);
   p.last_use = clock;
   return id;
@@ -76,7 +75,7 @@ int64_t ReplayStore::Impl::new_page(bool with_log) {
 void ReplayStore::Impl::alloc_log(Page& p) {
   RSSM_CHECK(p.log.empty());
   p.log.assign(static_cast<size_t>(page_log_floats), 0.0f);
-  p.log_lo = B;
+  p.log_lo = p.log_hi = 0;  // nothing valid yet
   add_state(log_bytes());
 }
 
@@ -89,6 +88,7 @@ int64_t ReplayStore::Impl::copy_page(int64_t id) {
   add_kv(page_kv_floats * 4);
   p.log = src.log;
   p.log_lo = src.log_lo;
+  p.log_hi = src.log_hi;
   if (!p.log.empty()) add_state(log_bytes());
   p.last_use = clock;
   unref_page(id);
@@ -138,8 +138,8 @@ bool ReplayStore::Impl::log_covers(const Seq& s, int64_t from, int64_t to) const
   if (!logs) return false;
   for (int64_t pi = from / B; pi <= (to - 1) / B; ++pi) {
     const Page& p = pages.at(s.pages[pi]);
-    const int64_t lo = std::max(from - pi * B, int64_t{0});
-    if (p.log.empty() || p.log_lo > lo) return false;
+    const int64_t lo = std::max(from - pi * B, int64_t{0}), hi = std::min(to - pi * B, B);
+    if (p.log.empty() || p.log_lo > lo || p.log_hi < hi) return false;
   }
   return true;
 }
@@ -228,7 +228,7 @@ void ReplayStore::Impl::trim_log(Seq& s) {
     if (pg.log.empty() || pg.refs > 1) continue;
     pg.log.clear();
     pg.log.shrink_to_fit();
-    pg.log_lo = B;
+    pg.log_lo = pg.log_hi = 0;
     add_state(-log_bytes());
   }
 }

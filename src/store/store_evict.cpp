@@ -85,7 +85,7 @@ int64_t ReplayStore::Impl::evict(int64_t bytes, const Protected& p, std::optiona
       Page& pg = pages.at(c.id);
       pg.log.clear();
       pg.log.shrink_to_fit();
-      pg.log_lo = B;
+      pg.log_lo = pg.log_hi = 0;
     }
     add_state(-c.bytes);
     freed += c.bytes;

@@ -14,12 +14,13 @@ namespace replayssm {
 
 // One page: B token slots. kv holds every attention layer's K/V rows,
 // log every SSM layer's entries; log may be absent (evicted or never
-// allocated). Log entries are valid for slots [log_lo, B) that the owning
-// sequences have written.
+// allocated). Log entries are valid for slots [log_lo, log_hi): slots
+// written since the log was allocated (for positions below a sharer's
+// length they hold the same tokens' entries for every sharer).
 struct Page {
   int refs = 0;
   std::vector<float> kv, log;
-  int64_t log_lo = 0;
+  int64_t log_lo = 0, log_hi = 0;
   uint64_t last_use = 0;
 };
 

@@ -258,6 +258,61 @@ void ReplayStore::gated_deltanet(int layer, const ops::Conv1dParams& conv, const
   }
 }
 
+namespace {
+
+// A plan with no new tokens and one write at the length: the kernels'
+// sequential pass then rebuilds the state there.
+Status materialize_plan(ReplayStore::Impl& m, int64_t seq, int layer, SlicePlan* sp,
+                        std::vector<float>* window, std::vector<float>* state) {
+  const Seq* s = m.find(seq);
+  if (s == nullptr) return invalid_argument("materialize: no " + seq_str(seq));
+  if (layer < 0 || layer >= static_cast<int>(m.layers.size()) ||
+      m.layers[layer].spec.kind == CacheLayerSpec::kAttention)
+    return invalid_argument("materialize: layer " + std::to_string(layer) + " is not an SSM layer");
+  const int64_t len = static_cast<int64_t>(s->tokens.size());
+  const std::optional<int64_t> base = m.best_log_base(*s, len);
+  if (!base) return invalid_argument("materialize: " + seq_str(seq) + " must be restored first");
+  sp->s = SeqSlice{seq, len, 0, 0, false};
+  sp->base = *base;
+  sp->base_pos = m.ckpt_pos(*base);
+  sp->write_pos = {len};
+  window->assign(static_cast<size_t>(m.layers[layer].win_floats), 0.0f);
+  state->assign(static_cast<size_t>(m.layers[layer].state_floats), 0.0f);
+  return {};
+}
+
+SliceArgs materialize_args(ReplayStore::Impl& m, const SlicePlan& sp, const LayerLayout& L,
+                           std::vector<float>* window, std::vector<float>* state) {
+  SliceArgs r = slice_args(m, sp, L);
+  r.ws = {state->data()};
+  r.ww = {window->data()};
+  r.a.write_state = r.ws.data();
+  r.a.write_window = r.ww.data();
+  return r;
+}
+
+}  // namespace
+
+Status ReplayStore::materialize_mamba2(int64_t seq, int layer, const ops::Conv1dParams& conv,
+                                       const ops::Mamba2Params& p, std::vector<float>* window,
+                                       std::vector<float>* state) {
+  SlicePlan sp;
+  RSSM_RETURN_IF_ERROR(materialize_plan(*impl_, seq, layer, &sp, window, state));
+  SliceArgs r = materialize_args(*impl_, sp, impl_->layers[layer], window, state);
+  ops::cpu::mamba2_replay(conv, p, r.a, nullptr, 0, nullptr, 0, nullptr, 0, &impl_->scratch);
+  return {};
+}
+
+Status ReplayStore::materialize_gdn(int64_t seq, int layer, const ops::Conv1dParams& conv,
+                                    const ops::GdnParams& p, std::vector<float>* window,
+                                    std::vector<float>* state) {
+  SlicePlan sp;
+  RSSM_RETURN_IF_ERROR(materialize_plan(*impl_, seq, layer, &sp, window, state));
+  SliceArgs r = materialize_args(*impl_, sp, impl_->layers[layer], window, state);
+  ops::cpu::gdn_replay(conv, p, r.a, nullptr, 0, nullptr, 0, nullptr, 0, nullptr, 0, &impl_->scratch);
+  return {};
+}
+
 void ReplayStore::end_step(std::span<const SeqSlice>) {
   Impl& m = *impl_;
   for (SlicePlan& sp : m.plan) {
@@ -270,7 +325,13 @@ void ReplayStore::end_step(std::span<const SeqSlice>) {
         Page& pg = m.pages.at(s.pages[pi]);
         const int64_t a = std::max(sp.s.pos - pi * m.B, int64_t{0});
         const int64_t b = std::min(end - pi * m.B, m.B);
-        if (pg.log_lo <= b || pg.log_lo == m.B) pg.log_lo = std::min(pg.log_lo, a);
+        if (pg.log_lo >= pg.log_hi || b < pg.log_lo || a > pg.log_hi) {
+          pg.log_lo = a;  // nothing valid yet, or disjoint: keep what was just written
+          pg.log_hi = b;
+        } else {
+          pg.log_lo = std::min(pg.log_lo, a);
+          pg.log_hi = std::max(pg.log_hi, b);
+        }
       }
     if (sp.in_place) m.ckpts.at(sp.base).pos = sp.write_pos[0];
     else
