@@ -1,0 +1,248 @@
+// The store under the real fixture models: every strategy gives
+// transformers' greedy tokens; replay's decode logits match transformers;
+// exact mode is bit-identical to the standard (dense) decode path; a tight
+// budget changes nothing but the restore counts; nothing leaks.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "decode/generate.h"
+#include "decode/session.h"
+#include "store/dense_cache.h"
+#include "test_util.h"
+
+namespace replayssm {
+namespace {
+
+using test::data_dir;
+
+struct Fixture {
+  std::unique_ptr<Model> model;
+  nlohmann::json expected;
+};
+
+const Fixture& fixture(const std::string& name) {
+  static std::map<std::string, Fixture> cache;
+  auto it = cache.find(name);
+  if (it == cache.end()) {
+    Fixture f;
+    auto m = Model::load(data_dir(name));
+    EXPECT_TRUE(m.ok()) << m.status().message();
+    f.model = std::move(m).value();
+    f.expected = test::read_json(data_dir(name) + "/expected.json");
+    it = cache.emplace(name, std::move(f)).first;
+  }
+  return it->second;
+}
+
+std::vector<int32_t> prompt(const Fixture& f, size_t i) {
+  return f.expected["prompts"][i].get<std::vector<int32_t>>();
+}
+
+struct StoreCase {
+  std::string name;
+  StoreOptions opt;
+};
+
+std::vector<StoreCase> store_cases() {
+  auto make = [](Strategy s, int64_t w, bool exact, int64_t k = 0, int64_t page = 16) {
+    StoreOptions o;
+    o.strategy = s;
+    o.window = w;
+    o.exact = exact;
+    o.checkpoint_interval = k;
+    o.page_size = page;
+    return o;
+  };
+  return {
+      {"replay_w1_fast", make(Strategy::kReplay, 1, false)},
+      {"replay_w4_exact", make(Strategy::kReplay, 4, true, 0, 5)},
+      {"replay_w16_fast", make(Strategy::kReplay, 16, false)},
+      {"replay_w64_exact_k8", make(Strategy::kReplay, 64, true, 8, 7)},
+      {"snapshot", make(Strategy::kSnapshot, 16, false)},
+      {"recompute_k8", make(Strategy::kRecompute, 16, false, 8)},
+  };
+}
+
+class StoreModel : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(StoreModel, EveryStrategyGivesTransformersGreedyTokens) {
+  const Fixture& f = fixture(GetParam());
+  for (const StoreCase& sc : store_cases()) {
+    int compared = 0;
+    for (size_t p = 0; p < f.expected["prompts"].size(); ++p) {
+      GenerateOptions opt;
+      opt.max_new_tokens = 12;
+      opt.stop_at_eos = false;
+      opt.store = sc.opt;
+      auto r = generate(*f.model, prompt(f, p), opt);
+      ASSERT_TRUE(r.ok()) << sc.name << ": " << r.status().message();
+      const auto& want = f.expected["greedy"][p];
+      for (size_t i = 0; i < 12 && want["gaps"][i].get<double>() > 2e-3; ++i, ++compared)
+        ASSERT_EQ(r->tokens[i], want["tokens"][i].get<int32_t>()) << sc.name << " prompt " << p << " step " << i;
+    }
+    EXPECT_GE(compared, 24) << sc.name;
+  }
+}
+
+// Decode-path logits under replay (fast and exact) match transformers like
+// the dense path does; exact mode equals the dense path bit for bit.
+TEST_P(StoreModel, ReplayDecodeLogitsMatchAndExactIsBitIdentical) {
+  const Fixture& f = fixture(GetParam());
+  const int64_t V = f.model->config().vocab_size;
+  const std::vector<int32_t> ids = prompt(f, 3);  // 70 tokens: several flushes
+  const int64_t n = static_cast<int64_t>(ids.size());
+  // The standard path: a dense state per sequence, one token per step.
+  std::vector<float> dense(n * V);
+  {
+    DenseCache cache(cache_spec(f.model->config()));
+    const int64_t seq = cache.add_sequence();
+    for (int64_t t = 0; t < n; ++t) {
+      SeqSlice s{seq, t, 1, 0};
+      const int64_t row = 0;
+      ASSERT_TRUE(f.model->forward({&s, 1}, {&ids[t], 1}, cache, {&row, 1}, dense.data() + t * V).ok());
+    }
+  }
+  for (bool exact : {false, true}) {
+    StoreOptions o;
+    o.window = 5;
+    o.page_size = 4;
+    o.exact = exact;
+    auto session = Session::create(*f.model, o);
+    ASSERT_TRUE(session.ok());
+    const int64_t seq = (*session)->store().add_sequence();
+    std::vector<float> got, row;
+    for (int64_t t = 0; t < n; ++t) {
+      const StepInput in{seq, {&ids[t], 1}};
+      ASSERT_TRUE((*session)->step({&in, 1}, &row).ok());
+      got.insert(got.end(), row.begin(), row.end());
+    }
+    double worst = 0;
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t j = 0; j < V; ++j) {
+        const double ref = f.expected["decode_logits"][3][t][j].get<double>();
+        worst = std::max(worst, std::abs(got[t * V + j] - ref) / (1 + std::abs(ref)));
+      }
+    EXPECT_LE(worst, 1e-4) << (exact ? "exact" : "fast");
+    if (exact) EXPECT_EQ(std::memcmp(got.data(), dense.data(), sizeof(float) * got.size()), 0);
+    EXPECT_GT((*session)->store().stats().replayed_tokens, 0);
+    EXPECT_GT((*session)->store().stats().state_writes_bytes, 0);
+  }
+}
+
+// A budget far below what the sequences want: the store evicts and
+// restores (replays and re-prefills), the tokens do not change.
+TEST_P(StoreModel, TightBudgetChangesOnlyRestores) {
+  const Fixture& f = fixture(GetParam());
+  for (Strategy strat : {Strategy::kReplay, Strategy::kSnapshot}) {
+    StoreOptions free_opt;
+    free_opt.strategy = strat;
+    free_opt.window = 4;
+    free_opt.page_size = 4;
+    free_opt.log_retention = -1;
+    free_opt.exact = true;
+    StoreOptions tight = free_opt;
+    // Three sequences decoded in turn; the tight run gets half the state
+    // memory the free run peaked at, and eviction pressure from outside.
+    const int64_t ck = ssm_state_bytes_per_sequence(f.model->config(), 4);
+    auto a = Session::create(*f.model, free_opt);
+    ASSERT_TRUE(a.ok());
+    std::vector<int64_t> sa, sb;
+    std::vector<std::vector<int32_t>> out_a(3), out_b(3);
+    for (int i = 0; i < 3; ++i) sa.push_back((*a)->store().add_sequence());
+    auto run = [&](Session& s, const std::vector<int64_t>& seqs, std::vector<std::vector<int32_t>>& out,
+                   int64_t budget_evict) {
+      std::vector<float> logits;
+      for (int i = 0; i < 3; ++i) {
+        const std::vector<int32_t> p = prompt(f, 1 + i % 2);
+        const StepInput in{seqs[i], p};
+        ASSERT_TRUE(s.step({&in, 1}, &logits).ok());
+        out[i].push_back(static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin()));
+      }
+      for (int t = 0; t < 10; ++t)
+        for (int i = 0; i < 3; ++i) {
+          if (budget_evict > 0) s.store().evict(budget_evict);  // pressure from elsewhere
+          const StepInput in{seqs[i], {&out[i].back(), 1}};
+          ASSERT_TRUE(s.step({&in, 1}, &logits).ok());
+          out[i].push_back(static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin()));
+        }
+    };
+    run(**a, sa, out_a, 0);
+    tight.state_budget = (*a)->store().stats().state_bytes_peak / 2;
+    auto b = Session::create(*f.model, tight);
+    ASSERT_TRUE(b.ok());
+    for (int i = 0; i < 3; ++i) sb.push_back((*b)->store().add_sequence());
+    run(**b, sb, out_b, ck);
+    EXPECT_EQ(out_a, out_b) << strategy_name(strat);
+    const StoreStats& st = (*b)->store().stats();
+    EXPECT_LE(st.state_bytes_peak, tight.state_budget);
+    EXPECT_GT(st.evictions, 0);
+    EXPECT_GT(st.restores_log_replay + st.restores_reprefill, 0) << strategy_name(strat);
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_TRUE((*a)->store().release(sa[i]).ok());
+      ASSERT_TRUE((*b)->store().release(sb[i]).ok());
+    }
+    for (Session* s : {a->get(), b->get()}) {
+      EXPECT_EQ(s->store().n_pages(), 0);
+      EXPECT_EQ(s->store().n_checkpoints(), 0);
+      EXPECT_EQ(s->store().stats().state_bytes, 0);
+      EXPECT_EQ(s->store().stats().kv_bytes, 0);
+    }
+  }
+}
+
+// A global state budget the request cannot fit even after eviction is a
+// clear error, and the other sequence is untouched.
+TEST_P(StoreModel, OverBudgetIsAnErrorAndOthersAreUntouched) {
+  const Fixture& f = fixture(GetParam());
+  StoreOptions o;
+  o.window = 4;
+  o.page_size = 4;
+  const std::vector<int32_t> p = prompt(f, 2);
+  // The budget: exactly what one prompt's prefill needs at its peak.
+  auto ref = Session::create(*f.model, o);
+  ASSERT_TRUE(ref.ok());
+  const int64_t r = (*ref)->store().add_sequence();
+  std::vector<float> lr;
+  const StepInput r1{r, p}, r2{r, {&p[0], 1}};
+  ASSERT_TRUE((*ref)->step({&r1, 1}, &lr).ok());
+  o.state_budget = (*ref)->store().stats().state_bytes_peak;
+  ASSERT_TRUE((*ref)->step({&r2, 1}, &lr).ok());
+
+  auto s = Session::create(*f.model, o);
+  ASSERT_TRUE(s.ok());
+  const int64_t a = (*s)->store().add_sequence(), b = (*s)->store().add_sequence();
+  std::vector<float> la, lb;
+  const StepInput ia{a, p};
+  ASSERT_TRUE((*s)->step({&ia, 1}, &la).ok());
+  // a's state is pinned by its own token in the same step, so b's prefill
+  // cannot fit: an error, and neither sequence changes.
+  const StepInput both[2] = {{a, {&p[0], 1}}, {b, p}};
+  const Status st = (*s)->step(both, &lb);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), StatusCode::kOutOfBudget);
+  EXPECT_NE(st.message().find("state budget"), std::string::npos) << st.message();
+  EXPECT_EQ((*s)->store().length(a), static_cast<int64_t>(p.size()));
+  EXPECT_EQ((*s)->store().length(b), 0);
+  // a continues exactly as without the failed step.
+  const StepInput again{a, {&p[0], 1}};
+  std::vector<float> l2;
+  ASSERT_TRUE((*s)->step({&again, 1}, &l2).ok());
+  EXPECT_EQ(l2, lr);
+  // Alone, b fits: a's checkpoint is evicted to make room, never lost.
+  const StepInput ib{b, p};
+  ASSERT_TRUE((*s)->step({&ib, 1}, &lb).ok());
+  EXPECT_EQ(lb, la);
+  EXPECT_GT((*s)->store().stats().evictions, 0);
+  const StepInput a3{a, {&p[1], 1}}, r3{r, {&p[1], 1}};
+  ASSERT_TRUE((*s)->step({&a3, 1}, &l2).ok());
+  ASSERT_TRUE((*ref)->step({&r3, 1}, &lr).ok());
+  EXPECT_EQ(std::max_element(l2.begin(), l2.end()) - l2.begin(), std::max_element(lr.begin(), lr.end()) - lr.begin());
+  EXPECT_GT((*s)->store().stats().restores_reprefill + (*s)->store().stats().restores_log_replay, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, StoreModel, ::testing::Values("nemotron_h_tiny", "qwen3_5_tiny", "qwen3_5_vl_tied"));
+
+}  // namespace
+}  // namespace replayssm
