@@ -75,6 +75,38 @@ TEST(Cli, PlainGenerateStreamsIds) {
   EXPECT_EQ(n, 3);
 }
 
+TEST(Cli, StrategiesGiveTheSameTokensAndHonestStats) {
+  const std::string base = "generate --json --ignore-eos --max-new-tokens 20 --window 3 --page-size 4 --model " +
+                           data_dir("nemotron_h_tiny") + " --prompt-ids 4,8,15,16,23,42 ";
+  nlohmann::json first;
+  for (const char* extra : {"--strategy replay", "--strategy replay --exact", "--strategy snapshot",
+                            "--strategy recompute --checkpoint-interval 5",
+                            "--strategy replay --log-retention -1 --eviction lru"}) {
+    auto r = run_cli(base + extra);
+    ASSERT_EQ(r.exit_code, 0) << extra << ": " << r.err;
+    auto j = nlohmann::json::parse(r.out);
+    if (first.is_null()) first = j["tokens"];
+    EXPECT_EQ(j["tokens"], first) << extra;
+    for (const char* k : {"state_bytes_peak", "kv_bytes_peak", "state_writes_bytes", "replayed_tokens"})
+      EXPECT_TRUE(j["stats"].contains(k)) << k;
+    for (const char* k : {"checkpoint", "log_replay", "reprefill"}) EXPECT_TRUE(j["stats"]["restores"].contains(k));
+    EXPECT_GT(j["stats"]["state_bytes_peak"].get<int64_t>(), 0);
+    EXPECT_GT(j["stats"]["state_writes_bytes"].get<int64_t>(), 0);
+    // 26 tokens, pages of 4: 7 pages of KV rows.
+    EXPECT_EQ(j["stats"]["kv_bytes_peak"].get<int64_t>(), 7 * 4 * 256);
+  }
+}
+
+TEST(Cli, ExactReplayLogitsEqualStandardStepping) {
+  const std::string base = "logits --path decode --model " + data_dir("qwen3_5_tiny") +
+                           " --prompt-ids 1,5,9,13,17,21,25,29,33,37,41 --window 4 --page-size 3 ";
+  auto replay = run_cli(base + "--strategy replay --exact");
+  auto snapshot = run_cli(base + "--strategy snapshot");
+  ASSERT_EQ(replay.exit_code, 0) << replay.err;
+  ASSERT_EQ(snapshot.exit_code, 0) << snapshot.err;
+  EXPECT_EQ(replay.out, snapshot.out);  // the same bits, printed the same way
+}
+
 struct BadRun {
   std::string args, needle;
 };
@@ -91,6 +123,11 @@ TEST(Cli, BadInputIsOneLineAndNonZero) {
       {"generate --model " + m + " --prompt-ids 1 --top-p 1.5", "--top-p"},
       {"generate --model " + m + " --prompt-ids 500", "token id 500"},
       {"info --model " + data_dir("."), "config.json"},
+      {"generate --model " + m + " --prompt-ids 1 --strategy magic", "unknown strategy 'magic'"},
+      {"generate --model " + m + " --prompt-ids 1 --window 0", "--window"},
+      {"logits --model " + m + " --prompt-ids 1 --state-budget -5", "--state-budget"},
+      {"logits --model " + m + " --prompt-ids 1 --eviction fifo", "unknown policy 'fifo'"},
+      {"generate --model " + m + " --prompt-ids 1,2,3 --state-budget 100", "state budget of 100 bytes"},
   };
   for (const BadRun& c : cases) {
     auto r = run_cli(c.args);
