@@ -88,7 +88,7 @@ Runner add_generate(CLI::App& app) {
   app.add_option("--seed", a->seed, "Sampling seed")->capture_default_str();
   app.add_flag("--ignore-eos", a->ignore_eos, "Do not stop at the config's EOS token");
   app.add_flag("--json", a->json, "Print {\"tokens\": [...], \"stats\": {...}}");
-  app.add_option("--device", a->device, "cpu")->capture_default_str();
+  app.add_option("--device", a->device, "Device: cpu (this build has no CUDA backend)")->capture_default_str();
   add_store_options(app, &a->store);
   return [a] { return run_generate(*a); };
 }

@@ -67,7 +67,7 @@ Runner add_logits(CLI::App& app) {
   app.add_option("--model", a->model, "Model directory")->required();
   app.add_option("--prompt-ids", a->prompt_ids, "Comma-separated token ids, e.g. 3,17,5")->required();
   app.add_option("--path", a->path, "prefill (one step) or decode (one token per step)")->capture_default_str();
-  app.add_option("--device", a->device, "cpu")->capture_default_str();
+  app.add_option("--device", a->device, "Device: cpu (this build has no CUDA backend)")->capture_default_str();
   add_store_options(app, &a->store);
   return [a] { return run_logits(*a); };
 }
