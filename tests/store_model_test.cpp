@@ -242,6 +242,53 @@ TEST_P(StoreModel, OverBudgetIsAnErrorAndOthersAreUntouched) {
   EXPECT_GT((*s)->store().stats().restores_reprefill + (*s)->store().stats().restores_log_replay, 0);
 }
 
+// Per-request budgets: a request is held to its own bytes (its forks
+// included), evicting only its own state; other requests are not touched.
+TEST_P(StoreModel, PerRequestBudget) {
+  const Fixture& f = fixture(GetParam());
+  StoreOptions o;
+  o.window = 4;
+  o.page_size = 4;
+  auto s = Session::create(*f.model, o);
+  ASSERT_TRUE(s.ok());
+  ReplayStore& st = (*s)->store();
+  const std::vector<int32_t> p = prompt(f, 2);
+  std::vector<float> l;
+  // Probe what one prefill needs, then give request A exactly that.
+  const int64_t probe = st.add_sequence();
+  const StepInput ip{probe, p};
+  ASSERT_TRUE((*s)->step({&ip, 1}, &l).ok());
+  const int64_t need = st.stats().state_bytes_peak;
+  const std::vector<float> want = l;
+  ASSERT_TRUE(st.release(probe).ok());
+
+  const int64_t a = st.add_sequence(need), tiny = st.add_sequence(16), b = st.add_sequence();
+  const StepInput ia{a, p}, it{tiny, p}, ib{b, p};
+  ASSERT_TRUE((*s)->step({&ia, 1}, &l).ok());
+  EXPECT_EQ(l, want);
+  const Status refused = (*s)->step({&it, 1}, &l);
+  EXPECT_EQ(refused.code(), StatusCode::kOutOfBudget);
+  EXPECT_NE(refused.message().find("request " + std::to_string(tiny)), std::string::npos) << refused.message();
+  EXPECT_EQ(st.length(tiny), 0);
+  ASSERT_TRUE((*s)->step({&ib, 1}, &l).ok());  // no budget: unaffected
+  EXPECT_EQ(l, want);
+  // A fork of a belongs to a's request: stepping both stays within a's
+  // budget by evicting a's own older state, and the results do not change.
+  auto child = st.fork(a);
+  ASSERT_TRUE(child.ok());
+  const int64_t evictions_before = st.stats().evictions;
+  std::vector<float> la, lc, lb;
+  for (int t = 0; t < 6; ++t) {
+    const StepInput sa{a, {&p[t], 1}}, sc{*child, {&p[t], 1}}, sb{b, {&p[t], 1}};
+    ASSERT_TRUE((*s)->step({&sa, 1}, &la).ok());
+    ASSERT_TRUE((*s)->step({&sc, 1}, &lc).ok());
+    ASSERT_TRUE((*s)->step({&sb, 1}, &lb).ok());
+    EXPECT_EQ(std::max_element(la.begin(), la.end()) - la.begin(), std::max_element(lb.begin(), lb.end()) - lb.begin());
+    EXPECT_EQ(std::max_element(lc.begin(), lc.end()) - lc.begin(), std::max_element(lb.begin(), lb.end()) - lb.begin());
+  }
+  EXPECT_GT(st.stats().evictions, evictions_before);
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, StoreModel, ::testing::Values("nemotron_h_tiny", "qwen3_5_tiny", "qwen3_5_vl_tied"));
 
 }  // namespace

@@ -223,13 +223,20 @@ void ReplayStore::Impl::reset_expect(Seq& s) {
 void ReplayStore::Impl::trim_log(Seq& s) {
   if (!logs || opt.log_retention < 0) return;
   const int64_t limit = s.expect_base - opt.log_retention;
-  for (int64_t pi = 0; (pi + 1) * B <= limit && pi < static_cast<int64_t>(s.pages.size()); ++pi) {
+  bool advance = true;  // the cursor moves only over pages left without a log
+  for (int64_t pi = s.trim_from; (pi + 1) * B <= limit && pi < static_cast<int64_t>(s.pages.size()); ++pi) {
     Page& pg = pages.at(s.pages[pi]);
-    if (pg.log.empty() || pg.refs > 1) continue;
-    pg.log.clear();
-    pg.log.shrink_to_fit();
-    pg.log_lo = pg.log_hi = 0;
-    add_state(-log_bytes());
+    if (!pg.log.empty() && pg.refs > 1) {
+      advance = false;  // shared: its last owner trims it
+      continue;
+    }
+    if (!pg.log.empty()) {
+      pg.log.clear();
+      pg.log.shrink_to_fit();
+      pg.log_lo = pg.log_hi = 0;
+      add_state(-log_bytes());
+    }
+    if (advance) s.trim_from = pi + 1;
   }
 }
 
@@ -238,6 +245,7 @@ void ReplayStore::Impl::drop_tokens(Seq& s, int64_t pos) {
   s.tokens.resize(static_cast<size_t>(pos));
   s.committed = std::min(s.committed, pos);
   const size_t n_pages = static_cast<size_t>((pos + B - 1) / B);
+  s.trim_from = std::min(s.trim_from, static_cast<int64_t>(n_pages));
   while (s.pages.size() > n_pages) {
     unref_page(s.pages.back());
     s.pages.pop_back();
@@ -299,7 +307,6 @@ Result<int64_t> ReplayStore::fork(int64_t seq, std::optional<int64_t> pos) {
   }
   const int64_t id = m.next_seq++;
   Seq& child = m.seqs[id];
-  parent = m.find(seq);  // the map insert may not move nodes, but stay explicit
   child.request = parent->request;
   m.requests.at(child.request).n_seqs++;
   child.tokens.assign(parent->tokens.begin(), parent->tokens.begin() + p);

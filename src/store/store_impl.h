@@ -44,6 +44,9 @@ struct Seq {
   // that must start lower (its checkpoint was evicted or cut away) counts
   // as a log-replay restore.
   int64_t expect_base = 0;
+  // Pages below this index hold no log (trim_log's cursor, so a step does
+  // not rescan the whole block table).
+  int64_t trim_from = 0;
 };
 
 struct Request {

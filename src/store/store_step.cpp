@@ -138,6 +138,7 @@ Status ReplayStore::begin_step(std::span<const SeqSlice> step, std::span<const i
     if (sp.in_place) sp.write_ckpt.push_back(sp.base);
     else
       for (int64_t f : sp.write_pos) sp.write_ckpt.push_back(m.new_ckpt(f));
+    if (sp.rebuild) s.trim_from = std::min(s.trim_from, sp.s.pos / m.B);  // logs come back
     m.stats.state_writes_bytes += static_cast<int64_t>(sp.write_pos.size()) * m.ckpt_bytes();
     if (!sp.rebuild) m.stats.replayed_tokens += sp.s.pos - sp.base_pos;
     if (sp.rebuild) m.stats.restores_reprefill++;
