@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "decode/beam_search.h"
 #include "decode/generate.h"
 
 namespace replayssm::cli {
@@ -18,8 +19,101 @@ struct GenerateArgs {
   float temperature = 0.0f, top_p = 1.0f;
   uint64_t seed = 0;
   bool json = false, ignore_eos = false;
+  std::string spec;
+  int64_t beam = 0, n = 0;
+  double length_penalty = 1.0;
   StoreArgs store;
 };
+
+// "ngram:T" or "draft:DIR:T" (DIR may itself contain ':').
+Status parse_spec(const std::string& text, SpecOptions* spec, std::string* draft_dir) {
+  auto bad = [&] { return invalid_argument("--spec: '" + text + "' (expected ngram:T or draft:DIR:T)"); };
+  const size_t last = text.rfind(':');
+  if (last == std::string::npos) return bad();
+  const std::string kind = text.substr(0, text.find(':'));
+  size_t used = 0;
+  long long t = 0;
+  try {
+    t = std::stoll(text.substr(last + 1), &used);
+  } catch (...) {
+    return bad();
+  }
+  if (used != text.size() - last - 1 || t < 1 || t > 64)
+    return invalid_argument("--spec: draft length '" + text.substr(last + 1) + "' must be in [1, 64]");
+  spec->tokens = t;
+  if (kind == "ngram" && last == 5) {
+    spec->kind = SpecOptions::kNgram;
+    return {};
+  }
+  if (kind == "draft" && last > 6) {
+    spec->kind = SpecOptions::kDraft;
+    *draft_dir = text.substr(6, last - 6);
+    return {};
+  }
+  return bad();
+}
+
+std::string token_list(const std::vector<int32_t>& t) {
+  std::string s = "[";
+  for (size_t i = 0; i < t.size(); ++i) s += (i ? ", " : "") + std::to_string(t[i]);
+  return s + "]";
+}
+
+std::string store_stats_json(const StoreStats& st) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "\"state_bytes_peak\": %lld, \"kv_bytes_peak\": %lld, \"state_writes_bytes\": %lld, "
+                "\"replayed_tokens\": %lld, \"restores\": {\"checkpoint\": %lld, \"log_replay\": %lld, "
+                "\"reprefill\": %lld}, \"evictions\": %lld",
+                (long long)st.state_bytes_peak, (long long)st.kv_bytes_peak, (long long)st.state_writes_bytes,
+                (long long)st.replayed_tokens, (long long)st.restores_checkpoint,
+                (long long)st.restores_log_replay, (long long)st.restores_reprefill, (long long)st.evictions);
+  return buf;
+}
+
+// Beam search or best-of-n: every sequence with its score; tokens = the best.
+Status run_search(const GenerateArgs& a, const Model& model, const std::vector<int32_t>& ids,
+                  const StoreOptions& sopt) {
+  std::vector<Hypothesis> hyps;
+  SearchStats stats;
+  if (a.beam > 0) {
+    BeamOptions o;
+    o.width = a.beam;
+    o.max_new_tokens = a.max_new_tokens;
+    o.length_penalty = a.length_penalty;
+    o.stop_at_eos = !a.ignore_eos;
+    o.store = sopt;
+    RSSM_ASSIGN_OR_RETURN(hyps, beam_search(model, ids, o, &stats));
+  } else {
+    BestOfNOptions o;
+    o.n = a.n;
+    o.max_new_tokens = a.max_new_tokens;
+    o.sampling = {a.temperature, a.top_p, a.seed};
+    o.stop_at_eos = !a.ignore_eos;
+    o.store = sopt;
+    RSSM_ASSIGN_OR_RETURN(hyps, best_of_n(model, ids, o, &stats));
+  }
+  size_t best = 0;
+  for (size_t i = 1; i < hyps.size(); ++i)
+    if (hyps[i].score > hyps[best].score) best = i;
+  if (!a.json) {
+    for (const Hypothesis& h : hyps) std::printf("%.4f\t%s\n", h.score, token_list(h.tokens).c_str());
+    return {};
+  }
+  std::string out = "{\"tokens\": " + (hyps.empty() ? std::string("[]") : token_list(hyps[best].tokens)) +
+                    ", \"sequences\": [";
+  for (size_t i = 0; i < hyps.size(); ++i) {
+    char sc[96];
+    std::snprintf(sc, sizeof sc, ", \"score\": %.6f, \"logprob\": %.6f}", hyps[i].score, hyps[i].logprob);
+    out += (i ? ", " : "") + std::string("{\"tokens\": ") + token_list(hyps[i].tokens) + sc;
+  }
+  char head[160];
+  std::snprintf(head, sizeof head, "], \"stats\": {\"decode_ms\": %.3f, \"strategy\": \"%s\", ",
+                stats.decode_s * 1e3, strategy_name(sopt.strategy));
+  out += head + store_stats_json(stats.store) + "}}\n";
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return {};
+}
 
 Status run_generate(const GenerateArgs& a) {
   RSSM_RETURN_IF_ERROR(check_device(a.device));
@@ -28,12 +122,26 @@ Status run_generate(const GenerateArgs& a) {
   if (!(a.top_p > 0.0f && a.top_p <= 1.0f)) return invalid_argument("--top-p: must be in (0, 1]");
   RSSM_ASSIGN_OR_RETURN(std::vector<int32_t> ids, parse_ids(a.prompt_ids, "--prompt-ids"));
   RSSM_ASSIGN_OR_RETURN(StoreOptions sopt, store_options(a.store));
+  if (a.beam < 0) return invalid_argument("--beam: must be >= 1");
+  if (a.n < 0) return invalid_argument("--n: must be >= 1");
+  if ((a.beam > 0) + (a.n > 0) + !a.spec.empty() > 1)
+    return invalid_argument("--beam, --n and --spec cannot be combined");
+  SpecOptions spec;
+  std::string draft_dir;
+  if (!a.spec.empty()) RSSM_RETURN_IF_ERROR(parse_spec(a.spec, &spec, &draft_dir));
   RSSM_ASSIGN_OR_RETURN(auto model, Model::load(a.model));
   for (int32_t t : ids)
     if (t >= model->config().vocab_size)
       return invalid_argument("--prompt-ids: token id " + std::to_string(t) + " >= vocab size " +
                               std::to_string(model->config().vocab_size));
+  if (a.beam > 0 || a.n > 0) return run_search(a, *model, ids, sopt);
+  std::unique_ptr<Model> draft;
+  if (spec.kind == SpecOptions::kDraft) {
+    RSSM_ASSIGN_OR_RETURN(draft, Model::load(draft_dir));
+    spec.draft = draft.get();
+  }
   GenerateOptions opt;
+  opt.spec = spec;
   opt.max_new_tokens = a.max_new_tokens;
   opt.sampling = {a.temperature, a.top_p, a.seed};
   opt.stop_at_eos = !a.ignore_eos;
@@ -57,21 +165,16 @@ Status run_generate(const GenerateArgs& a) {
   }
   std::string out = "{\"tokens\": [";
   for (int64_t i = 0; i < n; ++i) out += (i ? ", " : "") + std::to_string(r.tokens[i]);
-  const StoreStats& st = r.store;
-  char stats[1024];
+  char stats[512];
   std::snprintf(stats, sizeof stats,
                 "], \"stats\": {\"prompt_tokens\": %zu, \"new_tokens\": %lld, \"prefill_ms\": %.3f, "
                 "\"decode_ms\": %.3f, \"time_per_output_token_ms\": %.4f, \"tokens_per_s\": %.2f, "
-                "\"strategy\": \"%s\", \"state_bytes_peak\": %lld, \"kv_bytes_peak\": %lld, "
-                "\"state_writes_bytes\": %lld, \"replayed_tokens\": %lld, "
-                "\"restores\": {\"checkpoint\": %lld, \"log_replay\": %lld, \"reprefill\": %lld}, "
-                "\"evictions\": %lld}}\n",
+                "\"strategy\": \"%s\", \"acceptance_rate\": %.4f, \"mean_accepted\": %.4f, "
+                "\"rollback_us\": %.1f, ",
                 ids.size(), (long long)n, r.prefill_s * 1e3, r.decode_s * 1e3, tpot * 1e3,
-                tpot > 0 ? 1.0 / tpot : 0.0, strategy_name(sopt.strategy), (long long)st.state_bytes_peak,
-                (long long)st.kv_bytes_peak, (long long)st.state_writes_bytes, (long long)st.replayed_tokens,
-                (long long)st.restores_checkpoint, (long long)st.restores_log_replay,
-                (long long)st.restores_reprefill, (long long)st.evictions);
-  out += stats;
+                tpot > 0 ? 1.0 / tpot : 0.0, strategy_name(sopt.strategy), r.spec.acceptance_rate(),
+                r.spec.mean_accepted(), r.spec.rollback_s * 1e6);
+  out += stats + store_stats_json(r.store) + "}}\n";
   std::fwrite(out.data(), 1, out.size(), stdout);
   return {};
 }
@@ -88,6 +191,10 @@ Runner add_generate(CLI::App& app) {
   app.add_option("--seed", a->seed, "Sampling seed")->capture_default_str();
   app.add_flag("--ignore-eos", a->ignore_eos, "Do not stop at the config's EOS token");
   app.add_flag("--json", a->json, "Print {\"tokens\": [...], \"stats\": {...}}");
+  app.add_option("--spec", a->spec, "Speculative decoding: ngram:T (prompt lookup) or draft:DIR:T (draft model)");
+  app.add_option("--beam", a->beam, "Beam search of width W (tokens = the best beam)");
+  app.add_option("--length-penalty", a->length_penalty, "Beam score = logprob / length^P")->capture_default_str();
+  app.add_option("--n", a->n, "Best-of-n: N samples sharing the prompt (seeds seed..seed+N-1)");
   app.add_option("--device", a->device, "Device: cpu (this build has no CUDA backend)")->capture_default_str();
   add_store_options(app, &a->store);
   return [a] { return run_generate(*a); };

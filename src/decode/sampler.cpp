@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
-#include <vector>
 
 namespace replayssm {
 
@@ -16,40 +15,67 @@ int32_t argmax(std::span<const float> logits) {
   return best;
 }
 
-int32_t Sampler::sample(std::span<const float> logits) {
-  if (p_.temperature <= 0.0f) return argmax(logits);
+std::vector<double> sampling_probs(std::span<const float> logits, const SamplingParams& p) {
   const size_t V = logits.size();
+  std::vector<double> prob(V, 0.0);
+  if (p.temperature <= 0.0f) {
+    prob[argmax(logits)] = 1.0;
+    return prob;
+  }
   const float mx = *std::max_element(logits.begin(), logits.end());
-  std::vector<double> prob(V);
   double sum = 0.0;
   for (size_t i = 0; i < V; ++i) {
-    prob[i] = std::exp(static_cast<double>(logits[i] - mx) / p_.temperature);
+    prob[i] = std::exp(static_cast<double>(logits[i] - mx) / p.temperature);
     sum += prob[i];
   }
+  for (double& x : prob) x /= sum;
+  if (p.top_p >= 1.0f) return prob;
+  // Nucleus: the shortest prefix of the tokens by descending probability
+  // (ties by id) whose mass reaches top_p.
   std::vector<int32_t> order(V);
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return prob[a] > prob[b]; });
-  // Nucleus: the shortest prefix of the sorted tokens whose mass reaches top_p.
+  double acc = 0.0;
   size_t keep = V;
-  if (p_.top_p < 1.0f) {
-    double acc = 0.0;
-    for (size_t i = 0; i < V; ++i) {
-      acc += prob[order[i]] / sum;
-      if (acc >= p_.top_p) {
-        keep = i + 1;
-        break;
-      }
+  for (size_t i = 0; i < V; ++i) {
+    acc += prob[order[i]];
+    if (acc >= p.top_p) {
+      keep = i + 1;
+      break;
     }
   }
   double kept = 0.0;
   for (size_t i = 0; i < keep; ++i) kept += prob[order[i]];
-  std::uniform_real_distribution<double> u(0.0, kept);
-  double r = u(rng_);
-  for (size_t i = 0; i < keep; ++i) {
-    r -= prob[order[i]];
-    if (r <= 0.0) return order[i];
-  }
-  return order[keep - 1];
+  for (size_t i = keep; i < V; ++i) prob[order[i]] = 0.0;
+  for (double& x : prob) x /= kept;
+  return prob;
 }
+
+double log_prob(std::span<const float> logits, int32_t token) {
+  const float mx = *std::max_element(logits.begin(), logits.end());
+  double sum = 0.0;
+  for (float l : logits) sum += std::exp(static_cast<double>(l - mx));
+  return static_cast<double>(logits[token] - mx) - std::log(sum);
+}
+
+int32_t Sampler::sample(std::span<const float> logits) {
+  if (p_.temperature <= 0.0f) return argmax(logits);
+  const std::vector<double> probs = sampling_probs(logits, p_);
+  return draw(probs);
+}
+
+int32_t Sampler::draw(std::span<const double> probs) {
+  double r = uniform();
+  int32_t last = 0;
+  for (size_t i = 0; i < probs.size(); ++i) {
+    if (probs[i] <= 0.0) continue;
+    last = static_cast<int32_t>(i);
+    r -= probs[i];
+    if (r < 0.0) return last;
+  }
+  return last;  // rounding left r ≥ 0: the last token with mass
+}
+
+double Sampler::uniform() { return std::uniform_real_distribution<double>(0.0, 1.0)(rng_); }
 
 }  // namespace replayssm

@@ -1,10 +1,14 @@
 // Token sampling from one row of logits: greedy, or temperature + top-p
-// (nucleus) with a seeded generator so runs are reproducible.
+// (nucleus) with a seeded generator so runs are reproducible. The
+// distribution a sample is drawn from is exposed (sampling_probs) because
+// speculative rejection sampling must compare target and draft
+// distributions exactly as they are sampled.
 #pragma once
 
 #include <cstdint>
 #include <random>
 #include <span>
+#include <vector>
 
 namespace replayssm {
 
@@ -16,10 +20,22 @@ struct SamplingParams {
 
 int32_t argmax(std::span<const float> logits);
 
+// The distribution Sampler draws from: one-hot at the argmax when
+// temperature is 0, else softmax(logits / T) cut to the top-p nucleus and
+// renormalised.
+std::vector<double> sampling_probs(std::span<const float> logits, const SamplingParams& p);
+
+// log-softmax of one row at `token` (temperature 1), for scores.
+double log_prob(std::span<const float> logits, int32_t token);
+
 class Sampler {
  public:
   explicit Sampler(const SamplingParams& p) : p_(p), rng_(p.seed) {}
   int32_t sample(std::span<const float> logits);
+  // A draw from an explicit distribution (sums to 1 up to rounding).
+  int32_t draw(std::span<const double> probs);
+  double uniform();  // in [0, 1)
+  const SamplingParams& params() const { return p_; }
 
  private:
   SamplingParams p_;

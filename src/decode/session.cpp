@@ -1,6 +1,8 @@
 // Session (see session.h).
 #include "decode/session.h"
 
+#include <chrono>
+
 namespace replayssm {
 
 Result<std::unique_ptr<Session>> Session::create(const Model& model, const StoreOptions& opt) {
@@ -20,7 +22,10 @@ Status Session::rebuild(std::span<const int64_t> seqs) {
     tokens.insert(tokens.end(), toks.begin() + plan.from, toks.end());
   }
   if (slices.empty()) return {};
-  return model_.forward(slices, tokens, *store_, {}, nullptr);
+  const auto t0 = std::chrono::steady_clock::now();
+  const Status st = model_.forward(slices, tokens, *store_, {}, nullptr);
+  rebuild_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return st;
 }
 
 Status Session::ensure_ready(std::span<const int64_t> seqs) {

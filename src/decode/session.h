@@ -39,6 +39,8 @@ class Session {
   Result<RestorePlan> restore(int64_t seq, int64_t pos);
   // Makes every listed sequence steppable (re-prefills where planned).
   Status ensure_ready(std::span<const int64_t> seqs);
+  // Wall time spent in re-prefills so far (the cost of going back).
+  double rebuild_seconds() const { return rebuild_s_; }
 
  private:
   Session(const Model& model, std::unique_ptr<ReplayStore> store)
@@ -47,6 +49,7 @@ class Session {
 
   const Model& model_;
   std::unique_ptr<ReplayStore> store_;
+  double rebuild_s_ = 0.0;
 };
 
 }  // namespace replayssm

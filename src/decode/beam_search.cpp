@@ -1,0 +1,191 @@
+// beam_search and best_of_n (see beam_search.h).
+#include "decode/beam_search.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+
+#include "decode/session.h"
+
+namespace replayssm {
+
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+bool is_eos(const ModelConfig& c, int32_t t) {
+  return std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), t) != c.eos_token_ids.end();
+}
+
+// log-softmax of a whole row.
+std::vector<double> log_softmax(std::span<const float> row) {
+  const float mx = *std::max_element(row.begin(), row.end());
+  double sum = 0.0;
+  for (float x : row) sum += std::exp(static_cast<double>(x - mx));
+  const double lse = std::log(sum) + mx;
+  std::vector<double> out(row.size());
+  for (size_t i = 0; i < row.size(); ++i) out[i] = static_cast<double>(row[i]) - lse;
+  return out;
+}
+
+struct Beam {
+  int64_t seq;
+  std::vector<int32_t> tokens;
+  double logprob;
+};
+
+}  // namespace
+
+Result<std::vector<Hypothesis>> beam_search(const Model& model, std::span<const int32_t> prompt,
+                                            const BeamOptions& opt, SearchStats* stats) {
+  const ModelConfig& cfg = model.config();
+  const int64_t V = cfg.vocab_size, w = opt.width;
+  if (w < 1) return invalid_argument("beam search: width must be >= 1");
+  if (prompt.empty()) return invalid_argument("beam search: the prompt is empty");
+  RSSM_ASSIGN_OR_RETURN(auto session, Session::create(model, opt.store));
+  ReplayStore& st = session->store();
+  auto score_of = [&](double lp, size_t len) {
+    return lp / std::pow(static_cast<double>(std::max<size_t>(len, 1)), opt.length_penalty);
+  };
+  std::vector<Beam> beams{{st.add_sequence(), {}, 0.0}};
+  std::vector<float> logits;
+  const StepInput first{beams[0].seq, prompt};
+  RSSM_RETURN_IF_ERROR(session->step({&first, 1}, &logits));
+  std::vector<Hypothesis> finished;
+  const double t0 = now_s();
+  for (int64_t step = 0; step < opt.max_new_tokens && !beams.empty(); ++step) {
+    // Candidates: each beam's top 2w continuations.
+    struct Cand {
+      size_t beam;
+      int32_t token;
+      double logprob;
+    };
+    std::vector<Cand> cands;
+    for (size_t b = 0; b < beams.size(); ++b) {
+      const std::vector<double> lp = log_softmax(std::span<const float>(logits).subspan(b * V, V));
+      std::vector<int32_t> ids(V);
+      std::iota(ids.begin(), ids.end(), 0);
+      const int64_t k = std::min<int64_t>(2 * w, V);
+      std::partial_sort(ids.begin(), ids.begin() + k, ids.end(),
+                        [&](int32_t a, int32_t c) { return lp[a] != lp[c] ? lp[a] > lp[c] : a < c; });
+      for (int64_t i = 0; i < k; ++i) cands.push_back({b, ids[i], beams[b].logprob + lp[ids[i]]});
+    }
+    std::stable_sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& c) {
+      if (a.logprob != c.logprob) return a.logprob > c.logprob;
+      return a.beam != c.beam ? a.beam < c.beam : a.token < c.token;
+    });
+    std::vector<Cand> next;
+    for (size_t rank = 0; rank < cands.size() && static_cast<int64_t>(next.size()) < w; ++rank) {
+      const Cand& c = cands[rank];
+      if (opt.stop_at_eos && is_eos(cfg, c.token)) {
+        if (static_cast<int64_t>(rank) >= w) continue;  // only top-ranked EOS candidates finish
+        std::vector<int32_t> t = beams[c.beam].tokens;
+        t.push_back(c.token);
+        finished.push_back({t, c.logprob, score_of(c.logprob, t.size())});
+        continue;
+      }
+      next.push_back(c);
+    }
+    // Done when w hypotheses finished and no live beam can still beat the worst.
+    std::sort(finished.begin(), finished.end(), [](const Hypothesis& a, const Hypothesis& b) { return a.score > b.score; });
+    if (static_cast<int64_t>(finished.size()) >= w && !next.empty() &&
+        finished[w - 1].score >= score_of(next.front().logprob, beams[0].tokens.size() + 1)) {
+      next.clear();
+    }
+    // Materialise: the first child of a beam takes its sequence, others fork it.
+    std::vector<Beam> nb;
+    std::vector<int> children(beams.size(), 0);
+    for (const Cand& c : next) {
+      const Beam& parent = beams[c.beam];
+      int64_t seq = parent.seq;
+      if (children[c.beam]++ > 0) {
+        RSSM_ASSIGN_OR_RETURN(seq, st.fork(parent.seq));
+      }
+      std::vector<int32_t> t = parent.tokens;
+      t.push_back(c.token);
+      nb.push_back({seq, std::move(t), c.logprob});
+    }
+    for (size_t b = 0; b < beams.size(); ++b)
+      if (children[b] == 0) RSSM_RETURN_IF_ERROR(st.release(beams[b].seq));
+    beams = std::move(nb);
+    if (beams.empty() || step + 1 == opt.max_new_tokens) break;
+    std::vector<StepInput> in;
+    for (const Beam& b : beams) in.push_back({b.seq, {&b.tokens.back(), 1}});
+    RSSM_RETURN_IF_ERROR(session->step(in, &logits));
+  }
+  for (const Beam& b : beams) finished.push_back({b.tokens, b.logprob, score_of(b.logprob, b.tokens.size())});
+  std::stable_sort(finished.begin(), finished.end(), [](const Hypothesis& a, const Hypothesis& b) { return a.score > b.score; });
+  if (static_cast<int64_t>(finished.size()) > w) finished.resize(w);
+  if (stats) {
+    stats->store = st.stats();
+    stats->decode_s = now_s() - t0;
+  }
+  return finished;
+}
+
+Result<std::vector<Hypothesis>> best_of_n(const Model& model, std::span<const int32_t> prompt,
+                                          const BestOfNOptions& opt, SearchStats* stats) {
+  const ModelConfig& cfg = model.config();
+  const int64_t V = cfg.vocab_size;
+  if (opt.n < 1) return invalid_argument("best-of-n: n must be >= 1");
+  if (prompt.empty()) return invalid_argument("best-of-n: the prompt is empty");
+  RSSM_ASSIGN_OR_RETURN(auto session, Session::create(model, opt.store));
+  ReplayStore& st = session->store();
+  const int64_t root = st.add_sequence();
+  std::vector<float> logits;
+  const StepInput first{root, prompt};
+  RSSM_RETURN_IF_ERROR(session->step({&first, 1}, &logits));
+  const double t0 = now_s();
+  // Every sample starts from the prompt's logits and a fork of its state.
+  struct Sample {
+    int64_t seq;
+    Sampler sampler;
+    Hypothesis h;
+    bool done = false;
+  };
+  std::vector<Sample> samples;
+  std::vector<float> row(logits.begin(), logits.begin() + V);
+  for (int64_t i = 0; i < opt.n; ++i) {
+    SamplingParams p = opt.sampling;
+    p.seed = opt.sampling.seed + static_cast<uint64_t>(i);
+    int64_t seq = root;
+    if (i > 0) {
+      RSSM_ASSIGN_OR_RETURN(seq, st.fork(root));
+    }
+    samples.push_back({seq, Sampler(p), {}, false});
+  }
+  std::vector<std::vector<float>> rows(opt.n, row);
+  for (int64_t step = 0; step < opt.max_new_tokens; ++step) {
+    std::vector<StepInput> in;
+    std::vector<size_t> who;
+    for (size_t i = 0; i < samples.size(); ++i) {
+      Sample& s = samples[i];
+      if (s.done) continue;
+      const int32_t t = s.sampler.sample(rows[i]);
+      s.h.tokens.push_back(t);
+      s.h.logprob += log_prob(rows[i], t);
+      s.done = (opt.stop_at_eos && is_eos(cfg, t)) || step + 1 == opt.max_new_tokens;
+      if (s.done) continue;
+      in.push_back({s.seq, {&s.h.tokens.back(), 1}});
+      who.push_back(i);
+    }
+    if (in.empty()) break;
+    RSSM_RETURN_IF_ERROR(session->step(in, &logits));
+    for (size_t j = 0; j < who.size(); ++j) rows[who[j]].assign(logits.begin() + j * V, logits.begin() + (j + 1) * V);
+  }
+  std::vector<Hypothesis> out;
+  for (Sample& s : samples) {
+    s.h.score = s.h.logprob / static_cast<double>(std::max<size_t>(s.h.tokens.size(), 1));
+    out.push_back(std::move(s.h));
+  }
+  if (stats) {
+    stats->store = st.stats();
+    stats->decode_s = now_s() - t0;
+  }
+  return out;
+}
+
+}  // namespace replayssm
