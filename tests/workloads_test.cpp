@@ -1,0 +1,305 @@
+// Branching workloads on the store: speculative decoding reproduces greedy
+// decoding under every strategy; rejection sampling preserves the target's
+// distribution; beam search equals a brute-force beam search and beam 1 is
+// greedy; best-of-n is reproducible.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <set>
+#include <random>
+
+#include "decode/beam_search.h"
+#include "decode/generate.h"
+#include "decode/speculative.h"
+#include "store/dense_cache.h"
+#include "test_util.h"
+
+namespace replayssm {
+namespace {
+
+std::unique_ptr<Model> load(const std::string& name) {
+  auto m = Model::load(test::data_dir(name));
+  EXPECT_TRUE(m.ok()) << m.status().message();
+  return std::move(m).value();
+}
+
+std::vector<StoreOptions> strategies() {
+  std::vector<StoreOptions> out;
+  for (Strategy s : {Strategy::kReplay, Strategy::kSnapshot, Strategy::kRecompute}) {
+    StoreOptions o;
+    o.strategy = s;
+    o.window = 5;
+    o.page_size = 4;
+    out.push_back(o);
+  }
+  out[0].exact = true;
+  StoreOptions fast = out[0];
+  fast.exact = false;
+  out.push_back(fast);
+  return out;
+}
+
+struct Pair {
+  std::string target, draft;
+};
+
+class Speculative : public ::testing::TestWithParam<Pair> {};
+
+// Greedy speculation emits exactly greedy decoding's tokens, whatever the
+// drafts and whatever the storage strategy; drafting from the target itself
+// accepts everything, a different model mostly nothing — both paths run.
+TEST_P(Speculative, GreedyEqualsGreedyDecoding) {
+  auto target = load(GetParam().target), other = load(GetParam().draft);
+  // A repetitive prompt so that n-gram lookup finds drafts.
+  const std::vector<int32_t> prompt = {5, 9, 13, 5, 9, 13, 5, 9, 13, 5, 9};
+  for (const StoreOptions& so : strategies()) {
+    GenerateOptions plain;
+    plain.max_new_tokens = 24;
+    plain.stop_at_eos = false;
+    plain.store = so;
+    auto ref = generate(*target, prompt, plain);
+    ASSERT_TRUE(ref.ok()) << ref.status().message();
+    struct Case {
+      const char* name;
+      SpecOptions spec;
+    };
+    std::vector<Case> cases = {{"ngram", {SpecOptions::kNgram, 4}},
+                               {"self-draft", {SpecOptions::kDraft, 3, 3, target.get()}},
+                               {"other-draft", {SpecOptions::kDraft, 4, 3, other.get()}}};
+    for (const Case& c : cases) {
+      GenerateOptions o = plain;
+      o.spec = c.spec;
+      auto r = generate(*target, prompt, o);
+      ASSERT_TRUE(r.ok()) << c.name << ": " << r.status().message();
+      EXPECT_EQ(r->tokens, ref->tokens) << c.name << " under " << strategy_name(so.strategy);
+      EXPECT_GT(r->spec.drafted, 0) << c.name;
+      EXPECT_EQ(static_cast<int64_t>(r->tokens.size()), 24);
+      if (std::string(c.name) == "self-draft" && so.exact) {
+        EXPECT_DOUBLE_EQ(r->spec.acceptance_rate(), 1.0);
+        EXPECT_GT(r->spec.mean_accepted(), 2.0);
+      }
+    }
+  }
+}
+
+TEST_P(Speculative, SampledSpeculationIsReproducible) {
+  auto target = load(GetParam().target), other = load(GetParam().draft);
+  GenerateOptions o;
+  o.max_new_tokens = 16;
+  o.stop_at_eos = false;
+  o.sampling = {0.8f, 0.95f, 7};
+  o.spec = {SpecOptions::kDraft, 3, 3, other.get()};
+  auto a = generate(*target, std::vector<int32_t>{1, 2, 3}, o), b = generate(*target, std::vector<int32_t>{1, 2, 3}, o);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->tokens, b->tokens);
+}
+
+TEST_P(Speculative, DraftVocabularyMustMatch) {
+  auto target = load(GetParam().target);
+  auto foreign = load(GetParam().target.rfind("nemotron", 0) == 0 ? "qwen3_5_tiny" : "nemotron_h_tiny");
+  GenerateOptions o;
+  o.spec = {SpecOptions::kDraft, 2, 3, foreign.get()};
+  auto r = generate(*target, std::vector<int32_t>{1, 2}, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("vocabulary"), std::string::npos);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, Speculative,
+                         ::testing::Values(Pair{"nemotron_h_tiny", "nemotron_h_bf16_sharded"},
+                                           Pair{"qwen3_5_tiny", "qwen3_5_vl_tied"}));
+
+// Rejection sampling on a 5-token vocabulary with fixed target and draft
+// distributions: the first two emitted tokens must follow the target's
+// distribution exactly (chi-square over 200,000 trials).
+TEST(SpeculativeSampling, PreservesTheTargetDistribution) {
+  const int64_t V = 5;
+  // Logits whose softmax at temperature 1 is p1 (first token) and p2.
+  const std::vector<float> l1 = {1.0f, 0.2f, -0.5f, 0.7f, -1.0f}, l2 = {-0.3f, 0.9f, 0.1f, -1.2f, 0.4f};
+  std::vector<float> rows;
+  for (int i = 0; i < 3; ++i) rows.insert(rows.end(), (i == 0 ? l1 : l2).begin(), (i == 0 ? l1 : l2).end());
+  const SamplingParams sp{1.0f, 1.0f, 0};
+  const std::vector<double> p1 = sampling_probs(l1, sp), p2 = sampling_probs(l2, sp);
+  const std::vector<double> q1 = {0.1, 0.5, 0.1, 0.2, 0.1}, q2 = {0.3, 0.1, 0.4, 0.1, 0.1};
+  Sampler s({1.0f, 1.0f, 12345});
+  std::mt19937_64 g(99);
+  const int trials = 200000;
+  std::vector<double> c1(V, 0), c2(V * V, 0);
+  int64_t accepted = 0;
+  for (int t = 0; t < trials; ++t) {
+    Draft d;
+    std::discrete_distribution<int> dq1(q1.begin(), q1.end()), dq2(q2.begin(), q2.end());
+    d.tokens = {dq1(g), dq2(g)};
+    d.probs = {q1, q2};
+    const AcceptResult r = accept_drafts(rows, V, d, s);
+    accepted += r.accepted;
+    const int32_t first = r.accepted >= 1 ? d.tokens[0] : r.next;
+    const int32_t second = r.accepted >= 2 ? d.tokens[1] : (r.accepted == 1 ? r.next : -1);
+    c1[first]++;
+    if (second >= 0) c2[first * V + second]++;
+  }
+  double chi1 = 0;
+  for (int v = 0; v < V; ++v) chi1 += std::pow(c1[v] - trials * p1[v], 2) / (trials * p1[v]);
+  EXPECT_LT(chi1, 18.5) << "chi-square, 4 dof (p = 0.001)";
+  // Second token given the first was accepted as a draft: distributed as p2
+  // (the rows do not depend on the first token here).
+  double n2 = 0;
+  std::vector<double> m2(V, 0);
+  for (int a = 0; a < V; ++a)
+    for (int b = 0; b < V; ++b) {
+      m2[b] += c2[a * V + b];
+      n2 += c2[a * V + b];
+    }
+  double chi2 = 0;
+  for (int v = 0; v < V; ++v) chi2 += std::pow(m2[v] - n2 * p2[v], 2) / (n2 * p2[v]);
+  EXPECT_LT(chi2, 18.5);
+  EXPECT_GT(accepted, 0);
+  EXPECT_LT(accepted, 2 * trials);
+}
+
+TEST(SpeculativeSampling, NgramLookupFindsTheLatestMatch) {
+  NgramDraft d(3);
+  const std::vector<int32_t> ctx = {1, 2, 3, 4, 9, 2, 3, 5, 6, 7, 2, 3};
+  auto r = d.propose(ctx, 3);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->tokens, (std::vector<int32_t>{5, 6, 7}));  // "2 3" last seen before "5 6 7"
+  EXPECT_TRUE(d.propose(std::vector<int32_t>{1, 2, 3}, 4)->tokens.empty());
+}
+
+// ---------------------------------------------------------------------------
+
+// Brute force: every hypothesis scored by running its whole token path from
+// scratch through the dense cache; the same selection rule.
+std::vector<Hypothesis> brute_force_beam(const Model& m, const std::vector<int32_t>& prompt, int64_t w,
+                                         int64_t steps, double alpha) {
+  const int64_t V = m.config().vocab_size;
+  auto next_logprobs = [&](const std::vector<int32_t>& toks) {
+    DenseCache c(cache_spec(m.config()));
+    SeqSlice s{c.add_sequence(), 0, static_cast<int64_t>(toks.size()), 0};
+    const int64_t last = s.n - 1;
+    std::vector<float> l(V);
+    EXPECT_TRUE(m.forward({&s, 1}, toks, c, {&last, 1}, l.data()).ok());
+    std::vector<double> lp(V);
+    for (int64_t v = 0; v < V; ++v) lp[v] = log_prob(l, static_cast<int32_t>(v));
+    return lp;
+  };
+  struct B {
+    std::vector<int32_t> t;
+    double lp;
+  };
+  std::vector<B> beams{{{}, 0.0}};
+  for (int64_t step = 0; step < steps; ++step) {
+    struct C {
+      size_t b;
+      int32_t tok;
+      double lp;
+    };
+    std::vector<C> cands;
+    for (size_t b = 0; b < beams.size(); ++b) {
+      std::vector<int32_t> path = prompt;
+      path.insert(path.end(), beams[b].t.begin(), beams[b].t.end());
+      const std::vector<double> lp = next_logprobs(path);
+      for (int64_t v = 0; v < V; ++v) cands.push_back({b, static_cast<int32_t>(v), beams[b].lp + lp[v]});
+    }
+    std::stable_sort(cands.begin(), cands.end(), [](const C& a, const C& c) {
+      if (a.lp != c.lp) return a.lp > c.lp;
+      return a.b != c.b ? a.b < c.b : a.tok < c.tok;
+    });
+    std::vector<B> nb;
+    for (size_t i = 0; i < static_cast<size_t>(w); ++i) {
+      B x = beams[cands[i].b];
+      x.t.push_back(cands[i].tok);
+      x.lp = cands[i].lp;
+      nb.push_back(x);
+    }
+    beams = nb;
+  }
+  std::vector<Hypothesis> out;
+  for (const B& b : beams) out.push_back({b.t, b.lp, b.lp / std::pow(static_cast<double>(b.t.size()), alpha)});
+  std::stable_sort(out.begin(), out.end(), [](const Hypothesis& a, const Hypothesis& b) { return a.score > b.score; });
+  return out;
+}
+
+class Beam : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Beam, WidthOneIsGreedy) {
+  auto m = load(GetParam());
+  const std::vector<int32_t> prompt = {3, 1, 4, 1, 5};
+  for (const StoreOptions& so : strategies()) {
+    GenerateOptions g;
+    g.max_new_tokens = 10;
+    g.stop_at_eos = false;
+    g.store = so;
+    auto greedy = generate(*m, prompt, g);
+    BeamOptions b;
+    b.width = 1;
+    b.max_new_tokens = 10;
+    b.stop_at_eos = false;
+    b.store = so;
+    auto beam = beam_search(*m, prompt, b);
+    ASSERT_TRUE(greedy.ok() && beam.ok());
+    ASSERT_EQ(beam->size(), 1u);
+    EXPECT_EQ((*beam)[0].tokens, greedy->tokens) << strategy_name(so.strategy);
+  }
+}
+
+TEST_P(Beam, EqualsBruteForceUnderEveryStrategy) {
+  auto m = load(GetParam());
+  const std::vector<int32_t> prompt = {2, 7, 1, 8};
+  const int64_t w = 3, steps = 5;
+  const std::vector<Hypothesis> want = brute_force_beam(*m, prompt, w, steps, 1.0);
+  for (const StoreOptions& so : strategies()) {
+    BeamOptions b;
+    b.width = w;
+    b.max_new_tokens = steps;
+    b.stop_at_eos = false;
+    b.store = so;
+    SearchStats stats;
+    auto got = beam_search(*m, prompt, b, &stats);
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    ASSERT_EQ(got->size(), static_cast<size_t>(w));
+    for (int64_t i = 0; i < w; ++i) {
+      EXPECT_EQ((*got)[i].tokens, want[i].tokens) << strategy_name(so.strategy) << " rank " << i;
+      EXPECT_NEAR((*got)[i].logprob, want[i].logprob, 1e-3);
+      if (i > 0) EXPECT_GE((*got)[i - 1].score, (*got)[i].score);
+      for (int64_t j = 0; j < i; ++j) EXPECT_NE((*got)[i].tokens, (*got)[j].tokens);
+    }
+  }
+}
+
+TEST_P(Beam, BestOfNIsReproducibleAndSharesThePrompt) {
+  auto m = load(GetParam());
+  const std::vector<int32_t> prompt = {9, 9, 8, 2};
+  BestOfNOptions o;
+  o.n = 4;
+  o.max_new_tokens = 8;
+  o.stop_at_eos = false;
+  o.sampling = {1.0f, 1.0f, 21};
+  o.store.exact = true;
+  auto a = best_of_n(*m, prompt, o), b = best_of_n(*m, prompt, o);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(a->size(), 4u);
+  std::set<std::vector<int32_t>> distinct;
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ((*a)[i].tokens, (*b)[i].tokens);
+    EXPECT_DOUBLE_EQ((*a)[i].logprob, (*b)[i].logprob);
+    EXPECT_NEAR((*a)[i].score, (*a)[i].logprob / 8.0, 1e-12);
+    distinct.insert((*a)[i].tokens);
+    // Sample i is what generate() samples with seed + i.
+    GenerateOptions g;
+    g.max_new_tokens = 8;
+    g.stop_at_eos = false;
+    g.sampling = {1.0f, 1.0f, 21 + i};
+    g.store.exact = true;
+    auto single = generate(*m, prompt, g);
+    ASSERT_TRUE(single.ok());
+    EXPECT_EQ(single->tokens, (*a)[i].tokens) << "sample " << i;
+  }
+  EXPECT_GT(distinct.size(), 1u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, Beam, ::testing::Values("nemotron_h_tiny", "qwen3_5_tiny"));
+
+}  // namespace
+}  // namespace replayssm
