@@ -63,11 +63,13 @@ class Result {
   }
   T& value() & { check(); return std::get<T>(v_); }
   const T& value() const& { check(); return std::get<T>(v_); }
-  T&& value() && { check(); return std::get<T>(std::move(v_)); }
+  // By value from a temporary, so `for (x : f().value())` does not dangle.
+  T value() && { check(); return std::get<T>(std::move(v_)); }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
+  T operator*() && { return std::move(*this).value(); }
 
  private:
   void check() const { if (!ok()) std::abort(); }

@@ -79,7 +79,7 @@ Status ReplayStore::begin_step(std::span<const SeqSlice> step, std::span<const i
         break;
       case Strategy::kRecompute: {
         const int64_t sparse = m.opt.checkpoint_interval > 0 ? m.opt.checkpoint_interval : m.opt.window;
-        for (int64_t f = sl.pos + 1; f < end; ++f)
+        for (int64_t f = sl.pos + 1; f < end && !sp.rebuild; ++f)
           if (f % sparse == 0 && f <= sp.committed_after) sp.write_pos.push_back(f);
         sp.write_pos.push_back(end);
         break;
@@ -107,9 +107,12 @@ Status ReplayStore::begin_step(std::span<const SeqSlice> step, std::span<const i
         if (m.logs) need += m.log_bytes();
         continue;
       }
+      // A rebuild needs only its checkpoint at the end: it refills logs that
+      // are still allocated but allocates none (they are an optimisation
+      // for later restores, and memory is what it is short of).
       const Page& pg = m.pages.at(s->pages[pi]);
-      const bool cow = !sp.rebuild && pg.refs > 1;
-      if ((cow && !pg.log.empty()) || (m.logs && pg.log.empty())) need += m.log_bytes();
+      if (sp.rebuild) continue;
+      if ((pg.refs > 1 && !pg.log.empty()) || (m.logs && pg.log.empty())) need += m.log_bytes();
     }
     need_total += need;
     need_req[s->request] += need;
@@ -131,14 +134,14 @@ Status ReplayStore::begin_step(std::span<const SeqSlice> step, std::span<const i
         s.pages.push_back(m.new_page(m.logs));
         continue;
       }
-      if (!sp.rebuild && m.pages.at(s.pages[pi]).refs > 1) s.pages[pi] = m.copy_page(s.pages[pi]);
+      if (sp.rebuild) continue;
+      if (m.pages.at(s.pages[pi]).refs > 1) s.pages[pi] = m.copy_page(s.pages[pi]);
       Page& pg = m.pages.at(s.pages[pi]);
       if (m.logs && pg.log.empty()) m.alloc_log(pg);
     }
     if (sp.in_place) sp.write_ckpt.push_back(sp.base);
     else
       for (int64_t f : sp.write_pos) sp.write_ckpt.push_back(m.new_ckpt(f));
-    if (sp.rebuild) s.trim_from = std::min(s.trim_from, sp.s.pos / m.B);  // logs come back
     m.stats.state_writes_bytes += static_cast<int64_t>(sp.write_pos.size()) * m.ckpt_bytes();
     if (!sp.rebuild) m.stats.replayed_tokens += sp.s.pos - sp.base_pos;
     if (sp.rebuild) m.stats.restores_reprefill++;
@@ -225,8 +228,10 @@ void append_entries(ReplayStore::Impl& m, const SlicePlan& sp, const LayerLayout
   const Seq& s = *m.find(sp.s.seq);
   for (int64_t t = 0; t < sp.s.n; ++t) {
     const int64_t pos = sp.s.pos + t;
-    float* dst = m.pages.at(s.pages[pos / m.B]).log.data() + L.log_off + (pos % m.B) * L.entry;
-    std::memcpy(dst, m.entries.data() + t * L.entry, sizeof(float) * L.entry);
+    Page& pg = m.pages.at(s.pages[pos / m.B]);
+    if (pg.log.empty()) continue;  // a rebuild over a page whose log is gone
+    std::memcpy(pg.log.data() + L.log_off + (pos % m.B) * L.entry, m.entries.data() + t * L.entry,
+                sizeof(float) * L.entry);
   }
 }
 
@@ -324,6 +329,7 @@ void ReplayStore::end_step(std::span<const SeqSlice>) {
     if (m.logs)  // entries [a, b) of each page are now valid
       for (int64_t pi = sp.s.pos / m.B; pi <= (end - 1) / m.B; ++pi) {
         Page& pg = m.pages.at(s.pages[pi]);
+        if (pg.log.empty()) continue;
         const int64_t a = std::max(sp.s.pos - pi * m.B, int64_t{0});
         const int64_t b = std::min(end - pi * m.B, m.B);
         if (pg.log_lo >= pg.log_hi || b < pg.log_lo || a > pg.log_hi) {
