@@ -137,6 +137,10 @@ class ReplayStore final : public StateCache {
   int64_t n_sequences() const;
   int64_t n_pages() const;
   int64_t n_checkpoints() const;
+  // Sizes of the units the budget counts: one checkpoint (every SSM layer's
+  // state + conv window) and one page's log (0 without a log).
+  int64_t checkpoint_bytes() const;
+  int64_t page_log_bytes() const;
 
   // StateCache.
   Status begin_step(std::span<const SeqSlice> step, std::span<const int32_t> tokens) override;

@@ -401,6 +401,8 @@ std::span<const int32_t> ReplayStore::tokens(int64_t seq) const {
 int64_t ReplayStore::n_sequences() const { return static_cast<int64_t>(impl_->seqs.size()); }
 int64_t ReplayStore::n_pages() const { return static_cast<int64_t>(impl_->pages.size()); }
 int64_t ReplayStore::n_checkpoints() const { return static_cast<int64_t>(impl_->ckpts.size()); }
+int64_t ReplayStore::checkpoint_bytes() const { return impl_->ckpt_bytes(); }
+int64_t ReplayStore::page_log_bytes() const { return impl_->logs ? impl_->log_bytes() : 0; }
 
 void ReplayStore::pin(std::span<const int64_t> seqs) {
   for (int64_t s : seqs) impl_->pinned.insert(s);

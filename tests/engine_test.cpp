@@ -1,0 +1,145 @@
+// Engine: continuous batching must not change any request's tokens —
+// requests joining mid-run, chunked prefill mixed with decode, admission
+// under a state budget, cancellation, bad requests.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "decode/generate.h"
+#include "replayssm/engine.h"
+#include "test_util.h"
+
+namespace replayssm {
+namespace {
+
+std::vector<int32_t> reference(const Model& m, const RequestParams& p, const StoreOptions& so) {
+  GenerateOptions g;
+  g.max_new_tokens = p.max_new_tokens;
+  g.sampling = {p.temperature, p.top_p, p.seed};
+  g.stop_at_eos = p.stop_at_eos;
+  g.store = so;
+  auto r = generate(m, p.prompt, g);
+  EXPECT_TRUE(r.ok());
+  return r->tokens;
+}
+
+class EngineTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    auto m = Model::load(test::data_dir(GetParam()));
+    ASSERT_TRUE(m.ok());
+    model_ = std::move(m).value();
+  }
+  std::vector<RequestParams> requests(int n) {
+    std::vector<RequestParams> out;
+    for (int i = 0; i < n; ++i) {
+      RequestParams p;
+      for (int j = 0; j < 1 + (i * 7) % 23; ++j) p.prompt.push_back((i * 31 + j * 5) % 80);
+      p.max_new_tokens = 3 + i % 9;
+      p.stop_at_eos = i % 2 == 0;
+      if (i % 3 == 1) {
+        p.temperature = 0.9f;
+        p.seed = 100 + i;
+      }
+      out.push_back(p);
+    }
+    return out;
+  }
+  std::unique_ptr<Model> model_;
+};
+
+TEST_P(EngineTest, ContinuousBatchingKeepsEveryRequestsTokens) {
+  EngineOptions eo;
+  eo.store.exact = true;
+  eo.store.window = 4;
+  eo.store.page_size = 4;
+  eo.max_batch_tokens = 9;
+  eo.prefill_chunk = 4;
+  eo.max_running = 5;
+  auto e = Engine::create(*model_, eo);
+  ASSERT_TRUE(e.ok());
+  const std::vector<RequestParams> reqs = requests(12);
+  std::map<int64_t, std::vector<int32_t>> streamed;
+  std::map<int64_t, int> finished;
+  auto cb = [&](const TokenEvent& ev) {
+    EXPECT_TRUE(ev.error.ok()) << ev.error.message();
+    if (ev.token >= 0) streamed[ev.request].push_back(ev.token);
+    if (ev.finished) finished[ev.request]++;
+  };
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 6; ++i) ids.push_back(*(*e)->submit(reqs[i], cb));
+  for (int s = 0; s < 5; ++s) ASSERT_TRUE((*e)->step().ok());
+  for (int i = 6; i < 12; ++i) ids.push_back(*(*e)->submit(reqs[i], cb));  // join mid-run
+  ASSERT_TRUE((*e)->run().ok());
+  EXPECT_TRUE((*e)->idle());
+  for (int i = 0; i < 12; ++i) {
+    EXPECT_EQ(streamed[ids[i]], reference(*model_, reqs[i], eo.store)) << "request " << i;
+    EXPECT_EQ(*(*e)->output(ids[i]), streamed[ids[i]]);
+    EXPECT_EQ(finished[ids[i]], 1);
+  }
+  const EngineStats& st = (*e)->stats();
+  EXPECT_LE(st.max_batch_rows, eo.max_batch_tokens);
+  EXPECT_LE(st.max_running, eo.max_running);
+  EXPECT_GT(st.max_batch_rows, 1);  // prefill and decode really were mixed
+  EXPECT_EQ((*e)->store().n_sequences(), 0);
+  EXPECT_EQ((*e)->store().n_pages(), 0);
+  EXPECT_EQ((*e)->store().n_checkpoints(), 0);
+}
+
+TEST_P(EngineTest, AdmissionWaitsForTheBudget) {
+  EngineOptions eo;
+  eo.store.exact = true;
+  eo.store.window = 4;
+  eo.store.page_size = 4;
+  eo.prefill_chunk = 4;
+  // Room for one request and the start of another.
+  {
+    auto probe = Engine::create(*model_, eo);
+    ASSERT_TRUE(probe.ok());
+    eo.store.state_budget = (*probe)->store().checkpoint_bytes() + 8 * (*probe)->store().page_log_bytes();
+  }
+  auto e = Engine::create(*model_, eo);
+  ASSERT_TRUE(e.ok());
+  const std::vector<RequestParams> reqs = requests(6);
+  std::vector<int64_t> ids;
+  std::map<int64_t, std::vector<int32_t>> streamed;
+  for (const RequestParams& p : reqs)
+    ids.push_back(*(*e)->submit(p, [&](const TokenEvent& ev) {
+      ASSERT_TRUE(ev.error.ok()) << ev.error.message();
+      if (ev.token >= 0) streamed[ev.request].push_back(ev.token);
+    }));
+  ASSERT_TRUE((*e)->run().ok());
+  for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(streamed[ids[i]], reference(*model_, reqs[i], eo.store));
+  EXPECT_LT((*e)->stats().max_running, 6);  // some waited
+  EXPECT_LE((*e)->store().stats().state_bytes_peak, eo.store.state_budget);
+}
+
+TEST_P(EngineTest, CancelAndBadRequests) {
+  auto e = Engine::create(*model_, EngineOptions{});
+  ASSERT_TRUE(e.ok());
+  RequestParams p;
+  EXPECT_FALSE((*e)->submit(p).ok());  // empty prompt
+  p.prompt = {1, 2, 100000};
+  EXPECT_FALSE((*e)->submit(p).ok());
+  p.prompt = {1, 2, 3};
+  p.max_new_tokens = 50;
+  p.stop_at_eos = false;
+  int ends = 0;
+  const int64_t id = *(*e)->submit(p, [&](const TokenEvent& ev) { ends += ev.finished; });
+  ASSERT_TRUE((*e)->step().ok());
+  ASSERT_TRUE((*e)->step().ok());
+  ASSERT_TRUE((*e)->cancel(id).ok());
+  EXPECT_FALSE((*e)->cancel(id).ok());
+  EXPECT_EQ(ends, 1);
+  EXPECT_TRUE((*e)->idle());
+  EXPECT_EQ((*e)->output(id)->size(), 2u);
+  EXPECT_EQ((*e)->store().n_sequences(), 0);
+  EngineOptions bad;
+  bad.prefill_chunk = 0;
+  EXPECT_FALSE(Engine::create(*model_, bad).ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, EngineTest, ::testing::Values("nemotron_h_tiny", "qwen3_5_tiny"));
+
+}  // namespace
+}  // namespace replayssm
