@@ -107,6 +107,37 @@ TEST(Cli, ExactReplayLogitsEqualStandardStepping) {
   EXPECT_EQ(replay.out, snapshot.out);  // the same bits, printed the same way
 }
 
+TEST(Cli, SpeculativeBeamAndBestOfN) {
+  const std::string m = data_dir("nemotron_h_tiny");
+  const std::string base = "generate --json --ignore-eos --max-new-tokens 12 --model " + m + " --prompt-ids 4,8,15,4,8 ";
+  auto plain = run_cli(base);
+  auto ngram = run_cli(base + "--spec ngram:3");
+  auto draft = run_cli(base + "--spec draft:" + m + ":4");
+  auto beam1 = run_cli(base + "--beam 1");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  ASSERT_EQ(ngram.exit_code, 0) << ngram.err;
+  ASSERT_EQ(draft.exit_code, 0) << draft.err;
+  ASSERT_EQ(beam1.exit_code, 0) << beam1.err;
+  const auto want = nlohmann::json::parse(plain.out)["tokens"];
+  EXPECT_EQ(nlohmann::json::parse(ngram.out)["tokens"], want);
+  const auto d = nlohmann::json::parse(draft.out);
+  EXPECT_EQ(d["tokens"], want);
+  EXPECT_EQ(d["stats"]["acceptance_rate"], 1.0);  // drafting with the target itself
+  EXPECT_GT(d["stats"]["mean_accepted"].get<double>(), 1.0);
+  EXPECT_TRUE(d["stats"].contains("rollback_us"));
+  EXPECT_EQ(nlohmann::json::parse(beam1.out)["tokens"], want);
+  auto beam = nlohmann::json::parse(run_cli(base + "--beam 3").out);
+  ASSERT_EQ(beam["sequences"].size(), 3u);
+  EXPECT_EQ(beam["tokens"], beam["sequences"][0]["tokens"]);
+  EXPECT_GE(beam["sequences"][0]["score"].get<double>(), beam["sequences"][1]["score"].get<double>());
+  auto n = nlohmann::json::parse(run_cli(base + "--n 3 --temperature 1 --seed 5").out);
+  ASSERT_EQ(n["sequences"].size(), 3u);
+  double best = -1e300;
+  for (const auto& sq : n["sequences"]) best = std::max(best, sq["score"].get<double>());
+  for (const auto& sq : n["sequences"])
+    if (sq["score"].get<double>() == best) EXPECT_EQ(n["tokens"], sq["tokens"]);
+}
+
 struct BadRun {
   std::string args, needle;
 };
@@ -128,6 +159,12 @@ TEST(Cli, BadInputIsOneLineAndNonZero) {
       {"logits --model " + m + " --prompt-ids 1 --state-budget -5", "--state-budget"},
       {"logits --model " + m + " --prompt-ids 1 --eviction fifo", "unknown policy 'fifo'"},
       {"generate --model " + m + " --prompt-ids 1,2,3 --state-budget 100", "state budget of 100 bytes"},
+      {"generate --model " + m + " --prompt-ids 1 --spec ngram:0", "--spec"},
+      {"generate --model " + m + " --prompt-ids 1 --spec lookahead:3", "--spec"},
+      {"generate --model " + m + " --prompt-ids 1 --spec draft:/no/such/model:3", "/no/such/model"},
+      {"generate --model " + m + " --prompt-ids 1 --spec draft:" + data_dir("qwen3_5_tiny") + ":3", "vocabulary"},
+      {"generate --model " + m + " --prompt-ids 1 --beam 2 --n 2", "cannot be combined"},
+      {"generate --model " + m + " --prompt-ids 1 --beam -1", "--beam"},
   };
   for (const BadRun& c : cases) {
     auto r = run_cli(c.args);
