@@ -382,10 +382,11 @@ TEST_P(StoreProperty, MatchesOracle) {
   EXPECT_EQ(st.stats().kv_bytes, 0);
   const StoreStats& ss = st.stats();
   std::printf("[%s] steps %d, restores: checkpoint %lld log %lld reprefill %lld, evictions %lld, "
-              "budget refusals %d, replayed %lld, worst rel err %.2e\n",
+              "budget refusals %d, replayed %lld, shared flushes %lld, worst rel err %.2e\n",
               cfg.name.c_str(), steps, (long long)ss.restores_checkpoint, (long long)ss.restores_log_replay,
               (long long)ss.restores_reprefill, (long long)ss.evictions, failed_budget,
-              (long long)ss.replayed_tokens, worst);
+              (long long)ss.replayed_tokens, (long long)ss.shared_flushes, worst);
+  if (cfg.strategy == Strategy::kReplay && cfg.budget == 0) EXPECT_GT(ss.shared_flushes, 0);
 }
 
 std::vector<Config> configs() {

@@ -303,3 +303,37 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, Beam, ::testing::Values("nemotron_h_tiny", "q
 
 }  // namespace
 }  // namespace replayssm
+
+namespace replayssm {
+namespace {
+
+// The memory targets of speculation, on a model with real proportions (one
+// log entry ≈ 1/38 of a state; tools/make_ratio_model.py): with T = 4
+// drafts per step, replay holds at most 1.25× what plain decoding holds,
+// while snapshot holds about T+1 states.
+TEST(WorkloadMemory, SpeculationUnderReplayStaysNearPlainDecoding) {
+  auto m = Model::load(test::data_dir("nemotron_h_ratio"));
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  const std::vector<int32_t> prompt = {4, 8, 15, 16, 23, 42, 4, 8, 15};
+  auto peak = [&](Strategy s, bool spec) {
+    GenerateOptions o;
+    o.max_new_tokens = 96;
+    o.stop_at_eos = false;
+    o.store.strategy = s;
+    if (spec) o.spec = {SpecOptions::kDraft, 4, 3, m->get()};  // self-draft: every draft kept
+    auto r = generate(**m, prompt, o);
+    EXPECT_TRUE(r.ok());
+    if (spec) EXPECT_DOUBLE_EQ(r->spec.acceptance_rate(), 1.0);
+    return static_cast<double>(r->store.state_bytes_peak);
+  };
+  const double replay_plain = peak(Strategy::kReplay, false), replay_spec = peak(Strategy::kReplay, true);
+  const double snap_plain = peak(Strategy::kSnapshot, false), snap_spec = peak(Strategy::kSnapshot, true);
+  std::printf("replay: plain %.0f spec %.0f (%.3fx); snapshot: plain %.0f spec %.0f (%.2fx)\n", replay_plain,
+              replay_spec, replay_spec / replay_plain, snap_plain, snap_spec, snap_spec / snap_plain);
+  EXPECT_LE(replay_spec, 1.25 * replay_plain);
+  EXPECT_GE(snap_spec, 4.5 * snap_plain);  // ≈ (T+1)×
+  EXPECT_LE(snap_spec, 6.5 * snap_plain);
+}
+
+}  // namespace
+}  // namespace replayssm

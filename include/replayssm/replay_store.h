@@ -51,7 +51,7 @@ struct StoreOptions {
   int64_t window = 16;               // W: flush when committed − checkpoint ≥ W (replay)
   int64_t checkpoint_interval = 0;   // K: keep one older checkpoint per K tokens (0: none);
                                      // kRecompute's sparse interval (0: W)
-  int64_t page_size = 16;            // B tokens per page
+  int64_t page_size = 4;             // B tokens per page (bounds log waste: ≤ 2(B−1) entries)
   int64_t log_retention = 0;         // log tokens kept below the live checkpoint (-1: all)
   int64_t state_budget = 0;          // bytes for checkpoints + logs, all sequences (0: unlimited)
   EvictionPolicy eviction = EvictionPolicy::kCostAware;
@@ -81,6 +81,7 @@ struct StoreStats {
   int64_t replayed_tokens = 0;                    // log entries read back by steps
   int64_t restores_checkpoint = 0, restores_log_replay = 0, restores_reprefill = 0;
   int64_t evictions = 0, evicted_bytes = 0;
+  int64_t shared_flushes = 0;                     // one checkpoint written for a family of forks
 };
 
 class ReplayStore final : public StateCache {

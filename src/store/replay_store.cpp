@@ -214,6 +214,15 @@ void ReplayStore::Impl::prune(Seq& s) {
   s.ckpts = std::move(keep);
 }
 
+std::optional<int64_t> ReplayStore::Impl::live_base(const Seq& s) const {
+  return best_log_base(s, static_cast<int64_t>(s.tokens.size()));
+}
+
+int64_t ReplayStore::Impl::break_even_entries() const {
+  const int64_t per_token = page_log_floats * 4 / B;
+  return per_token > 0 ? (ckpt_bytes() + per_token - 1) / per_token : 0;
+}
+
 void ReplayStore::Impl::reset_expect(Seq& s) {
   const int64_t len = static_cast<int64_t>(s.tokens.size());
   const std::optional<int64_t> b = best_log_base(s, len);

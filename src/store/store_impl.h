@@ -72,6 +72,9 @@ struct SlicePlan {
   std::vector<int64_t> write_pos, write_ckpt;
   int64_t committed_after = 0;
   bool in_place = false;        // the single write reuses the base's slot
+  // A family flush: the write is the state after a prefix these sequences
+  // (forks on the same base) all hold, and all of them move onto it.
+  std::vector<int64_t> share_with;
   std::vector<int32_t> tokens;  // the slice's token ids, appended at end_step
 };
 
@@ -131,6 +134,12 @@ struct ReplayStore::Impl {
   void drop_tokens(Seq& s, int64_t pos);
   void release_seq(int64_t id);
   void reset_expect(Seq& s);
+  // The checkpoint a sequence's next step would start from (kZeroCkpt
+  // included); nullopt when it needs a restore.
+  std::optional<int64_t> live_base(const Seq& s) const;
+  // Log entries whose bytes equal one checkpoint: keeping a private log
+  // shorter than this is cheaper than writing a private checkpoint.
+  int64_t break_even_entries() const;
   // Frees log pages wholly below the live checkpoint − log_retention
   // (exclusively owned ones; shared pages wait for their last owner).
   void trim_log(Seq& s);

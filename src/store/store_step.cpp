@@ -27,6 +27,7 @@ Status ReplayStore::begin_step(std::span<const SeqSlice> step, std::span<const i
     if (const Seq* q = m.find(s)) m.protect_resume(*q, &prot);
   int64_t need_total = 0;
   std::map<int64_t, int64_t> need_req;
+  std::set<std::pair<int64_t, int64_t>> family_flushed;  // (request, base) flushed by an earlier slice
 
   // Phase 1: validate and plan; nothing changes.
   for (const SeqSlice& sl : step) {
@@ -68,10 +69,38 @@ Status ReplayStore::begin_step(std::span<const SeqSlice> step, std::span<const i
     sp.base_pos = m.ckpt_pos(sp.base);
     sp.committed_after = (sp.rebuild || !sl.commit) ? s->committed : end;
     switch (m.opt.strategy) {
-      case Strategy::kReplay:
-        if (sp.rebuild) sp.write_pos = {end};
-        else if (sp.committed_after - sp.base_pos >= m.opt.window) sp.write_pos = {sp.committed_after};
+      case Strategy::kReplay: {
+        if (sp.rebuild) {
+          sp.write_pos = {end};
+          break;
+        }
+        // Forks standing on the same base (beams, samples, tree nodes) fold
+        // their common committed prefix into one shared checkpoint rather
+        // than each writing its own. Past the common prefix a forked
+        // sequence keeps a private log until it would weigh more than a
+        // private checkpoint (break-even), then flushes on its own.
+        std::vector<int64_t> family;
+        int64_t common = std::min(sp.committed_after, len);
+        for (const auto& [id, t] : m.seqs) {
+          if (id == sl.seq || t.request != s->request || m.live_base(t) != std::optional<int64_t>(sp.base)) continue;
+          family.push_back(id);
+          const int64_t c = std::min(common, t.committed);
+          int64_t j = sp.base_pos;
+          while (j < c && t.tokens[j] == s->tokens[j]) ++j;
+          common = j;
+        }
+        if (family.empty()) {
+          if (sp.committed_after - sp.base_pos >= m.opt.window) sp.write_pos = {sp.committed_after};
+        } else if (common - sp.base_pos >= m.opt.window) {
+          if (family_flushed.insert({s->request, sp.base}).second) {
+            sp.write_pos = {common};
+            sp.share_with = family;
+          }
+        } else if (sp.committed_after - sp.base_pos >= std::max(m.opt.window, m.break_even_entries())) {
+          sp.write_pos = {sp.committed_after};
+        }
         break;
+      }
       case Strategy::kSnapshot:
         if (sp.rebuild || sl.commit) sp.write_pos = {end};
         else
@@ -88,7 +117,7 @@ Status ReplayStore::begin_step(std::span<const SeqSlice> step, std::span<const i
     // A single write may reuse the base's slot when nothing else holds the
     // base and the strategy would drop it after this step anyway: then a
     // flush costs no extra memory, as the standard path's in-place update.
-    if (sp.write_pos.size() == 1 && sp.base != kZeroCkpt && m.ckpts.at(sp.base).refs == 1) {
+    if (sp.write_pos.size() == 1 && sp.share_with.empty() && sp.base != kZeroCkpt && m.ckpts.at(sp.base).refs == 1) {
       const int64_t K = m.opt.checkpoint_interval, f = sp.write_pos[0];
       const bool kept_by_interval = K > 0 && sp.base_pos / K != f / K;
       switch (m.opt.strategy) {
@@ -144,6 +173,7 @@ Status ReplayStore::begin_step(std::span<const SeqSlice> step, std::span<const i
       for (int64_t f : sp.write_pos) sp.write_ckpt.push_back(m.new_ckpt(f));
     m.stats.state_writes_bytes += static_cast<int64_t>(sp.write_pos.size()) * m.ckpt_bytes();
     if (!sp.rebuild) m.stats.replayed_tokens += sp.s.pos - sp.base_pos;
+    if (!sp.share_with.empty()) m.stats.shared_flushes++;
     if (sp.rebuild) m.stats.restores_reprefill++;
     else if (sp.base_pos < s.expect_base) m.stats.restores_log_replay++;
     if (sp.base != kZeroCkpt) m.ckpts.at(sp.base).last_use = m.clock;
@@ -343,11 +373,25 @@ void ReplayStore::end_step(std::span<const SeqSlice>) {
     if (sp.in_place) m.ckpts.at(sp.base).pos = sp.write_pos[0];
     else
       for (int64_t id : sp.write_ckpt) s.ckpts.push_back(id);
+    for (int64_t other : sp.share_with) {  // the family moves onto the shared checkpoint
+      Seq& o = *m.find(other);
+      const int64_t id = sp.write_ckpt[0];
+      m.ckpts.at(id).refs++;
+      o.ckpts.push_back(id);
+      std::stable_sort(o.ckpts.begin(), o.ckpts.end(),
+                       [&](int64_t x, int64_t y) { return m.ckpts.at(x).pos < m.ckpts.at(y).pos; });
+    }
     std::stable_sort(s.ckpts.begin(), s.ckpts.end(),
                      [&](int64_t x, int64_t y) { return m.ckpts.at(x).pos < m.ckpts.at(y).pos; });
     m.prune(s);
     m.reset_expect(s);
     m.trim_log(s);
+    for (int64_t other : sp.share_with) {
+      Seq& o = *m.find(other);
+      m.prune(o);
+      m.reset_expect(o);
+      m.trim_log(o);
+    }
   }
   m.plan.clear();
 }
