@@ -1,13 +1,11 @@
 #!/usr/bin/env bash
 # The main job on a fresh machine: install dependencies, build, and run the
-# default model (the tiny NemotronH fixture until an embedded trained model
-# ships): its architecture, then a greedy continuation with timing stats.
+# embedded default model (models/nemotron_h_small): its architecture, then a
+# greedy continuation of a text prompt, streamed as it is generated.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/build.sh
-model=tests/data/nemotron_h_tiny
-./build/replayssm info --model "$model"
+./build/replayssm info --model models/nemotron_h_small
 echo
-echo "generate --prompt-ids 3,17,5,42,8 --max-new-tokens 24:"
-./build/replayssm generate --model "$model" --prompt-ids 3,17,5,42,8 --max-new-tokens 24 --ignore-eos --json
+./build/replayssm generate --prompt "The Python standard library" --max-new-tokens 60

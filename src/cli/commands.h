@@ -16,5 +16,8 @@ using Runner = std::function<Status()>;
 Runner add_info(CLI::App& app);
 Runner add_logits(CLI::App& app);
 Runner add_generate(CLI::App& app);
+Runner add_tokenize(CLI::App& app);
+Runner add_detokenize(CLI::App& app);
+Runner add_perplexity(CLI::App& app);
 
 }  // namespace replayssm::cli

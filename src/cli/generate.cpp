@@ -8,13 +8,17 @@
 #include "cli/common.h"
 #include "decode/beam_search.h"
 #include "decode/generate.h"
+#include "io/tokenizer.h"
 
 namespace replayssm::cli {
+
+Result<Tokenizer> load_tokenizer(const std::string& file, const std::string& model_dir);
+std::string json_string(const std::string& s);
 
 namespace {
 
 struct GenerateArgs {
-  std::string model, prompt_ids, device = "cpu";
+  std::string model = REPLAYSSM_DEFAULT_MODEL, prompt_ids, prompt, device = "cpu";
   int64_t max_new_tokens = 16;
   float temperature = 0.0f, top_p = 1.0f;
   uint64_t seed = 0;
@@ -120,7 +124,17 @@ Status run_generate(const GenerateArgs& a) {
   if (a.max_new_tokens < 0) return invalid_argument("--max-new-tokens: must be >= 0");
   if (!(a.temperature >= 0.0f)) return invalid_argument("--temperature: must be >= 0");
   if (!(a.top_p > 0.0f && a.top_p <= 1.0f)) return invalid_argument("--top-p: must be in (0, 1]");
-  RSSM_ASSIGN_OR_RETURN(std::vector<int32_t> ids, parse_ids(a.prompt_ids, "--prompt-ids"));
+  if (a.prompt.empty() == a.prompt_ids.empty())
+    return invalid_argument("give exactly one of --prompt TEXT and --prompt-ids IDS");
+  std::optional<Tokenizer> tok;
+  std::vector<int32_t> ids;
+  if (!a.prompt.empty()) {
+    RSSM_ASSIGN_OR_RETURN(tok, load_tokenizer("", a.model));
+    RSSM_ASSIGN_OR_RETURN(ids, tok->encode(a.prompt));
+    if (ids.empty()) return invalid_argument("--prompt: the text has no tokens");
+  } else {
+    RSSM_ASSIGN_OR_RETURN(ids, parse_ids(a.prompt_ids, "--prompt-ids"));
+  }
   RSSM_ASSIGN_OR_RETURN(StoreOptions sopt, store_options(a.store));
   if (a.beam < 0) return invalid_argument("--beam: must be >= 1");
   if (a.n < 0) return invalid_argument("--n: must be >= 1");
@@ -146,13 +160,33 @@ Status run_generate(const GenerateArgs& a) {
   opt.sampling = {a.temperature, a.top_p, a.seed};
   opt.stop_at_eos = !a.ignore_eos;
   opt.store = sopt;
-  // Plain mode streams ids as they come; --json prints one object at the end.
+  // Plain mode streams ids — or, with --prompt, text — as tokens come;
+  // --json prints one object at the end.
   std::function<void(int32_t)> stream;
-  if (!a.json)
+  std::vector<int32_t> so_far;
+  std::string printed;
+  if (!a.json && !tok)
     stream = [](int32_t t) {
       std::printf("%d ", t);
       std::fflush(stdout);
     };
+  if (!a.json && tok) {
+    std::printf("%s", a.prompt.c_str());
+    stream = [&](int32_t t) {
+      // Decode everything so far and print what is new; a trailing U+FFFD
+      // is a character whose bytes are still arriving, so it waits.
+      so_far.push_back(t);
+      auto text = tok->decode(so_far);
+      if (!text.ok()) return;
+      std::string full = std::move(*text);
+      if (full.size() >= 3 && full.compare(full.size() - 3, 3, "\xEF\xBF\xBD") == 0) full.resize(full.size() - 3);
+      if (full.size() > printed.size() && full.compare(0, printed.size(), printed) == 0) {
+        std::fwrite(full.data() + printed.size(), 1, full.size() - printed.size(), stdout);
+        std::fflush(stdout);
+        printed = std::move(full);
+      }
+    };
+  }
   RSSM_ASSIGN_OR_RETURN(GenerateResult r, generate(*model, ids, opt, stream));
   const int64_t n = static_cast<int64_t>(r.tokens.size());
   const int64_t steps = n > 1 ? n - 1 : 0;  // the first token comes from the prefill
@@ -165,6 +199,11 @@ Status run_generate(const GenerateArgs& a) {
   }
   std::string out = "{\"tokens\": [";
   for (int64_t i = 0; i < n; ++i) out += (i ? ", " : "") + std::to_string(r.tokens[i]);
+  if (tok) {
+    RSSM_ASSIGN_OR_RETURN(std::string text, tok->decode(r.tokens));
+    out += "], \"text\": " + json_string(text) + ", \"prompt_ids\": [";
+    for (size_t i = 0; i < ids.size(); ++i) out += (i ? ", " : "") + std::to_string(ids[i]);
+  }
   char stats[512];
   std::snprintf(stats, sizeof stats,
                 "], \"stats\": {\"prompt_tokens\": %zu, \"new_tokens\": %lld, \"prefill_ms\": %.3f, "
@@ -183,8 +222,10 @@ Status run_generate(const GenerateArgs& a) {
 
 Runner add_generate(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
-  app.add_option("--model", a->model, "Model directory")->required();
-  app.add_option("--prompt-ids", a->prompt_ids, "Comma-separated token ids, e.g. 3,17,5")->required();
+  app.add_option("--model", a->model, "Model directory (default: the embedded NemotronH-style model)")
+      ->capture_default_str();
+  app.add_option("--prompt", a->prompt, "Prompt text (needs the model's tokenizer.json); output is text");
+  app.add_option("--prompt-ids", a->prompt_ids, "Comma-separated token ids, e.g. 3,17,5");
   app.add_option("--max-new-tokens", a->max_new_tokens, "Tokens to generate")->capture_default_str();
   app.add_option("--temperature", a->temperature, "0 = greedy")->capture_default_str();
   app.add_option("--top-p", a->top_p, "Nucleus sampling mass")->capture_default_str();

@@ -13,10 +13,16 @@ int main(int argc, char** argv) {
   auto* info = app.add_subcommand("info", "Print a model's architecture, size and per-sequence state");
   auto* logits = app.add_subcommand("logits", "Print the logits of every prompt position as JSON");
   auto* generate = app.add_subcommand("generate", "Generate tokens after a prompt");
+  auto* tokenize = app.add_subcommand("tokenize", "Token ids of a text (tokenizer.json)");
+  auto* detokenize = app.add_subcommand("detokenize", "Text of token ids (tokenizer.json)");
+  auto* perplexity = app.add_subcommand("perplexity", "Mean NLL and perplexity of a text file");
   const std::vector<std::pair<CLI::App*, Runner>> commands = {
       {info, replayssm::cli::add_info(*info)},
       {logits, replayssm::cli::add_logits(*logits)},
       {generate, replayssm::cli::add_generate(*generate)},
+      {tokenize, replayssm::cli::add_tokenize(*tokenize)},
+      {detokenize, replayssm::cli::add_detokenize(*detokenize)},
+      {perplexity, replayssm::cli::add_perplexity(*perplexity)},
   };
   try {
     app.parse(argc, argv);
