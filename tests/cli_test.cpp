@@ -183,3 +183,73 @@ TEST(Cli, UsageErrorsExitNonZero) {
 
 }  // namespace
 }  // namespace replayssm
+
+namespace replayssm {
+namespace {
+
+std::string models_dir(const std::string& name) { return std::string(REPLAYSSM_TEST_DATA) + "/../../models/" + name; }
+
+TEST(CliText, TokenizeAndDetokenizeMatchTransformersTokenizer) {
+  const auto cases = test::read_json(test::data_dir("tokenizer/expected.json"))["cases"];
+  int checked = 0;
+  for (const auto& c : cases) {
+    const std::string text = c["text"].get<std::string>();
+    if (text.empty() || text.find('\'') != std::string::npos || text.find('\n') != std::string::npos) continue;
+    auto r = run_cli("tokenize --json --model " + models_dir("nemotron_h_small") + " --text '" + text + "'");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["ids"], c["ids"]) << text;
+    std::string ids;
+    for (const auto& i : c["ids"]) ids += (ids.empty() ? "" : ",") + std::to_string(i.get<int>());
+    auto d = run_cli("detokenize --json --tokenizer " + test::data_dir("tokenizer/tokenizer.json") + " --ids " + ids);
+    ASSERT_EQ(d.exit_code, 0) << d.err;
+    ++checked;
+  }
+  EXPECT_GE(checked, 10);
+}
+
+TEST(CliText, PerplexityReproducesTheTrainingReport) {
+  const auto report = test::read_json(models_dir("report.json"));
+  for (const char* m : {"nemotron_h_small", "qwen3_5_small", "draft_small"}) {
+    auto r = run_cli(std::string("perplexity --json --model ") + models_dir(m) + " --file " + models_dir("heldout.txt"));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["tokens"], report["models"][m]["heldout_txt_tokens"]);
+    EXPECT_NEAR(j["mean_nll"].get<double>(), report["models"][m]["heldout_txt_nll"].get<double>(), 2e-3) << m;
+  }
+}
+
+TEST(CliText, GeneratePromptUsesTheEmbeddedModel) {
+  auto plain = run_cli("generate --prompt 'The Python standard library' --max-new-tokens 12");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(plain.out.rfind("The Python standard library", 0), 0u) << plain.out;
+  EXPECT_GT(plain.out.size(), std::string("The Python standard library").size() + 10);
+  auto j = run_cli("generate --json --prompt 'The Python standard library' --max-new-tokens 12");
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  const auto out = nlohmann::json::parse(j.out);
+  EXPECT_EQ(out["tokens"].size(), 12u);
+  // The streamed text is the prompt followed by the decoded tokens.
+  EXPECT_EQ(plain.out, "The Python standard library" + out["text"].get<std::string>() + "\n");
+  auto spec = run_cli("generate --json --prompt 'The Python standard library' --max-new-tokens 12 --spec draft:" +
+                      models_dir("draft_small") + ":3");
+  ASSERT_EQ(spec.exit_code, 0) << spec.err;
+  EXPECT_EQ(nlohmann::json::parse(spec.out)["tokens"], out["tokens"]);
+}
+
+TEST(CliText, TextErrors) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"generate --prompt hi --prompt-ids 1", "exactly one"},
+      {"generate --model " + test::data_dir("nemotron_h_tiny") + " --prompt hi", "tokenizer.json"},
+      {"tokenize --tokenizer /no/such.json --text hi", "/no/such.json"},
+      {"tokenize --text hi", "--tokenizer FILE or --model DIR"},
+      {"detokenize --model " + models_dir("nemotron_h_small") + " --ids 1,999999", "999999"},
+      {"perplexity --model " + models_dir("nemotron_h_small") + " --file /no/such.txt", "/no/such.txt"},
+  };
+  for (const auto& [args, needle] : cases) {
+    auto r = run_cli(args);
+    EXPECT_NE(r.exit_code, 0) << args;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << args << ": " << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace replayssm
