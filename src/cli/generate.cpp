@@ -193,6 +193,7 @@ Status run_generate(const GenerateArgs& a) {
   const double tpot = steps ? r.decode_s / steps : 0.0;
   if (!a.json) {
     std::printf("\n");
+    std::fflush(stdout);  // the text first, then the stats on stderr
     std::fprintf(stderr, "%lld tokens; prefill %.2f ms; decode %.3f ms/token (%.1f tokens/s)\n",
                  (long long)n, r.prefill_s * 1e3, tpot * 1e3, tpot > 0 ? 1.0 / tpot : 0.0);
     return {};
