@@ -20,7 +20,7 @@ def main():
     print(f"{'model':26s} {'path':8s} {'max|Δ|':>10s} {'max|Δ|/(1+|ref|)':>18s}")
     for name in sorted(os.listdir(data)):
         d = os.path.join(data, name)
-        if not os.path.exists(os.path.join(d, "expected.json")):
+        if not os.path.exists(os.path.join(d, "expected.json")) or not os.path.exists(os.path.join(d, "config.json")):
             continue
         exp = json.load(open(os.path.join(d, "expected.json")))
         for path in ("prefill", "decode"):
