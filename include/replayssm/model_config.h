@@ -84,6 +84,7 @@ struct ModelConfig {
   MlpConfig mlp;
 
   int64_t count(BlockKind k) const;
+  bool is_eos(int32_t token) const;
 };
 
 // Reads `dir`/config.json (top-level, or its nested "text_config").

@@ -2,23 +2,15 @@
 #include "decode/beam_search.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <numeric>
 
+#include "core/clock.h"
 #include "decode/session.h"
 
 namespace replayssm {
 
 namespace {
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-bool is_eos(const ModelConfig& c, int32_t t) {
-  return std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), t) != c.eos_token_ids.end();
-}
 
 // log-softmax of a whole row.
 std::vector<double> log_softmax(std::span<const float> row) {
@@ -55,7 +47,7 @@ Result<std::vector<Hypothesis>> beam_search(const Model& model, std::span<const 
   const StepInput first{beams[0].seq, prompt};
   RSSM_RETURN_IF_ERROR(session->step({&first, 1}, &logits));
   std::vector<Hypothesis> finished;
-  const double t0 = now_s();
+  const double t0 = now_seconds();
   for (int64_t step = 0; step < opt.max_new_tokens && !beams.empty(); ++step) {
     // Candidates: each beam's top 2w continuations.
     struct Cand {
@@ -80,7 +72,7 @@ Result<std::vector<Hypothesis>> beam_search(const Model& model, std::span<const 
     std::vector<Cand> next;
     for (size_t rank = 0; rank < cands.size() && static_cast<int64_t>(next.size()) < w; ++rank) {
       const Cand& c = cands[rank];
-      if (opt.stop_at_eos && is_eos(cfg, c.token)) {
+      if (opt.stop_at_eos && cfg.is_eos(c.token)) {
         if (static_cast<int64_t>(rank) >= w) continue;  // only top-ranked EOS candidates finish
         std::vector<int32_t> t = beams[c.beam].tokens;
         t.push_back(c.token);
@@ -121,7 +113,7 @@ Result<std::vector<Hypothesis>> beam_search(const Model& model, std::span<const 
   if (static_cast<int64_t>(finished.size()) > w) finished.resize(w);
   if (stats) {
     stats->store = st.stats();
-    stats->decode_s = now_s() - t0;
+    stats->decode_s = now_seconds() - t0;
   }
   return finished;
 }
@@ -138,7 +130,7 @@ Result<std::vector<Hypothesis>> best_of_n(const Model& model, std::span<const in
   std::vector<float> logits;
   const StepInput first{root, prompt};
   RSSM_RETURN_IF_ERROR(session->step({&first, 1}, &logits));
-  const double t0 = now_s();
+  const double t0 = now_seconds();
   // Every sample starts from the prompt's logits and a fork of its state.
   struct Sample {
     int64_t seq;
@@ -167,7 +159,7 @@ Result<std::vector<Hypothesis>> best_of_n(const Model& model, std::span<const in
       const int32_t t = s.sampler.sample(rows[i]);
       s.h.tokens.push_back(t);
       s.h.logprob += log_prob(rows[i], t);
-      s.done = (opt.stop_at_eos && is_eos(cfg, t)) || step + 1 == opt.max_new_tokens;
+      s.done = (opt.stop_at_eos && cfg.is_eos(t)) || step + 1 == opt.max_new_tokens;
       if (s.done) continue;
       in.push_back({s.seq, {&s.h.tokens.back(), 1}});
       who.push_back(i);
@@ -183,7 +175,7 @@ Result<std::vector<Hypothesis>> best_of_n(const Model& model, std::span<const in
   }
   if (stats) {
     stats->store = st.stats();
-    stats->decode_s = now_s() - t0;
+    stats->decode_s = now_seconds() - t0;
   }
   return out;
 }

@@ -168,9 +168,8 @@ Status Engine::step() {
     ++row;
     const int32_t t = r.sampler.sample(lrow);
     r.out.push_back(t);
-    const auto& eos = model_.config().eos_token_ids;
     const bool end = static_cast<int64_t>(r.out.size()) >= r.p.max_new_tokens ||
-                     (r.p.stop_at_eos && std::find(eos.begin(), eos.end(), t) != eos.end());
+                     (r.p.stop_at_eos && model_.config().is_eos(t));
     r.pending = t;
     if (end) finish(who[i], t, {});
     else if (r.cb) r.cb(TokenEvent{who[i], t, false, {}});

@@ -6,18 +6,14 @@
 #include "decode/generate.h"
 
 #include <algorithm>
-#include <chrono>
 
+#include "core/clock.h"
 #include "decode/session.h"
 #include "decode/speculative.h"
 
 namespace replayssm {
 
 namespace {
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // Appends `t` unless the generation is over; returns false once it is.
 struct Emitter {
@@ -30,8 +26,7 @@ struct Emitter {
     if (done) return false;
     res.tokens.push_back(t);
     if (on_token) on_token(t);
-    const bool eos = std::find(cfg.eos_token_ids.begin(), cfg.eos_token_ids.end(), t) != cfg.eos_token_ids.end();
-    done = static_cast<int64_t>(res.tokens.size()) >= opt.max_new_tokens || (opt.stop_at_eos && eos);
+    done = static_cast<int64_t>(res.tokens.size()) >= opt.max_new_tokens || (opt.stop_at_eos && cfg.is_eos(t));
     return !done;
   }
 };
@@ -62,11 +57,11 @@ Result<GenerateResult> generate(const Model& model, std::span<const int32_t> pro
   std::vector<float> logits;
   if (opt.max_new_tokens == 0) return res;
 
-  double t0 = now_s();
+  double t0 = now_seconds();
   const StepInput first{seq, prompt};
   RSSM_RETURN_IF_ERROR(session->step({&first, 1}, &logits));
-  res.prefill_s = now_s() - t0;
-  t0 = now_s();
+  res.prefill_s = now_seconds() - t0;
+  t0 = now_seconds();
   int32_t tok = sampler.sample(logits);
   std::vector<int32_t> context(prompt.begin(), prompt.end());
   while (out.emit(tok)) {
@@ -93,14 +88,14 @@ Result<GenerateResult> generate(const Model& model, std::span<const int32_t> pro
     res.spec.verify_steps++;
     res.spec.drafted += static_cast<int64_t>(d.tokens.size());
     res.spec.accepted += a.accepted;
-    const double r0 = now_s();
+    const double r0 = now_seconds();
     RSSM_RETURN_IF_ERROR(store.commit(seq, 1 + a.accepted));
     RSSM_RETURN_IF_ERROR(store.truncate(seq, store.committed(seq)));
-    res.spec.rollback_s += now_s() - r0;
+    res.spec.rollback_s += now_seconds() - r0;
     for (int64_t i = 0; i < a.accepted && out.emit(d.tokens[i]); ++i) context.push_back(d.tokens[i]);
     tok = a.next;
   }
-  res.decode_s = now_s() - t0;
+  res.decode_s = now_seconds() - t0;
   res.store = store.stats();
   return res;
 }

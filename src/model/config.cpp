@@ -3,6 +3,7 @@
 // every architecture shares.
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -21,6 +22,10 @@ const char* block_kind_name(BlockKind k) {
     case BlockKind::kMlp: return "mlp";
   }
   return "?";
+}
+
+bool ModelConfig::is_eos(int32_t token) const {
+  return std::find(eos_token_ids.begin(), eos_token_ids.end(), token) != eos_token_ids.end();
 }
 
 int64_t ModelConfig::count(BlockKind k) const {
