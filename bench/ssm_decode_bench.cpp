@@ -67,8 +67,8 @@ int main(int argc, char** argv) {
   CK(cudaFree(src));
   CK(cudaFree(dst));
   std::printf("%s: measured copy bandwidth %.0f GB/s (read + write)\n\n", prop.name, copy_gbs);
-  std::printf("%6s | %10s %8s %6s | %12s %8s %6s | %7s\n", "batch", "std us", "GB/s", "%copy", "replay us/tok",
-              "GB/s", "%copy", "ratio");
+  std::printf("%6s | %10s %8s %6s | %12s %8s %6s | %7s | %9s %9s\n", "batch", "std us", "GB/s", "%copy",
+              "replay us/tok", "GB/s", "%copy", "ratio", "replay us", "flush us");
   std::string json = "{\"device\": \"" + std::string(prop.name) + "\", \"copy_gbs\": " + std::to_string(copy_gbs) +
                      ", \"shape\": {\"H\": 128, \"P\": 64, \"N\": 128, \"G\": 8, \"W\": 16}, \"rows\": [";
   bool first = true;
@@ -130,6 +130,20 @@ int main(int argc, char** argv) {
         },
         4);
     const double rep_us = cycle_us / W;
+    const double rep_only_us = median_us(
+        [&](int i) {
+          Mamba2DecodeArgs r = at(i);
+          r.n_log = n_logs[W / 2];
+          CK(replayssm::ops::cuda::mamba2_replay_cuda(r, nullptr));
+        },
+        20);
+    const double flush_us = median_us(
+        [&](int i) {
+          Mamba2DecodeArgs r = at(i);
+          r.n_log = n_logs[W];
+          CK(replayssm::ops::cuda::mamba2_flush_cuda(r, nullptr));
+        },
+        10);
     // Bytes that must move per token: standard reads and writes the state;
     // replay reads it, reads the log so far, and writes it once per W.
     const double in_bytes = batch * (H * P * 2.0 + 2 * G * N * 2.0 + H * 4.0 + H * P * 2.0);
@@ -137,13 +151,14 @@ int main(int argc, char** argv) {
     const double log_entry = H * P * 2.0 + G * N * 2.0 + H * 4.0;
     const double rep_bytes = batch * (state_bytes + (W - 1) / 2.0 * log_entry + (2 * state_bytes + W * log_entry) / W) + in_bytes;
     const double std_gbs = std_bytes / (std_us * 1e3), rep_gbs = rep_bytes / (rep_us * 1e3);
-    std::printf("%6d | %10.1f %8.0f %5.0f%% | %12.1f %8.0f %5.0f%% | %6.2fx\n", batch, std_us, std_gbs,
-                100 * std_gbs / copy_gbs, rep_us, rep_gbs, 100 * rep_gbs / copy_gbs, std_us / rep_us);
+    std::printf("%6d | %10.1f %8.0f %5.0f%% | %12.1f %8.0f %5.0f%% | %6.2fx | %9.1f %9.1f\n", batch, std_us, std_gbs,
+                100 * std_gbs / copy_gbs, rep_us, rep_gbs, 100 * rep_gbs / copy_gbs, std_us / rep_us, rep_only_us,
+                flush_us);
     char row[400];
     std::snprintf(row, sizeof row,
                   "%s{\"batch\": %d, \"standard_us\": %.2f, \"standard_gbs\": %.1f, \"replay_us_per_token\": %.2f, "
-                  "\"replay_gbs\": %.1f, \"replay_over_standard\": %.3f}",
-                  first ? "" : ", ", batch, std_us, std_gbs, rep_us, rep_gbs, std_us / rep_us);
+                  "\"replay_gbs\": %.1f, \"replay_over_standard\": %.3f, \"replay_kernel_us\": %.2f, \"flush_us\": %.2f}",
+                  first ? "" : ", ", batch, std_us, std_gbs, rep_us, rep_gbs, std_us / rep_us, rep_only_us, flush_us);
     json += row;
     first = false;
     CK(cudaDeviceSynchronize());
