@@ -1,6 +1,7 @@
 // `replayssm generate`: tokens after a prompt, greedy by default.
 #include <cstdio>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -77,7 +78,7 @@ std::string store_stats_json(const StoreStats& st) {
 
 // Beam search or best-of-n: every sequence with its score; tokens = the best.
 Status run_search(const GenerateArgs& a, const Model& model, const std::vector<int32_t>& ids,
-                  const StoreOptions& sopt) {
+                  const StoreOptions& sopt, const std::optional<Tokenizer>& tok) {
   std::vector<Hypothesis> hyps;
   SearchStats stats;
   if (a.beam > 0) {
@@ -101,7 +102,16 @@ Status run_search(const GenerateArgs& a, const Model& model, const std::vector<i
   for (size_t i = 1; i < hyps.size(); ++i)
     if (hyps[i].score > hyps[best].score) best = i;
   if (!a.json) {
-    for (const Hypothesis& h : hyps) std::printf("%.4f\t%s\n", h.score, token_list(h.tokens).c_str());
+    for (const Hypothesis& h : hyps) {
+      if (tok) {  // with a text prompt, each sequence as text on one line
+        RSSM_ASSIGN_OR_RETURN(std::string text, tok->decode(h.tokens));
+        for (char& c : text)
+          if (c == '\n') c = ' ';
+        std::printf("%.4f\t%s%s\n", h.score, a.prompt.c_str(), text.c_str());
+      } else {
+        std::printf("%.4f\t%s\n", h.score, token_list(h.tokens).c_str());
+      }
+    }
     return {};
   }
   std::string out = "{\"tokens\": " + (hyps.empty() ? std::string("[]") : token_list(hyps[best].tokens)) +
@@ -148,7 +158,7 @@ Status run_generate(const GenerateArgs& a) {
     if (t >= model->config().vocab_size)
       return invalid_argument("--prompt-ids: token id " + std::to_string(t) + " >= vocab size " +
                               std::to_string(model->config().vocab_size));
-  if (a.beam > 0 || a.n > 0) return run_search(a, *model, ids, sopt);
+  if (a.beam > 0 || a.n > 0) return run_search(a, *model, ids, sopt, tok);
   std::unique_ptr<Model> draft;
   if (spec.kind == SpecOptions::kDraft) {
     RSSM_ASSIGN_OR_RETURN(draft, Model::load(draft_dir));
