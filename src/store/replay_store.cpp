@@ -223,6 +223,17 @@ int64_t ReplayStore::Impl::break_even_entries() const {
   return per_token > 0 ? (ckpt_bytes() + per_token - 1) / per_token : 0;
 }
 
+void ReplayStore::Impl::sort_ckpts(Seq& s) {
+  std::stable_sort(s.ckpts.begin(), s.ckpts.end(),
+                   [&](int64_t x, int64_t y) { return ckpts.at(x).pos < ckpts.at(y).pos; });
+}
+
+void ReplayStore::Impl::settle(Seq& s) {
+  prune(s);
+  reset_expect(s);
+  trim_log(s);
+}
+
 void ReplayStore::Impl::reset_expect(Seq& s) {
   const int64_t len = static_cast<int64_t>(s.tokens.size());
   const std::optional<int64_t> b = best_log_base(s, len);
@@ -273,7 +284,8 @@ void ReplayStore::Impl::release_seq(int64_t id) {
   for (int64_t p : s.pages) unref_page(p);
   for (int64_t c : s.ckpts) unref_ckpt(c);
   auto r = requests.find(s.request);
-  if (--r->second.n_seqs == 0) requests.erase(r);
+  r->second.seqs.erase(id);
+  if (r->second.seqs.empty()) requests.erase(r);
   pinned.erase(id);
   seqs.erase(id);
 }
@@ -292,7 +304,7 @@ int64_t ReplayStore::add_sequence(int64_t budget_bytes) {
   const int64_t id = impl_->next_seq++;
   Seq& s = impl_->seqs[id];
   s.request = id;
-  impl_->requests[id] = Request{budget_bytes, 1};
+  impl_->requests[id] = Request{budget_bytes, {id}};
   return id;
 }
 
@@ -317,7 +329,7 @@ Result<int64_t> ReplayStore::fork(int64_t seq, std::optional<int64_t> pos) {
   const int64_t id = m.next_seq++;
   Seq& child = m.seqs[id];
   child.request = parent->request;
-  m.requests.at(child.request).n_seqs++;
+  m.requests.at(child.request).seqs.insert(id);
   child.tokens.assign(parent->tokens.begin(), parent->tokens.begin() + p);
   child.committed = std::min(parent->committed, p);
   const size_t n_pages = static_cast<size_t>((p + m.B - 1) / m.B);
@@ -337,8 +349,7 @@ Result<int64_t> ReplayStore::fork(int64_t seq, std::optional<int64_t> pos) {
     m.stats.state_writes_bytes += m.ckpt_bytes();
     child.ckpts.push_back(nc);
   }
-  std::sort(child.ckpts.begin(), child.ckpts.end(),
-            [&](int64_t a, int64_t b) { return m.ckpts.at(a).pos < m.ckpts.at(b).pos; });
+  m.sort_ckpts(child);
   m.prune(child);
   m.reset_expect(child);
   return id;

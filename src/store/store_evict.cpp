@@ -19,8 +19,8 @@ void ReplayStore::Impl::protect_resume(const Seq& s, Protected* p) const {
 
 int64_t ReplayStore::Impl::request_bytes(int64_t request) const {
   std::set<int64_t> pg, ck;
-  for (const auto& [id, s] : seqs) {
-    if (s.request != request) continue;
+  for (int64_t id : requests.at(request).seqs) {
+    const Seq& s = seqs.at(id);
     pg.insert(s.pages.begin(), s.pages.end());
     ck.insert(s.ckpts.begin(), s.ckpts.end());
   }
@@ -35,11 +35,11 @@ std::vector<ReplayStore::Impl::Candidate> ReplayStore::Impl::eviction_candidates
   const Impl& m = *this;
   std::set<int64_t> in_pages, in_ckpts;  // referenced by `request`
   if (request)
-    for (const auto& [id, s] : m.seqs)
-      if (s.request == *request) {
-        in_pages.insert(s.pages.begin(), s.pages.end());
-        in_ckpts.insert(s.ckpts.begin(), s.ckpts.end());
-      }
+    for (int64_t id : m.requests.at(*request).seqs) {
+      const Seq& s = m.seqs.at(id);
+      in_pages.insert(s.pages.begin(), s.pages.end());
+      in_ckpts.insert(s.ckpts.begin(), s.ckpts.end());
+    }
   std::vector<Candidate> out;
   // Rebuilding a checkpoint is about one window of replay; rebuilding a
   // page's log is a re-prefill of its B tokens.

@@ -51,7 +51,7 @@ struct Seq {
 
 struct Request {
   int64_t budget = 0;
-  int64_t n_seqs = 0;
+  std::set<int64_t> seqs;  // the root and its forks
 };
 
 // Where one cache layer lives inside a page and a checkpoint.
@@ -134,6 +134,11 @@ struct ReplayStore::Impl {
   void drop_tokens(Seq& s, int64_t pos);
   void release_seq(int64_t id);
   void reset_expect(Seq& s);
+  // Keeps s.ckpts ascending by position after an insertion.
+  void sort_ckpts(Seq& s);
+  // After anything that changed a sequence's checkpoints or cursors:
+  // prune, recompute the expected base, trim the log.
+  void settle(Seq& s);
   // The checkpoint a sequence's next step would start from (kZeroCkpt
   // included); nullopt when it needs a restore.
   std::optional<int64_t> live_base(const Seq& s) const;

@@ -81,8 +81,9 @@ Status ReplayStore::begin_step(std::span<const SeqSlice> step, std::span<const i
         // private checkpoint (break-even), then flushes on its own.
         std::vector<int64_t> family;
         int64_t common = std::min(sp.committed_after, len);
-        for (const auto& [id, t] : m.seqs) {
-          if (id == sl.seq || t.request != s->request || m.live_base(t) != std::optional<int64_t>(sp.base)) continue;
+        for (int64_t id : m.requests.at(s->request).seqs) {
+          const Seq& t = m.seqs.at(id);
+          if (id == sl.seq || m.live_base(t) != std::optional<int64_t>(sp.base)) continue;
           family.push_back(id);
           const int64_t c = std::min(common, t.committed);
           int64_t j = sp.base_pos;
@@ -378,20 +379,11 @@ void ReplayStore::end_step(std::span<const SeqSlice>) {
       const int64_t id = sp.write_ckpt[0];
       m.ckpts.at(id).refs++;
       o.ckpts.push_back(id);
-      std::stable_sort(o.ckpts.begin(), o.ckpts.end(),
-                       [&](int64_t x, int64_t y) { return m.ckpts.at(x).pos < m.ckpts.at(y).pos; });
+      m.sort_ckpts(o);
+      m.settle(o);
     }
-    std::stable_sort(s.ckpts.begin(), s.ckpts.end(),
-                     [&](int64_t x, int64_t y) { return m.ckpts.at(x).pos < m.ckpts.at(y).pos; });
-    m.prune(s);
-    m.reset_expect(s);
-    m.trim_log(s);
-    for (int64_t other : sp.share_with) {
-      Seq& o = *m.find(other);
-      m.prune(o);
-      m.reset_expect(o);
-      m.trim_log(o);
-    }
+    m.sort_ckpts(s);
+    m.settle(s);
   }
   m.plan.clear();
 }
