@@ -42,6 +42,14 @@ CacheSpec cache_spec(const ModelConfig& c);
 class Model {
  public:
   static Result<std::unique_ptr<Model>> load(const std::string& dir);
+  // A model of `config` with pseudo-random weights from `seed`, no files
+  // (benchmark presets). Every value lies in its parameter's valid domain —
+  // decays in (0, 1), softplus(dt_bias) in [1e-3, 1e-1], unit norms,
+  // projections scaled by 1/sqrt(fan-in) — so activations stay finite and
+  // logits O(1). The same (config, seed) gives the same weights on every
+  // machine, whatever the thread count. Allocates 4 bytes per parameter
+  // (parameter_count); callers check that this fits first.
+  static Result<std::unique_ptr<Model>> random(const ModelConfig& config, uint64_t seed);
   ~Model();
 
   const ModelConfig& config() const { return config_; }

@@ -90,5 +90,8 @@ struct ModelConfig {
 // Reads `dir`/config.json (top-level, or its nested "text_config").
 // Errors name the file and the field at fault.
 Result<ModelConfig> load_model_config(const std::string& dir);
+// The same from config.json text; `file` names the source in errors (a path,
+// or e.g. "preset tiny"). ModelConfig::dir is left empty.
+Result<ModelConfig> parse_model_config(const std::string& text, const std::string& file);
 
 }  // namespace replayssm

@@ -87,6 +87,12 @@ Result<ModelConfig> load_model_config(const std::string& dir) {
   std::ifstream in(file);
   if (!in) return not_found(file + ": no such file");
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  RSSM_ASSIGN_OR_RETURN(ModelConfig c, parse_model_config(text, file));
+  c.dir = dir;
+  return c;
+}
+
+Result<ModelConfig> parse_model_config(const std::string& text, const std::string& file) {
   const nlohmann::json top = ConfigReader::parse_config_text(text);
   if (top.is_discarded() || !top.is_object()) return corrupt(file + ": not a JSON object");
 
@@ -100,7 +106,6 @@ Result<ModelConfig> load_model_config(const std::string& dir) {
     return invalid_argument(file + ": field 'architectures': missing (and no 'model_type')");
 
   ModelConfig c;
-  c.dir = dir;
   c.arch_name = arch;
   if (arch == "NemotronHForCausalLM" || arch == "nemotron_h") {
     c.arch = Architecture::kNemotronH;
