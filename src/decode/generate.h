@@ -1,10 +1,13 @@
-// Autoregressive generation of one sequence through a Session: a prefill of
-// the prompt, then one decode step per new token, every token committed on
-// arrival (the store flushes, evicts and restores as its options say).
+// Autoregressive generation through a Session: a prefill of the prompt(s),
+// then one decode step per new token, every token committed on arrival (the
+// store flushes, evicts and restores as its options say). generate_batch
+// decodes several independent prompts together, one batched step per
+// iteration; generate is its batch of one.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -14,13 +17,18 @@
 
 namespace replayssm {
 
-// Speculative decoding: T drafts per verify step from n-gram prompt lookup
-// or a draft model sharing the vocabulary.
+class DraftSource;  // decode/speculative.h
+
+// Speculative decoding: T drafts per verify step from n-gram prompt lookup,
+// a draft model sharing the vocabulary, or a caller's source.
 struct SpecOptions {
-  enum Kind { kNone, kNgram, kDraft } kind = kNone;
+  enum Kind { kNone, kNgram, kDraft, kCustom } kind = kNone;
   int64_t tokens = 4;              // T
   int64_t ngram_max = 3;           // longest n-gram looked up
   const Model* draft = nullptr;    // kDraft
+  // kCustom: the draft source of prompt i of the batch (e.g. the benchmark's
+  // drafts of controlled accuracy).
+  std::function<Result<std::unique_ptr<DraftSource>>(int64_t)> make_source;
 };
 
 struct GenerateOptions {
@@ -32,8 +40,9 @@ struct GenerateOptions {
 };
 
 struct SpecStats {
-  int64_t verify_steps = 0;  // target passes that checked drafts
+  int64_t verify_steps = 0;  // target passes that checked drafts (per sequence)
   int64_t drafted = 0, accepted = 0;
+  int64_t rejections = 0;    // verify steps that dropped at least one draft
   double rollback_s = 0.0;   // truncating rejected drafts + any re-prefill it caused
   double acceptance_rate() const { return drafted ? static_cast<double>(accepted) / drafted : 0.0; }
   // Tokens emitted per verify step: accepted drafts + the target's own token.
@@ -54,5 +63,22 @@ struct GenerateResult {
 Result<GenerateResult> generate(const Model& model, std::span<const int32_t> prompt,
                                 const GenerateOptions& opt,
                                 const std::function<void(int32_t)>& on_token = {});
+
+struct BatchResult {
+  std::vector<std::vector<int32_t>> tokens;  // per prompt, new tokens only
+  double prefill_s = 0.0;                    // the one step prefilling every prompt
+  double decode_s = 0.0;                     // every step after it
+  StoreStats store;
+  SpecStats spec;                            // summed over the prompts
+};
+
+// Every prompt as its own sequence (and request) in one store, prefilled in
+// one step and decoded in batched steps until each has max_new_tokens (or
+// EOS). Prompt i samples with its own generator seeded seed + i, as
+// generate() with that seed would. With speculation every sequence drafts
+// and verifies in the same step. on_token(i, token) sees prompt i's tokens.
+Result<BatchResult> generate_batch(const Model& model, std::span<const std::vector<int32_t>> prompts,
+                                   const GenerateOptions& opt,
+                                   const std::function<void(int64_t, int32_t)>& on_token = {});
 
 }  // namespace replayssm
