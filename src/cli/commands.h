@@ -19,5 +19,6 @@ Runner add_generate(CLI::App& app);
 Runner add_tokenize(CLI::App& app);
 Runner add_detokenize(CLI::App& app);
 Runner add_perplexity(CLI::App& app);
+Runner add_bench(CLI::App& app);
 
 }  // namespace replayssm::cli

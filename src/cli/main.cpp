@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   auto* tokenize = app.add_subcommand("tokenize", "Token ids of a text (tokenizer.json)");
   auto* detokenize = app.add_subcommand("detokenize", "Text of token ids (tokenizer.json)");
   auto* perplexity = app.add_subcommand("perplexity", "Mean NLL and perplexity of a text file");
+  auto* bench = app.add_subcommand("bench", "Measure decode speed, memory, concurrency, rollback and restore");
   const std::vector<std::pair<CLI::App*, Runner>> commands = {
       {info, replayssm::cli::add_info(*info)},
       {logits, replayssm::cli::add_logits(*logits)},
@@ -23,6 +24,7 @@ int main(int argc, char** argv) {
       {tokenize, replayssm::cli::add_tokenize(*tokenize)},
       {detokenize, replayssm::cli::add_detokenize(*detokenize)},
       {perplexity, replayssm::cli::add_perplexity(*perplexity)},
+      {bench, replayssm::cli::add_bench(*bench)},
   };
   try {
     app.parse(argc, argv);

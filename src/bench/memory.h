@@ -1,0 +1,40 @@
+// Host memory for the benchmark: what a configuration will need, what the
+// machine has, and the process's peak resident set.
+//
+// The need is computed before anything is allocated so that a preset too
+// large for the machine (a 27B model in fp32 on a 24 GiB host) is refused
+// with a message instead of being killed by the OOM killer mid-run.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "bench/bench.h"
+#include "replayssm/model.h"
+
+namespace replayssm::bench {
+
+// Bytes the fp32 weights of `c` occupy (4 per parameter).
+int64_t weight_bytes(const ModelConfig& c);
+
+// An upper estimate of the bytes a run of `cfg` allocates beyond the
+// weights: store (checkpoints, logs, KV) and step activations.
+int64_t estimate_run_bytes(const ModelConfig& c, const Config& cfg, const SweepOptions& opt);
+
+// Bytes this process may still allocate: MemAvailable, lowered by a cgroup
+// (v2 or v1) limit if one is set. -1 when neither can be read.
+int64_t available_memory_bytes();
+
+// The process's peak resident set (VmHWM) since the last reset; -1 if
+// /proc is not readable. reset_peak_rss returns false where the kernel does
+// not support resetting it (then the peak covers the process lifetime).
+int64_t peak_rss_bytes();
+bool reset_peak_rss();
+
+// "1.5 GiB" style.
+std::string format_bytes(int64_t bytes);
+
+// Parses "1073741824", "512M", "8G", "1.5GiB" (powers of 1024).
+Result<int64_t> parse_bytes(const std::string& text, const std::string& option);
+
+}  // namespace replayssm::bench

@@ -1,0 +1,44 @@
+// A sweep: the configurations a bench command crosses, each run `warmup`
+// times (discarded) and `runs` times (kept), summarised; then the
+// max_concurrency search per series (concurrency.cpp).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "bench/bench.h"
+#include "bench/progress.h"
+#include "bench/workloads.h"
+
+namespace replayssm::bench {
+
+// The lists a sweep crosses. spec_ts and accuracies apply to spec only;
+// restore under replay runs twice, with the whole log kept and with none.
+struct Axes {
+  std::vector<Workload> workloads;
+  std::vector<Strategy> strategies;
+  std::vector<int64_t> batches, windows, spec_ts;
+  std::vector<double> accuracies;  // oracle drafts only
+};
+
+// Every configuration, grouped by series (batch varies fastest).
+std::vector<Config> enumerate_configs(const Axes& a, DraftKind draft);
+
+// Summarises the kept runs of one configuration. weights: bytes of the
+// model's weights (for peak_device_bytes).
+ConfigResult summarize(const Config& c, const std::vector<Measurement>& runs, int64_t weights);
+
+// Runs every configuration, then (if enabled) the max_concurrency search.
+Result<std::vector<ConfigResult>> run_sweep(BenchContext& ctx, const std::vector<Config>& configs,
+                                            Progress& progress);
+
+// Does one configuration's result stay within the search's limits?
+// Returns "" if it does, else the limit it breaks ("memory", "latency").
+std::string breaks_limit(const SweepOptions& opt, int64_t store_bytes, double time_per_output_token);
+
+// The max_concurrency search of one series (concurrency.cpp). `measured`
+// are the sweep's own results for the series, used as starting points.
+Result<ConcurrencyResult> search_max_concurrency(BenchContext& ctx, const Config& series,
+                                                 const std::vector<const ConfigResult*>& measured);
+
+}  // namespace replayssm::bench

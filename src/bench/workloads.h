@@ -1,0 +1,53 @@
+// Running one configuration once. Each workload drives the decode API it
+// measures — generate_batch (ar, spec), beam_search, best_of_n, TreeSearch,
+// Session::restore — and reads the store's own counters; the benchmark adds
+// only the clock around the decode part and the bookkeeping of what was
+// emitted.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "bench/bench.h"
+#include "replayssm/model.h"
+
+namespace replayssm::bench {
+
+// What every run of a sweep shares: the model, the options, the prompts and
+// the greedy references the oracle drafts read. Not thread-safe.
+class BenchContext {
+ public:
+  BenchContext(const Model& model, const SweepOptions& opt) : model_(model), opt_(opt) {}
+  const Model& model() const { return model_; }
+  const SweepOptions& options() const { return opt_; }
+
+  // Prompt i: prompt_tokens ids drawn from (seed, i), the same in every
+  // configuration, so batches differ only in how many prompts they take.
+  const std::vector<int32_t>& prompt(int64_t i);
+  std::vector<std::vector<int32_t>> prompts(int64_t n);
+  // Makes references 0..n-1 at least `length` tokens long: prompt i
+  // followed by its greedy continuation, computed once for all missing
+  // ones in one batch under the default replay store.
+  Status prepare_references(int64_t n, int64_t length);
+  const std::vector<int32_t>& reference(int64_t i) const { return refs_[static_cast<size_t>(i)]; }
+  // The store of a configuration.
+  StoreOptions store_options(const Config& c) const;
+
+ private:
+  const Model& model_;
+  SweepOptions opt_;
+  std::vector<std::vector<int32_t>> prompts_;
+  std::vector<std::vector<int32_t>> refs_;
+};
+
+// One run of `c`, with the process's peak RSS reset before it.
+Result<Measurement> run_once(BenchContext& ctx, const Config& c);
+
+// Per workload (workload_decode.cpp, workload_search.cpp, workload_restore.cpp).
+Result<Measurement> run_decode(BenchContext& ctx, const Config& c);   // ar, spec
+Result<Measurement> run_beam(BenchContext& ctx, const Config& c);
+Result<Measurement> run_best_of_n(BenchContext& ctx, const Config& c);
+Result<Measurement> run_tree(BenchContext& ctx, const Config& c);
+Result<Measurement> run_restore(BenchContext& ctx, const Config& c);
+
+}  // namespace replayssm::bench
