@@ -156,6 +156,7 @@ TEST(Cli, BadInputIsOneLineAndNonZero) {
       {"info --model " + data_dir("."), "config.json"},
       {"generate --model " + m + " --prompt-ids 1 --strategy magic", "unknown strategy 'magic'"},
       {"generate --model " + m + " --prompt-ids 1 --window 0", "--window"},
+      {"generate --model " + m + " --prompt-ids 1 --window 8 --replay-limit 5", "--replay-limit"},
       {"logits --model " + m + " --prompt-ids 1 --state-budget -5", "--state-budget"},
       {"logits --model " + m + " --prompt-ids 1 --eviction fifo", "unknown policy 'fifo'"},
       {"generate --model " + m + " --prompt-ids 1,2,3 --state-budget 100", "state budget of 100 bytes"},

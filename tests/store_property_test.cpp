@@ -14,6 +14,7 @@
 #include <cstring>
 #include <map>
 #include <random>
+#include <set>
 
 #include "ops/cpu/attention.h"
 #include "ops/cpu/ssm_mixer.h"
@@ -33,6 +34,11 @@ struct Config {
   EvictionPolicy policy = EvictionPolicy::kCostAware;
   uint32_t seed = 1;
   int ops = 2500;
+  // Beam-like traffic: a family (a root and its forks) steps together one
+  // token at a time, forks are frequent, ancestors are released while
+  // their forks live — trees of shared history for the family planner.
+  bool beams = false;
+  int64_t replay_limit = 0;
 };
 
 std::vector<float> randv(std::mt19937& g, size_t n, float lo, float hi) {
@@ -186,9 +192,11 @@ TEST_P(StoreProperty, MatchesOracle) {
   opt.log_retention = cfg.retention;
   opt.state_budget = cfg.budget;
   opt.eviction = cfg.policy;
+  opt.replay_limit = cfg.replay_limit;
   ASSERT_TRUE(opt.validate().ok());
   ReplayStore st(L.spec(), opt);
   std::map<int64_t, OracleSeq> oracle;
+  std::map<int64_t, int64_t> root_of;  // the request (root sequence) of each sequence
   auto fresh = [&]() {
     OracleSeq o;
     o.windows.push_back(std::vector<float>((L.K - 1) * L.C, 0.0f));
@@ -244,24 +252,34 @@ TEST_P(StoreProperty, MatchesOracle) {
     return true;
   };
   std::uniform_int_distribution<int> pick(0, 99);
+  // Cumulative odds of step, commit, truncate, fork, restore, evict,
+  // release; the rest inspects a state.
+  const std::vector<int> odds = cfg.beams ? std::vector<int>{60, 62, 67, 82, 86, 89, 96}
+                                          : std::vector<int>{55, 63, 71, 79, 86, 91, 95};
+  const size_t max_seqs = cfg.beams ? 9 : 6;
   int steps = 0, failed_budget = 0;
   for (int it = 0; it < cfg.ops; ++it) {
     std::vector<int64_t> ids;
     for (auto& [id, o] : oracle) ids.push_back(id);
     const int r = pick(g);
-    if (ids.empty() || (r < 6 && ids.size() < 6)) {
+    std::set<int64_t> roots;
+    for (auto& [id, root] : root_of) roots.insert(root);
+    if (ids.empty() || (r < 6 && (cfg.beams ? roots.size() < 2 : ids.size() < max_seqs))) {
       const int64_t id = st.add_sequence();
       oracle[id] = fresh();
+      root_of[id] = id;
       note("add " + std::to_string(id));
       continue;
     }
     const int64_t s = ids[g() % ids.size()];
     OracleSeq& o = oracle[s];
     const int64_t len = static_cast<int64_t>(o.tokens.size());
-    if (r < 55) {  // a step over 1–3 sequences
+    if (r < odds[0]) {  // a step over 1–3 sequences, or a whole family of beams
       std::vector<int64_t> chosen{s};
       for (int64_t other : ids)
-        if (other != s && chosen.size() < 3 && pick(g) < 25) chosen.push_back(other);
+        if (other != s && (cfg.beams ? root_of[other] == root_of[s] && pick(g) < 90
+                                     : chosen.size() < 3 && pick(g) < 25))
+          chosen.push_back(other);
       std::vector<SeqSlice> slices;
       std::vector<int32_t> toks;
       bool ok = true;
@@ -273,9 +291,9 @@ TEST_P(StoreProperty, MatchesOracle) {
         continue;
       }
       for (int64_t c : chosen) {
-        const int64_t n = pick(g) < 15 ? 1 + g() % 12 : 1 + g() % 3;
+        const int64_t n = cfg.beams ? (pick(g) < 90 ? 1 : 1 + g() % 5) : (pick(g) < 15 ? 1 + g() % 12 : 1 + g() % 3);
         slices.push_back({c, static_cast<int64_t>(oracle[c].tokens.size()), n,
-                          static_cast<int64_t>(toks.size()), pick(g) < 60});
+                          static_cast<int64_t>(toks.size()), pick(g) < (cfg.beams ? 92 : 60)});
         for (int64_t i = 0; i < n; ++i) toks.push_back(static_cast<int32_t>(g() % kVocab));
       }
       std::vector<float> att, y;
@@ -311,19 +329,20 @@ TEST_P(StoreProperty, MatchesOracle) {
         ASSERT_EQ(st.length(sl.seq), static_cast<int64_t>(oc.tokens.size()));
         ASSERT_EQ(st.committed(sl.seq), oc.committed);
       }
-    } else if (r < 63) {  // commit
+    } else if (r < odds[1]) {  // commit
       const int64_t n = (len - o.committed) > 0 ? g() % (len - o.committed + 1) : 0;
       ASSERT_TRUE(st.commit(s, n).ok());
       o.committed += n;
       note("commit seq " + std::to_string(s) + " n " + std::to_string(n));
       ASSERT_FALSE(st.commit(s, len - o.committed + 1).ok());
-    } else if (r < 71) {  // truncate (usually a rollback of drafts)
+    } else if (r < odds[2]) {  // truncate (usually a rollback of drafts)
       const int64_t p = pick(g) < 70 ? o.committed + g() % (len - o.committed + 1) : g() % (len + 1);
       ASSERT_TRUE(st.truncate(s, p).ok());
       oracle_truncate(o, p);
       note("truncate seq " + std::to_string(s) + " to " + std::to_string(p));
-    } else if (r < 79) {  // fork at a random position
-      const int64_t p = pick(g) < 50 ? len : g() % (len + 1);
+    } else if (r < odds[3]) {  // fork at a random position
+      if (ids.size() >= max_seqs) continue;
+      const int64_t p = pick(g) < (cfg.beams ? 80 : 50) ? len : g() % (len + 1);
       auto f = st.fork(s, p);
       if (!f.ok()) {
         ASSERT_EQ(f.status().code(), StatusCode::kOutOfBudget) << f.status().message();
@@ -332,9 +351,10 @@ TEST_P(StoreProperty, MatchesOracle) {
       OracleSeq child = o;
       oracle_truncate(child, p);
       oracle[*f] = child;
+      root_of[*f] = root_of[s];
       note("fork seq " + std::to_string(s) + " at " + std::to_string(p) + " -> " + std::to_string(*f));
       ASSERT_EQ(st.length(*f), p);
-    } else if (r < 86) {  // restore to a random earlier position
+    } else if (r < odds[4]) {  // restore to a random earlier position
       const int64_t p = g() % (len + 1);
       auto plan = st.restore(s, p);
       ASSERT_TRUE(plan.ok()) << plan.status().message();
@@ -343,14 +363,15 @@ TEST_P(StoreProperty, MatchesOracle) {
            restore_path_name(plan->path) + " from " + std::to_string(plan->from));
       ASSERT_EQ(plan->to, p);
       ASSERT_LE(plan->from, p);
-    } else if (r < 91) {  // eviction pressure
+    } else if (r < odds[5]) {  // eviction pressure
       const int64_t freed = st.evict(1 + g() % 4000);
       note("evict " + std::to_string(freed));
-    } else if (r < 95) {  // release
+    } else if (r < odds[6]) {  // release (an ancestor of live forks, too)
       ASSERT_TRUE(st.release(s).ok());
       ASSERT_FALSE(st.release(s).ok());
       note("release seq " + std::to_string(s));
       oracle.erase(s);
+      root_of.erase(s);
     } else {  // inspect the state at the length
       if (!ready(s)) continue;
       std::vector<float> w, state;
@@ -386,7 +407,9 @@ TEST_P(StoreProperty, MatchesOracle) {
               cfg.name.c_str(), steps, (long long)ss.restores_checkpoint, (long long)ss.restores_log_replay,
               (long long)ss.restores_reprefill, (long long)ss.evictions, failed_budget,
               (long long)ss.replayed_tokens, (long long)ss.shared_flushes, worst);
-  if (cfg.strategy == Strategy::kReplay && cfg.budget == 0) EXPECT_GT(ss.shared_flushes, 0);
+  // Families stepping together share checkpoints at their tree's nodes.
+  // (Forks that diverge at once are better served by private ones.)
+  if (cfg.strategy == Strategy::kReplay && cfg.budget == 0 && cfg.beams) EXPECT_GT(ss.shared_flushes, 0);
 }
 
 std::vector<Config> configs() {
@@ -403,6 +426,14 @@ std::vector<Config> configs() {
     c.push_back({k + "_snapshot", kind, Strategy::kSnapshot, true, 4, 0, 3, 0, 0, EvictionPolicy::kCostAware, 17});
     c.push_back({k + "_snapshot_budget", kind, Strategy::kSnapshot, true, 4, 6, 3, 0, 50000, EvictionPolicy::kLru, 18});
     c.push_back({k + "_recompute", kind, Strategy::kRecompute, true, 4, 5, 3, 0, 0, EvictionPolicy::kCostAware, 19});
+    // Families of forks: checkpoints at tree nodes, a base's slot reused
+    // when its family leaves it, shared log trimmed, the replay limit.
+    c.push_back({k + "_beams_exact", kind, Strategy::kReplay, true, 3, 0, 3, 0, 0, EvictionPolicy::kCostAware, 21, 2500, true});
+    c.push_back({k + "_beams_fast_limit", kind, Strategy::kReplay, false, 2, 0, 2, 0, 0, EvictionPolicy::kCostAware, 22, 2500, true, 4});
+    c.push_back({k + "_beams_interval_keeplog", kind, Strategy::kReplay, true, 4, 3, 4, -1, 0, EvictionPolicy::kLru, 23, 2500, true});
+    c.push_back({k + "_beams_budget", kind, Strategy::kReplay, true, 3, 0, 3, 0, 20000, EvictionPolicy::kCostAware, 24, 2500, true});
+    c.push_back({k + "_beams_budget_lru", kind, Strategy::kReplay, false, 2, 4, 2, 2, 20000, EvictionPolicy::kLru, 25, 2500, true, 6});
+    c.push_back({k + "_beams_snapshot", kind, Strategy::kSnapshot, true, 3, 0, 3, 0, 0, EvictionPolicy::kCostAware, 26, 2500, true});
   }
   return c;
 }

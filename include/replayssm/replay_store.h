@@ -54,6 +54,8 @@ struct StoreOptions {
   int64_t page_size = 4;             // B tokens per page (bounds log waste: ≤ 2(B−1) entries)
   int64_t log_retention = 0;         // log tokens kept below the live checkpoint (-1: all)
   int64_t state_budget = 0;          // bytes for checkpoints + logs, all sequences (0: unlimited)
+  int64_t replay_limit = 0;          // most log entries a fork's step replays before a flush
+                                     // (0: 4·W; else >= W)
   EvictionPolicy eviction = EvictionPolicy::kCostAware;
   bool exact = false;                // outputs by the sequential recurrence (bit-identical)
   Status validate() const;

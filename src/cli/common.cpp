@@ -48,6 +48,10 @@ void add_store_options(CLI::App& app, StoreArgs* a) {
       ->capture_default_str();
   app.add_option("--state-budget", a->state_budget, "Bytes for checkpoints + logs (0 = unlimited)")
       ->capture_default_str();
+  app.add_option("--replay-limit", a->replay_limit,
+                 "Most log entries a forked sequence's step replays before its family writes a checkpoint "
+                 "(0 = 4 x W; else >= W)")
+      ->capture_default_str();
   app.add_option("--eviction", a->eviction, "Eviction policy under the budget: cost or lru")->capture_default_str();
   app.add_flag("--exact", a->exact, "Bit-identical to stepwise decoding (sequential replay)");
 }
@@ -61,6 +65,7 @@ Result<StoreOptions> store_options(const StoreArgs& a) {
   o.page_size = a.page_size;
   o.log_retention = a.log_retention;
   o.state_budget = a.state_budget;
+  o.replay_limit = a.replay_limit;
   o.exact = a.exact;
   RSSM_RETURN_IF_ERROR(o.validate());
   return o;

@@ -218,11 +218,6 @@ std::optional<int64_t> ReplayStore::Impl::live_base(const Seq& s) const {
   return best_log_base(s, static_cast<int64_t>(s.tokens.size()));
 }
 
-int64_t ReplayStore::Impl::break_even_entries() const {
-  const int64_t per_token = page_log_floats * 4 / B;
-  return per_token > 0 ? (ckpt_bytes() + per_token - 1) / per_token : 0;
-}
-
 void ReplayStore::Impl::sort_ckpts(Seq& s) {
   std::stable_sort(s.ckpts.begin(), s.ckpts.end(),
                    [&](int64_t x, int64_t y) { return ckpts.at(x).pos < ckpts.at(y).pos; });
@@ -240,14 +235,32 @@ void ReplayStore::Impl::reset_expect(Seq& s) {
   s.expect_base = ckpt_pos(b ? *b : best_any_base(s, len));
 }
 
+bool ReplayStore::Impl::log_unneeded(const Seq& s, int64_t pi) const {
+  const int64_t id = s.pages[pi];
+  int sharers = 0;
+  for (int64_t o : requests.at(s.request).seqs) {
+    const Seq& t = seqs.at(o);
+    if (pi >= static_cast<int64_t>(t.pages.size()) || t.pages[pi] != id) continue;
+    if ((pi + 1) * B > t.expect_base - opt.log_retention) return false;
+    ++sharers;
+  }
+  // Pages are shared only by forks, which stay in their request; a holder
+  // outside it would be a broken invariant.
+  RSSM_CHECK(sharers == pages.at(id).refs);
+  return true;
+}
+
 void ReplayStore::Impl::trim_log(Seq& s) {
   if (!logs || opt.log_retention < 0) return;
   const int64_t limit = s.expect_base - opt.log_retention;
   bool advance = true;  // the cursor moves only over pages left without a log
   for (int64_t pi = s.trim_from; (pi + 1) * B <= limit && pi < static_cast<int64_t>(s.pages.size()); ++pi) {
     Page& pg = pages.at(s.pages[pi]);
-    if (!pg.log.empty() && pg.refs > 1) {
-      advance = false;  // shared: its last owner trims it
+    // A shared page's log goes once every sharer's base is past it (beams
+    // share their whole common history: waiting for a last owner would
+    // keep it for ever).
+    if (!pg.log.empty() && pg.refs > 1 && !log_unneeded(s, pi)) {
+      advance = false;  // the sharer that passes it last trims it
       continue;
     }
     if (!pg.log.empty()) {

@@ -71,10 +71,11 @@ struct SlicePlan {
   int64_t base_pos = 0;
   std::vector<int64_t> write_pos, write_ckpt;
   int64_t committed_after = 0;
-  bool in_place = false;        // the single write reuses the base's slot
-  // A family flush: the write is the state after a prefix these sequences
-  // (forks on the same base) all hold, and all of them move onto it.
-  std::vector<int64_t> share_with;
+  int reuse = -1;               // the write that reuses the base's slot (-1: none)
+  std::vector<int64_t> leave_base;  // other holders of a reused base: they drop it
+  // Per write: the other sequences that move onto it (forks on the same
+  // base holding the same prefix; store_flush.cpp). Empty: a private write.
+  std::vector<std::vector<int64_t>> share_with;
   std::vector<int32_t> tokens;  // the slice's token ids, appended at end_step
 };
 
@@ -142,12 +143,19 @@ struct ReplayStore::Impl {
   // The checkpoint a sequence's next step would start from (kZeroCkpt
   // included); nullopt when it needs a restore.
   std::optional<int64_t> live_base(const Seq& s) const;
-  // Log entries whose bytes equal one checkpoint: keeping a private log
-  // shorter than this is cheaper than writing a private checkpoint.
-  int64_t break_even_entries() const;
-  // Frees log pages wholly below the live checkpoint − log_retention
-  // (exclusively owned ones; shared pages wait for their last owner).
+  // The most log entries a step should replay (StoreOptions::replay_limit).
+  int64_t replay_limit() const { return opt.replay_limit > 0 ? opt.replay_limit : 4 * opt.window; }
+  // Replay's state writes for every slice of a step (store_flush.cpp):
+  // lone sequences flush every W; families of forks get checkpoints at
+  // the nodes of their token tree. Sets write_pos, share_with and reuse.
+  void plan_replay_step(std::vector<SlicePlan>* plan) const;
+  // Frees log pages wholly below the live checkpoint − log_retention, of
+  // every sequence that holds them (a shared page goes when it is below
+  // every sharer's limit).
   void trim_log(Seq& s);
+  // True when page index pi of s lies below the trim limit of every
+  // sequence sharing that page.
+  bool log_unneeded(const Seq& s, int64_t pi) const;
 
   // Eviction (store_evict.cpp). protect: ids that must survive.
   struct Protected {

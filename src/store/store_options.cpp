@@ -46,6 +46,9 @@ Status StoreOptions::validate() const {
   if (log_retention < -1)
     return invalid_argument("--log-retention: must be >= -1, got " + std::to_string(log_retention));
   if (state_budget < 0) return invalid_argument("--state-budget: must be >= 0, got " + std::to_string(state_budget));
+  if (replay_limit != 0 && replay_limit < window)
+    return invalid_argument("--replay-limit: must be 0 (4 x --window) or >= --window (" + std::to_string(window) +
+                            "), got " + std::to_string(replay_limit));
   return {};
 }
 

@@ -27,7 +27,6 @@ Status ReplayStore::begin_step(std::span<const SeqSlice> step, std::span<const i
     if (const Seq* q = m.find(s)) m.protect_resume(*q, &prot);
   int64_t need_total = 0;
   std::map<int64_t, int64_t> need_req;
-  std::set<std::pair<int64_t, int64_t>> family_flushed;  // (request, base) flushed by an earlier slice
 
   // Phase 1: validate and plan; nothing changes.
   for (const SeqSlice& sl : step) {
@@ -68,40 +67,17 @@ Status ReplayStore::begin_step(std::span<const SeqSlice> step, std::span<const i
     }
     sp.base_pos = m.ckpt_pos(sp.base);
     sp.committed_after = (sp.rebuild || !sl.commit) ? s->committed : end;
+    plan.push_back(std::move(sp));
+  }
+
+  // State writes. Replay plans the whole step at once: forks of one family
+  // agree on shared checkpoints.
+  if (m.opt.strategy == Strategy::kReplay) m.plan_replay_step(&plan);
+  for (SlicePlan& sp : plan) {
+    const SeqSlice& sl = sp.s;
+    const int64_t end = sl.pos + sl.n;
     switch (m.opt.strategy) {
-      case Strategy::kReplay: {
-        if (sp.rebuild) {
-          sp.write_pos = {end};
-          break;
-        }
-        // Forks standing on the same base (beams, samples, tree nodes) fold
-        // their common committed prefix into one shared checkpoint rather
-        // than each writing its own. Past the common prefix a forked
-        // sequence keeps a private log until it would weigh more than a
-        // private checkpoint (break-even), then flushes on its own.
-        std::vector<int64_t> family;
-        int64_t common = std::min(sp.committed_after, len);
-        for (int64_t id : m.requests.at(s->request).seqs) {
-          const Seq& t = m.seqs.at(id);
-          if (id == sl.seq || m.live_base(t) != std::optional<int64_t>(sp.base)) continue;
-          family.push_back(id);
-          const int64_t c = std::min(common, t.committed);
-          int64_t j = sp.base_pos;
-          while (j < c && t.tokens[j] == s->tokens[j]) ++j;
-          common = j;
-        }
-        if (family.empty()) {
-          if (sp.committed_after - sp.base_pos >= m.opt.window) sp.write_pos = {sp.committed_after};
-        } else if (common - sp.base_pos >= m.opt.window) {
-          if (family_flushed.insert({s->request, sp.base}).second) {
-            sp.write_pos = {common};
-            sp.share_with = family;
-          }
-        } else if (sp.committed_after - sp.base_pos >= std::max(m.opt.window, m.break_even_entries())) {
-          sp.write_pos = {sp.committed_after};
-        }
-        break;
-      }
+      case Strategy::kReplay: break;
       case Strategy::kSnapshot:
         if (sp.rebuild || sl.commit) sp.write_pos = {end};
         else
@@ -118,20 +94,22 @@ Status ReplayStore::begin_step(std::span<const SeqSlice> step, std::span<const i
     // A single write may reuse the base's slot when nothing else holds the
     // base and the strategy would drop it after this step anyway: then a
     // flush costs no extra memory, as the standard path's in-place update.
-    if (sp.write_pos.size() == 1 && sp.share_with.empty() && sp.base != kZeroCkpt && m.ckpts.at(sp.base).refs == 1) {
+    // (Replay decides this in its planner, families included.)
+    if (m.opt.strategy != Strategy::kReplay && sp.write_pos.size() == 1 && sp.base != kZeroCkpt &&
+        m.ckpts.at(sp.base).refs == 1) {
       const int64_t K = m.opt.checkpoint_interval, f = sp.write_pos[0];
       const bool kept_by_interval = K > 0 && sp.base_pos / K != f / K;
-      switch (m.opt.strategy) {
-        case Strategy::kReplay: sp.in_place = !kept_by_interval; break;
-        case Strategy::kSnapshot: sp.in_place = (sp.rebuild || sl.commit) && !kept_by_interval; break;
-        case Strategy::kRecompute: {
-          const int64_t sparse = K > 0 ? K : m.opt.window;
-          sp.in_place = !(sp.base_pos % sparse == 0 && sp.base_pos <= sp.committed_after);
-          break;
-        }
+      bool reuse = false;
+      if (m.opt.strategy == Strategy::kSnapshot) {
+        reuse = (sp.rebuild || sl.commit) && !kept_by_interval;
+      } else {
+        const int64_t sparse = K > 0 ? K : m.opt.window;
+        reuse = !(sp.base_pos % sparse == 0 && sp.base_pos <= sp.committed_after);
       }
+      if (reuse) sp.reuse = 0;
     }
-    int64_t need = sp.in_place ? 0 : static_cast<int64_t>(sp.write_pos.size()) * m.ckpt_bytes();
+    const Seq* s = m.find(sl.seq);
+    int64_t need = static_cast<int64_t>(sp.write_pos.size() - (sp.reuse >= 0)) * m.ckpt_bytes();
     for (int64_t pi = sl.pos / m.B; pi <= (end - 1) / m.B; ++pi) {
       if (pi >= static_cast<int64_t>(s->pages.size())) {
         if (m.logs) need += m.log_bytes();
@@ -149,7 +127,6 @@ Status ReplayStore::begin_step(std::span<const SeqSlice> step, std::span<const i
     if (sp.base != kZeroCkpt) prot.ckpts.insert(sp.base);
     for (int64_t pi = sp.base_pos / m.B; pi < static_cast<int64_t>(s->pages.size()); ++pi)
       prot.pages.insert(s->pages[pi]);
-    plan.push_back(std::move(sp));
   }
   RSSM_RETURN_IF_ERROR(m.reserve(need_total, need_req, prot));
 
@@ -169,18 +146,20 @@ Status ReplayStore::begin_step(std::span<const SeqSlice> step, std::span<const i
       Page& pg = m.pages.at(s.pages[pi]);
       if (m.logs && pg.log.empty()) m.alloc_log(pg);
     }
-    if (sp.in_place) sp.write_ckpt.push_back(sp.base);
-    else
-      for (int64_t f : sp.write_pos) sp.write_ckpt.push_back(m.new_ckpt(f));
+    for (size_t w = 0; w < sp.write_pos.size(); ++w)
+      sp.write_ckpt.push_back(static_cast<int>(w) == sp.reuse ? sp.base : m.new_ckpt(sp.write_pos[w]));
     m.stats.state_writes_bytes += static_cast<int64_t>(sp.write_pos.size()) * m.ckpt_bytes();
     if (!sp.rebuild) m.stats.replayed_tokens += sp.s.pos - sp.base_pos;
-    if (!sp.share_with.empty()) m.stats.shared_flushes++;
+    for (const std::vector<int64_t>& w : sp.share_with) m.stats.shared_flushes += !w.empty();
     if (sp.rebuild) m.stats.restores_reprefill++;
     else if (sp.base_pos < s.expect_base) m.stats.restores_log_replay++;
     if (sp.base != kZeroCkpt) m.ckpts.at(sp.base).last_use = m.clock;
     for (int64_t pi = sp.base_pos / m.B; pi < static_cast<int64_t>(s.pages.size()); ++pi)
       m.pages.at(s.pages[pi]).last_use = m.clock;
   }
+  // A slice that overwrites its base's slot runs after every other slice
+  // reading that base (the kernels run slice by slice within a layer).
+  std::stable_partition(plan.begin(), plan.end(), [](const SlicePlan& sp) { return sp.reuse < 0; });
   m.plan = std::move(plan);
   return {};
 }
@@ -352,6 +331,21 @@ Status ReplayStore::materialize_gdn(int64_t seq, int layer, const ops::Conv1dPar
 
 void ReplayStore::end_step(std::span<const SeqSlice>) {
   Impl& m = *impl_;
+  // Reused slots first, before any holder settles: the slot now holds the
+  // state at the new position. Holders on other paths drop it; each of
+  // them gets a checkpoint of its own below (the planner reuses a base
+  // only when every holder moves to a node written in this step).
+  for (const SlicePlan& sp : m.plan) {
+    if (sp.reuse < 0) continue;
+    m.ckpts.at(sp.base).pos = sp.write_pos[sp.reuse];
+    for (int64_t other : sp.leave_base) {
+      Seq& o = *m.find(other);
+      auto it = std::find(o.ckpts.begin(), o.ckpts.end(), sp.base);
+      RSSM_CHECK(it != o.ckpts.end());
+      o.ckpts.erase(it);
+      m.unref_ckpt(sp.base);
+    }
+  }
   for (SlicePlan& sp : m.plan) {
     Seq& s = *m.find(sp.s.seq);
     const int64_t end = sp.s.pos + sp.s.n;
@@ -371,16 +365,21 @@ void ReplayStore::end_step(std::span<const SeqSlice>) {
           pg.log_hi = std::max(pg.log_hi, b);
         }
       }
-    if (sp.in_place) m.ckpts.at(sp.base).pos = sp.write_pos[0];
-    else
-      for (int64_t id : sp.write_ckpt) s.ckpts.push_back(id);
-    for (int64_t other : sp.share_with) {  // the family moves onto the shared checkpoint
-      Seq& o = *m.find(other);
-      const int64_t id = sp.write_ckpt[0];
-      m.ckpts.at(id).refs++;
-      o.ckpts.push_back(id);
-      m.sort_ckpts(o);
-      m.settle(o);
+    for (size_t w = 0; w < sp.write_ckpt.size(); ++w) {
+      // A reused slot is already held by the sequence and every sharer.
+      const int64_t id = sp.write_ckpt[w];
+      const bool reused = static_cast<int>(w) == sp.reuse;
+      if (!reused) s.ckpts.push_back(id);
+      if (w >= sp.share_with.size()) continue;
+      for (int64_t other : sp.share_with[w]) {  // sharers move onto the node's checkpoint
+        Seq& o = *m.find(other);
+        if (!reused) {
+          m.ckpts.at(id).refs++;
+          o.ckpts.push_back(id);
+        }
+        m.sort_ckpts(o);
+        m.settle(o);
+      }
     }
     m.sort_ckpts(s);
     m.settle(s);
