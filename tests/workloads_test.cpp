@@ -299,6 +299,38 @@ TEST_P(Beam, BestOfNIsReproducibleAndSharesThePrompt) {
   EXPECT_GT(distinct.size(), 1u);
 }
 
+// Long searches exercise the family planner (checkpoints at the beam
+// tree's nodes, reused base slots, the replay limit): exact replay must
+// give snapshot's hypotheses bit for bit, log-probabilities included.
+TEST_P(Beam, LongSearchUnderReplayIsBitIdenticalToSnapshot) {
+  auto m = load(GetParam());
+  const std::vector<int32_t> prompt = {4, 8, 15, 16};
+  auto search = [&](Strategy s, int64_t page, int64_t limit) {
+    BeamOptions b;
+    b.width = 8;
+    b.max_new_tokens = 48;
+    b.stop_at_eos = false;
+    b.store.strategy = s;
+    b.store.exact = true;
+    b.store.window = 4;
+    b.store.page_size = page;
+    b.store.replay_limit = limit;
+    auto r = beam_search(*m, prompt, b);
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    return r.ok() ? *r : std::vector<Hypothesis>{};
+  };
+  const std::vector<Hypothesis> want = search(Strategy::kSnapshot, 4, 0);
+  ASSERT_EQ(want.size(), 8u);
+  for (auto [page, limit] : {std::pair<int64_t, int64_t>{4, 0}, {3, 4}, {1, 6}}) {
+    const std::vector<Hypothesis> got = search(Strategy::kReplay, page, limit);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(got[i].tokens, want[i].tokens) << "page " << page << " limit " << limit << " rank " << i;
+      EXPECT_EQ(got[i].logprob, want[i].logprob) << "page " << page << " limit " << limit << " rank " << i;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, Beam, ::testing::Values("nemotron_h_tiny", "qwen3_5_tiny"));
 
 }  // namespace
@@ -333,6 +365,113 @@ TEST(WorkloadMemory, SpeculationUnderReplayStaysNearPlainDecoding) {
   EXPECT_LE(replay_spec, 1.25 * replay_plain);
   EXPECT_GE(snap_spec, 4.5 * snap_plain);  // ≈ (T+1)×
   EXPECT_LE(snap_spec, 6.5 * snap_plain);
+}
+
+}  // namespace
+}  // namespace replayssm
+
+namespace replayssm {
+namespace {
+
+// The least state bytes any replay layout can hold for a set of live
+// beams: each beam needs a checkpoint on its path (the zero state at
+// position 0 is free) and the log from there to its end; a checkpoint
+// costs S, a log entry e. Exact dynamic program over the token trie
+// (per token, ignoring pages and the transient of writing a checkpoint).
+struct TrieFloor {
+  struct Node {
+    std::map<int32_t, int> kids;
+    bool tip = false;
+  };
+  std::vector<Node> nodes{Node{}};
+  double S, e;
+
+  void add(const std::vector<int32_t>& path) {
+    int v = 0;
+    for (int32_t t : path) {
+      auto it = nodes[v].kids.find(t);
+      if (it == nodes[v].kids.end()) {
+        nodes.push_back({});
+        it = nodes[v].kids.emplace(t, static_cast<int>(nodes.size()) - 1).first;
+      }
+      v = it->second;
+    }
+    nodes[v].tip = true;
+  }
+  // (covered: every beam below has a checkpoint at or below v, so token v
+  // needs no log; any: the cheapest, token v logged if a beam relies on a
+  // checkpoint above it.)
+  std::pair<double, double> solve(int v) const {
+    double any = 0.0, covered = 0.0;
+    for (const auto& [tok, k] : nodes[v].kids) {
+      const auto [c, a] = solve(k);
+      covered += c;
+      any += a;
+    }
+    const double d = std::min(S + any, nodes[v].tip ? INFINITY : covered);
+    return {d, std::min(d, e + any)};
+  }
+  double floor_bytes() const {
+    double total = 0.0;  // below the free zero state
+    for (const auto& [tok, k] : nodes[0].kids) total += solve(k).second;
+    return total;
+  }
+};
+
+// Beam search, width 8, 256 tokens, on the model with real state/log
+// proportions. Snapshot holds exactly one state per beam (pruned beams are
+// released before the survivors are copied); replay holds the beam tree:
+// checkpoints at its nodes and the log of its live branches, and writes
+// a small fraction of snapshot's state bytes. The target of 1/3 of
+// snapshot's bytes is below what any replay layout can hold for these
+// trees: the floor is checked too (docs/workloads.md).
+TEST(WorkloadMemory, BeamFamiliesHoldTheTreeNotOneStatePerBeam) {
+  auto m = Model::load(test::data_dir("nemotron_h_ratio"));
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  const std::vector<int32_t> prompt = {4, 8, 15, 16};
+  const int64_t w = 8;
+  ReplayStore probe(cache_spec((*m)->config()), StoreOptions{});
+  const double S = static_cast<double>(probe.checkpoint_bytes());
+  const double e = static_cast<double>(probe.page_log_bytes()) / probe.options().page_size;
+  double floor_peak = 0.0;
+  auto run = [&](Strategy s, bool floor) {
+    BeamOptions b;
+    b.width = w;
+    b.max_new_tokens = 256;
+    b.stop_at_eos = false;
+    b.store.strategy = s;
+    if (floor)
+      b.on_step = [&](const std::vector<std::vector<int32_t>>& beams) {
+        TrieFloor t{{TrieFloor::Node{}}, S, e};
+        for (const std::vector<int32_t>& beam : beams) {
+          std::vector<int32_t> path = prompt;
+          path.insert(path.end(), beam.begin(), beam.end());
+          t.add(path);
+        }
+        floor_peak = std::max(floor_peak, t.floor_bytes());
+      };
+    SearchStats st;
+    auto r = beam_search(**m, prompt, b, &st);
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    return std::make_pair(r.ok() ? *r : std::vector<Hypothesis>{}, st.store);
+  };
+  const auto [replay_hyps, replay] = run(Strategy::kReplay, true);
+  const auto [snap_hyps, snap] = run(Strategy::kSnapshot, false);
+  ASSERT_EQ(replay_hyps.size(), snap_hyps.size());
+  for (size_t i = 0; i < snap_hyps.size(); ++i) EXPECT_EQ(replay_hyps[i].tokens, snap_hyps[i].tokens);
+  const double rp = static_cast<double>(replay.state_bytes_peak), sp = static_cast<double>(snap.state_bytes_peak);
+  std::printf("beam %lld x 256: replay peak %.0f (%.2f states), snapshot %.0f (%.2f), ratio %.3f; floor of any "
+              "replay layout %.0f (%.2f states, %.3f of snapshot); writes replay %lld snapshot %lld\n",
+              (long long)w, rp, rp / S, sp, sp / S, rp / sp, floor_peak, floor_peak / S, floor_peak / sp,
+              (long long)replay.state_writes_bytes, (long long)snap.state_writes_bytes);
+  EXPECT_EQ(snap.state_bytes_peak, w * probe.checkpoint_bytes());  // one state per beam, no more
+  EXPECT_LE(rp, 0.6 * sp);
+  EXPECT_LE(rp, 1.5 * floor_peak);  // page rounding and the transient of a flush
+  EXPECT_LE(50 * replay.state_writes_bytes, snap.state_writes_bytes);
+  // Documents why the 1/3 target is not met on these proportions: if this
+  // fails, the floor dropped (smaller log entries?) and docs/workloads.md
+  // should be revisited.
+  EXPECT_GT(floor_peak, sp / 3) << "the 1/3 target is now reachable in principle";
 }
 
 }  // namespace

@@ -87,23 +87,32 @@ Result<std::vector<Hypothesis>> beam_search(const Model& model, std::span<const 
         finished[w - 1].score >= score_of(next.front().logprob, beams[0].tokens.size() + 1)) {
       next.clear();
     }
-    // Materialise: the first child of a beam takes its sequence, others fork it.
-    std::vector<Beam> nb;
+    // Materialise: beams without children are released first (a strategy
+    // that copies state on fork then never holds a pruned beam next to the
+    // copies); the first child of a beam takes its sequence, others fork it.
     std::vector<int> children(beams.size(), 0);
+    for (const Cand& c : next) children[c.beam]++;
+    for (size_t b = 0; b < beams.size(); ++b)
+      if (children[b] == 0) RSSM_RETURN_IF_ERROR(st.release(beams[b].seq));
+    std::vector<Beam> nb;
+    std::vector<int> taken(beams.size(), 0);
     for (const Cand& c : next) {
       const Beam& parent = beams[c.beam];
       int64_t seq = parent.seq;
-      if (children[c.beam]++ > 0) {
+      if (taken[c.beam]++ > 0) {
         RSSM_ASSIGN_OR_RETURN(seq, st.fork(parent.seq));
       }
       std::vector<int32_t> t = parent.tokens;
       t.push_back(c.token);
       nb.push_back({seq, std::move(t), c.logprob});
     }
-    for (size_t b = 0; b < beams.size(); ++b)
-      if (children[b] == 0) RSSM_RETURN_IF_ERROR(st.release(beams[b].seq));
     beams = std::move(nb);
     if (beams.empty() || step + 1 == opt.max_new_tokens) break;
+    if (opt.on_step) {
+      std::vector<std::vector<int32_t>> live;
+      for (const Beam& b : beams) live.push_back(b.tokens);
+      opt.on_step(live);
+    }
     std::vector<StepInput> in;
     for (const Beam& b : beams) in.push_back({b.seq, {&b.tokens.back(), 1}});
     RSSM_RETURN_IF_ERROR(session->step(in, &logits));

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "decode/sampler.h"
@@ -25,6 +26,9 @@ struct BeamOptions {
   double length_penalty = 1.0;  // score = logprob / (new tokens)^length_penalty
   bool stop_at_eos = true;      // a hypothesis ending in EOS is finished
   StoreOptions store;
+  // Called before each decode step with every live beam's new tokens (the
+  // beam tree the store holds; for analysis). Optional.
+  std::function<void(const std::vector<std::vector<int32_t>>&)> on_step;
 };
 
 struct SearchStats {
