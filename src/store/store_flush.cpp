@@ -10,20 +10,23 @@
 // once no member stands on it. So rather than one checkpoint per member,
 // the planner places checkpoints at the tree's nodes — branch points and
 // tips — where they minimise that sum (an exact dynamic program over the
-// tree, below), and writes them when that saves memory. Two bounds keep
-// it from trading too much work for memory:
+// tree, below), and writes them when that saves memory. Three rules keep
+// it from trading too much for memory:
 //
 //  - a checkpoint sits at least W past the base, so a family writes a
 //    state no more often than a lone sequence does;
+//  - a new slot raises the step's memory by S before anything is freed,
+//    so a family gets at most one new slot per step;
 //  - once a slice would replay more than the replay limit (log entries
 //    since its base), the shallowest node on its path that brings its span
 //    to at most half the limit gets a checkpoint (its subtree shares it).
 //
-// Every member of a family plans with the same view (tokens and committed
-// cursors after this step), so they agree on the nodes; a node is written
-// by the first stepping member below it. When the whole family leaves its
-// base and nothing else holds it, one of the new checkpoints reuses the
-// base's slot: that slice runs after every other reader of the base.
+// The family is planned once per step with one view (tokens and committed
+// cursors after the step), and a node is written by the first stepping
+// member below it. When the whole family leaves its base and nothing else
+// holds it, one new checkpoint reuses the base's slot: that slice runs
+// after every other reader of the base, and members on other paths drop
+// the slot (end_step).
 #include <algorithm>
 #include <limits>
 #include <map>
@@ -196,7 +199,7 @@ void plan_family(const ReplayStore::Impl& m, int64_t base, const std::vector<Mem
   // Each new slot raises the step's memory by S before anything is freed:
   // when the plan needs more than one, write the node serving the most
   // members now; the rest follow in later steps if they still pay.
-  if (chosen.size() - (leaves_base && base_slot ? 1 : 0) > 1) {
+  if (chosen.size() > (leaves_base && base_slot ? 2u : 1u)) {
     int best = chosen[0];
     for (int v : chosen)
       if (nodes[v].members.size() > nodes[best].members.size()) best = v;
