@@ -12,6 +12,7 @@ pkgs=(
   libutf8proc-dev      # tokenizer.json NFC normalization
   libgtest-dev         # tests
   libbenchmark-dev     # bench/
+  gnuplot-nox          # replayssm bench: PNG plots
 )
 
 missing=()

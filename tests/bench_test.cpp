@@ -468,6 +468,14 @@ TEST(BenchCli, UnwritableOutIsRefusedBeforeRunning) {
   EXPECT_NE(r.err.find("--out"), std::string::npos) << r.err;
 }
 
+TEST(BenchCli, DryRunListsConfigurationsAndRunsNothing) {
+  auto r = run_cli("bench --workload spec,restore --strategy replay --batch 1,4 --dry-run");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("10 configurations"), std::string::npos) << r.out;  // spec: 3 acc x 2 batches; restore: 2 x 2
+  EXPECT_NE(r.out.find("restore replay log=all W=16 batch=4"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("needs <="), std::string::npos) << r.out;
+}
+
 TEST(BenchCli, LargePresetIsRefusedWhenItCannotFit) {
   auto c = preset_config("qwen3.5-27b");
   const int64_t avail = available_memory_bytes();

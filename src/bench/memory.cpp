@@ -1,6 +1,10 @@
 // Host memory accounting for the benchmark (see memory.h).
 #include "bench/memory.h"
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -49,35 +53,55 @@ int64_t log_bytes_per_token(const ModelConfig& c) {
 }  // namespace
 
 int64_t estimate_run_bytes(const ModelConfig& c, const Config& cfg, const SweepOptions& opt) {
-  const int64_t B = cfg.batch, T = cfg.spec_t, W = std::max<int64_t>(cfg.window, 1);
-  const int64_t L = opt.prompt_tokens + opt.new_tokens + T + 1;
-  const int64_t S = ssm_state_bytes_per_sequence(c, 4);
-  const int64_t per_token = kv_bytes_per_token(c, 4) + log_bytes_per_token(c);
-  // Sequences alive at once and checkpoints (states) each may hold: the
-  // live one, a flush target, snapshot's per-draft states, recompute's
-  // sparse checkpoints.
-  int64_t seqs = B, states = 3 + L / W, rows = B * std::max<int64_t>(opt.prompt_tokens, T + 1), logit_rows = B * (T + 1);
+  const double B = static_cast<double>(cfg.batch), T = static_cast<double>(cfg.spec_t);
+  const double W = static_cast<double>(std::max<int64_t>(cfg.window, 1));
+  const double K = static_cast<double>(opt.checkpoint_interval), page = static_cast<double>(opt.page_size);
+  const double L = static_cast<double>(opt.prompt_tokens + opt.new_tokens + cfg.spec_t + 1);
+  const double S = static_cast<double>(ssm_state_bytes_per_sequence(c, 4));
+  const double kv = static_cast<double>(kv_bytes_per_token(c, 4)), lg = static_cast<double>(log_bytes_per_token(c));
+  const bool replay = cfg.strategy == Strategy::kReplay;
+  // States one sequence holds at most: replay the live checkpoint and a
+  // flush target; snapshot its committed state plus one per draft;
+  // recompute the live state plus one per sparse interval; and, with
+  // --checkpoint-interval, one older checkpoint per K tokens.
+  double states = 2.0 + (K > 0 ? L / K : 0.0);
+  if (cfg.strategy == Strategy::kSnapshot && cfg.workload == Workload::kSpec) states += T;
+  if (cfg.strategy == Strategy::kRecompute) states += L / (K > 0 ? K : W);
+  // Per sequence: states, KV rows, and (replay) the log — bounded by L.
+  const double per_seq = states * S + L * (kv + (replay ? lg : 0.0));
+  double store = 0.0, rows = B * std::max<double>(static_cast<double>(opt.prompt_tokens), T + 1.0);
+  double logit_rows = B * (T + 1.0);
   switch (cfg.workload) {
-    case Workload::kAr: break;
-    case Workload::kSpec: states += T; break;
+    case Workload::kAr:
+    case Workload::kSpec:
+      store = B * per_seq;
+      break;
     case Workload::kBeam:
     case Workload::kBestOfN:
-      seqs = 2 * B;
-      rows = std::max(opt.prompt_tokens, B);
+      store = 2.0 * B * per_seq;  // parents and children during a step
+      rows = std::max<double>(static_cast<double>(opt.prompt_tokens), B);
+      logit_rows = B;
       break;
-    case Workload::kTree:
-      seqs = 1 + B * opt.new_tokens;
-      states = 2;
-      rows = opt.prompt_tokens;
+    case Workload::kTree: {
+      // Nodes share their ancestors' pages. A replay node shares the
+      // family's checkpoints too (one per W tokens of tree at most); under
+      // the other strategies every node holds its own state.
+      const double nodes = 1.0 + B * static_cast<double>(opt.new_tokens);
+      const double own = nodes * (page + 1.0) * (kv + (replay ? lg : 0.0)) + per_seq;
+      // (recompute measured at 1.3x snapshot's: sparse checkpoints on top).
+      store = own + (replay ? (2.0 + nodes / W) * S : nodes * S * (cfg.strategy == Strategy::kRecompute ? 1.5 : 1.0));
+      rows = static_cast<double>(opt.prompt_tokens);
+      logit_rows = 1.0;
       break;
+    }
     case Workload::kRestore:
-      seqs = B + 1;
-      rows = B * L;
+      store = (B + 1.0) * per_seq + (replay ? L * lg : 0.0);  // the base keeps its whole log (log=all)
+      rows = B * L;  // a batched re-prefill
+      logit_rows = B;
       break;
   }
-  const double store = static_cast<double>(seqs) * (static_cast<double>(states) * S + static_cast<double>(L) * per_token);
-  const double act = static_cast<double>(rows) * (3.0 * c.hidden_size + 5.0 * widest_row(c)) * 4.0 +
-                     static_cast<double>(logit_rows) * c.vocab_size * 16.0;
+  const double act = rows * (3.0 * static_cast<double>(c.hidden_size) + 5.0 * static_cast<double>(widest_row(c))) * 4.0 +
+                     logit_rows * static_cast<double>(c.vocab_size) * 16.0;
   return static_cast<int64_t>(std::ceil((store + act) * 1.1)) + (int64_t{64} << 20);
 }
 
@@ -127,6 +151,11 @@ int64_t available_memory_bytes() {
 int64_t peak_rss_bytes() { return proc_kb("/proc/self/status", "VmHWM"); }
 
 bool reset_peak_rss() {
+#ifdef __GLIBC__
+  // Hand freed heap back to the OS first: otherwise the "current RSS" the
+  // peak restarts from still holds the previous run's allocations.
+  malloc_trim(0);
+#endif
   // Writing 5 to clear_refs resets VmHWM to the current RSS (Linux >= 4.0).
   std::ofstream out("/proc/self/clear_refs");
   if (!out) return false;

@@ -118,6 +118,7 @@ Result<std::vector<ConfigResult>> run_sweep(BenchContext& ctx, const std::vector
     }
     results.push_back(summarize(c, kept, weights));
   }
+  progress.update(total, "done");
   progress.finish();
   if (!opt.concurrency) return results;
 
@@ -138,6 +139,7 @@ Result<std::vector<ConfigResult>> run_sweep(BenchContext& ctx, const std::vector
     RSSM_ASSIGN_OR_RETURN(ConcurrencyResult cr, search_max_concurrency(ctx, results[idx[0]].config, measured));
     for (size_t i : idx) results[i].max_concurrency = cr;
   }
+  progress.update(static_cast<double>(order.size()), "done");
   progress.finish();
   return results;
 }

@@ -40,7 +40,7 @@ struct BenchArgs {
   std::string memory_budget = "host";
   double latency_target_ms = 20.0;
   int64_t concurrency_limit = 512;
-  bool no_concurrency = false;
+  bool no_concurrency = false, dry_run = false;
   int64_t checkpoint_interval = 0, page_size = 4;
   uint64_t seed = 0;
   std::string gnuplot = "gnuplot";
@@ -238,12 +238,22 @@ Status run_bench(const BenchArgs& a) {
     }
   }
   const int64_t avail = available_memory_bytes();
+  if (a.dry_run) {
+    std::printf("%zu configurations, %lld runs each (%lld warm-up); fp32 weights %s; host memory available %s\n",
+                configs.size(), static_cast<long long>(opt.warmup + opt.runs), static_cast<long long>(opt.warmup),
+                format_bytes(weights).c_str(), avail >= 0 ? format_bytes(avail).c_str() : "unknown");
+    for (const Config& c : configs)
+      std::printf("  %-50s needs <= %s beyond the weights\n", c.describe().c_str(),
+                  format_bytes(estimate_run_bytes(cfg, c, opt)).c_str());
+    std::fflush(stdout);  // before any error line on stderr
+  }
   if (avail >= 0 && weights + run_need > avail) {
     const std::string who = preset.empty() ? "--model " + a.model : "--preset " + preset;
     return out_of_budget(who + ": needs " + format_bytes(weights + run_need) + " (fp32 weights " +
                          format_bytes(weights) + " + " + format_bytes(run_need) + " for " + hungriest->describe() +
                          ") but " + format_bytes(avail) + " is available");
   }
+  if (a.dry_run) return {};
   RSSM_RETURN_IF_ERROR(prepare_out(a.out));
   // "host": what a real out-of-memory would hit — the memory left once the
   // weights are in (0 = unlimited where /proc cannot tell).
@@ -342,6 +352,8 @@ Runner add_bench(CLI::App& app) {
   app.add_option("--concurrency-limit", a->concurrency_limit, "max_concurrency: the search stops here")
       ->capture_default_str();
   app.add_flag("--no-concurrency", a->no_concurrency, "Skip the max_concurrency search (reported as null)");
+  app.add_flag("--dry-run", a->dry_run,
+               "List the configurations and their memory estimates, check they fit, run nothing");
   app.add_option("--checkpoint-interval", a->checkpoint_interval,
                  "K: keep an older checkpoint every K tokens (0: none; recompute: W)")
       ->capture_default_str();
