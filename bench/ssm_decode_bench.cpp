@@ -1,39 +1,54 @@
-// Mamba2 decode kernels on the GPU: standard (read + write the state every
-// token) against replay (read the checkpoint, write it once per W tokens),
-// at Nemotron-H-8B shapes (128 heads × 64, state 128, 8 groups, fp32 state,
-// bf16 inputs). For each batch it counts the bytes that must move, times
-// the kernels with events after warm-up (median of 7 runs), and reports µs,
-// GB/s, the fraction of the measured device copy bandwidth, and the
-// replay/standard speed ratio from the same run. State slots rotate so the
-// working set is far larger than the 60 MB L2.
+// SSM decode kernels on the GPU, standard against replay, side by side:
+//   Mamba2 at Nemotron-H-8B shapes (128 heads × 64, state 128, 8 groups)
+//   Gated DeltaNet at Qwen3-Next shapes (16 key / 32 value heads, dk = dv = 128)
+// fp32 state, bf16 inputs; batch 1, 8, 64, 256, 512; two workloads:
+//   ar     — one token per step. standard: read + write the state in place.
+//            replay: a full window cycle (log growing to W = 16, the last
+//            step folding the log into the checkpoint in the same pass).
+//   verify — speculative verify of T = 4 drafts, 2 accepted per step.
+//            standard: read the state, write one state per draft (vLLM/SGLang).
+//            replay: outputs for the 4 drafts from checkpoint + log, no state
+//            write, the committed log folded every 7 steps (14 tokens).
+// For each it counts the bytes that must move, times the kernels with CUDA
+// events (median of 7 runs after 3 warm-ups), and prints µs per step, GB/s,
+// the fraction of the measured device copy bandwidth, and replay/standard
+// from the same run. State slots rotate over ≥ 512 MB, well past the 60 MB L2.
 //
 // Usage: replayssm_ssm_bench [JSON_OUT]
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "ops/cuda/gdn_decode.h"
 #include "ops/cuda/mamba2_decode.h"
+
+namespace replayssm::bench {
+cudaError_t read_ld(const void* p, size_t bytes, float* out, int sms);
+cudaError_t read_bulk(const void* p, size_t bytes, float* out, int sms);
+}  // namespace replayssm::bench
 
 namespace {
 
-#define CK(x)                                                                          \
-  do {                                                                                 \
-    cudaError_t e = (x);                                                               \
-    if (e != cudaSuccess) {                                                            \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
-      std::exit(1);                                                                    \
-    }                                                                                  \
+#define CK(x)                                                                                   \
+  do {                                                                                          \
+    cudaError_t e_ = (x);                                                                       \
+    if (e_ != cudaSuccess) {                                                                    \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                             \
+    }                                                                                           \
   } while (0)
 
-template <typename F>
-double median_us(F&& run, int iters) {
+// Median µs of one call of run(i), over 7 timed runs of `iters` calls.
+double median_us(const std::function<void(int)>& run, int iters) {
   cudaEvent_t a, b;
   CK(cudaEventCreate(&a));
   CK(cudaEventCreate(&b));
-  for (int i = 0; i < 3; ++i) run(i);  // warm-up
+  for (int i = 0; i < 3; ++i) run(i);
   CK(cudaDeviceSynchronize());
   std::vector<double> t;
   for (int r = 0; r < 7; ++r) {
@@ -45,132 +60,279 @@ double median_us(F&& run, int iters) {
     CK(cudaEventElapsedTime(&ms, a, b));
     t.push_back(1e3 * ms / iters);
   }
+  CK(cudaEventDestroy(a));
+  CK(cudaEventDestroy(b));
   std::sort(t.begin(), t.end());
   return t[3];
 }
 
+// Device allocations of one batch's run, freed together.
+struct Arena {
+  std::vector<void*> ptrs;
+  template <typename T>
+  T* zeros(size_t n) {
+    void* p;
+    CK(cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(T)));
+    CK(cudaMemset(p, 0, std::max<size_t>(n, 1) * sizeof(T)));
+    ptrs.push_back(p);
+    return static_cast<T*>(p);
+  }
+  int32_t* ints(const std::vector<int32_t>& h) {
+    int32_t* d = zeros<int32_t>(h.size());
+    CK(cudaMemcpy(d, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
+    return d;
+  }
+  ~Arena() {
+    for (void* p : ptrs) cudaFree(p);
+  }
+};
+
+constexpr int kW = 16;         // AR window
+constexpr int kT = 4;          // verify drafts
+constexpr int kAccepted = 2;   // per verify step
+constexpr int kVerifyCycle = 7;  // verify steps per fold (committed 2, 4, …, 14)
+
+struct Row {
+  std::string family, workload;
+  int batch;
+  double std_us, std_bytes, rep_us, rep_bytes;
+};
+
+// Slot layout per rotation r: sequence b reads r·B·5 + b·5 and the standard
+// verify writes the 4 slots after it. Rotations cover ≥ 512 MB of state.
+struct Slots {
+  int rot;
+  std::vector<int32_t*> read, verify_out;
+};
+Slots make_slots(Arena& ar, int batch, double state_bytes) {
+  Slots s;
+  s.rot = std::max(2, int((512.0 * (1 << 20)) / (batch * state_bytes)) + 1);
+  for (int r = 0; r < s.rot; ++r) {
+    std::vector<int32_t> rd(batch), out(size_t(batch) * kT);
+    for (int b = 0; b < batch; ++b) {
+      rd[b] = (r * batch + b) * (1 + kT);
+      for (int t = 0; t < kT; ++t) out[size_t(b) * kT + t] = rd[b] + 1 + t;
+    }
+    s.read.push_back(ar.ints(rd));
+    s.verify_out.push_back(ar.ints(out));
+  }
+  return s;
+}
+
+// Per-step plans of a replay cycle: (n_log, fold) for every sequence.
+struct Plan {
+  int32_t *n_log, *fold;
+  int n, f;
+};
+std::vector<Plan> cycle(Arena& ar, int batch, bool verify, bool fold_new_token) {
+  std::vector<Plan> c;
+  auto add = [&](int n, int f) {
+    c.push_back({ar.ints(std::vector<int32_t>(batch, n)), ar.ints(std::vector<int32_t>(batch, f)), n, f});
+  };
+  if (verify) {
+    for (int k = 0; k < kVerifyCycle; ++k) {
+      const int committed = kAccepted * (k + 1);
+      add(committed + kT, k + 1 == kVerifyCycle ? committed : 0);
+    }
+  } else if (fold_new_token) {  // Mamba2: the new token's inputs are known, fold it too
+    for (int n = 1; n <= kW; ++n) add(n, n == kW ? kW : 0);
+  } else {  // GDN: a new token's u is this step's output, so the fold leaves it in the log
+    for (int n = 2; n <= kW; ++n) add(n, n == kW ? kW - 1 : 0);
+  }
+  return c;
+}
+
+Row run_mamba2(int batch, bool verify, int tile_rows) {
+  using replayssm::ops::cuda::Mamba2DecodeArgs;
+  const int H = 128, P = 64, N = 128, G = 8, T = verify ? kT : 1, W = verify ? kW + kT : kW;
+  const double S = 4.0 * H * P * N, in_tok = H * P * 2.0 + 2 * G * N * 2.0 + H * 4.0 + H * P * 2.0,
+               entry = H * P * 2.0 + G * N * 2.0 + H * 4.0;
+  Arena ar;
+  Slots sl = make_slots(ar, batch, S);
+  Mamba2DecodeArgs a;
+  a.batch = batch, a.H = H, a.P = P, a.N = N, a.G = G, a.T = T, a.W = W, a.max_fold = W, a.tile_rows = tile_rows;
+  a.A_log = ar.zeros<float>(H), a.D = ar.zeros<float>(H), a.dt_bias = ar.zeros<float>(H);
+  a.state = ar.zeros<float>(size_t(sl.rot) * batch * (1 + kT) * H * P * N);
+  a.x = ar.zeros<uint16_t>(size_t(batch) * T * H * P), a.Bm = ar.zeros<uint16_t>(size_t(batch) * T * G * N);
+  a.Cm = ar.zeros<uint16_t>(size_t(batch) * T * G * N), a.dt_raw = ar.zeros<float>(size_t(batch) * T * H);
+  a.y = ar.zeros<uint16_t>(size_t(batch) * T * H * P);
+  a.log_x = ar.zeros<uint16_t>(size_t(batch) * W * H * P), a.log_B = ar.zeros<uint16_t>(size_t(batch) * W * G * N);
+  a.log_dt = ar.zeros<float>(size_t(batch) * W * H);
+  const std::vector<Plan> plan = cycle(ar, batch, verify, true);
+  auto at = [&](int i) {
+    Mamba2DecodeArgs r = a;
+    r.slot = sl.read[i % sl.rot];
+    r.out_slot = verify ? sl.verify_out[i % sl.rot] : r.slot;
+    r.fold_slot = r.slot;
+    return r;
+  };
+  const double std_us = median_us([&](int i) { CK(replayssm::ops::cuda::mamba2_step_cuda(at(i), nullptr)); }, 20);
+  const double cyc_us = median_us(
+      [&](int i) {
+        Mamba2DecodeArgs r = at(i);
+        for (const Plan& p : plan) {
+          r.n_log = p.n_log, r.fold = p.fold;
+          CK(replayssm::ops::cuda::mamba2_replay_cuda(r, nullptr));
+        }
+      },
+      4);
+  double rep_bytes = 0;
+  for (const Plan& p : plan) rep_bytes += S + p.n * entry + T * (G * N * 2.0 + H * P * 2.0) + (p.f ? S : 0);
+  if (!verify && tile_rows == 0) {  // diagnostic: the state stream alone (a log of one entry, no fold)
+    const Plan one = cycle(ar, batch, false, true)[0];
+    const double us = median_us(
+        [&](int i) {
+          Mamba2DecodeArgs r = at(i);
+          r.n_log = one.n_log, r.fold = one.fold;
+          CK(replayssm::ops::cuda::mamba2_replay_cuda(r, nullptr));
+        },
+        20);
+    // … and on contiguous slots 0..B-1 of a buffer of just the batch (no rotation, no verify gaps).
+    std::vector<int32_t> seq(batch);
+    for (int b = 0; b < batch; ++b) seq[b] = b;
+    Mamba2DecodeArgs c = at(0);
+    c.state = ar.zeros<float>(size_t(batch) * H * P * N);
+    c.slot = ar.ints(seq), c.fold_slot = c.slot, c.n_log = one.n_log, c.fold = one.fold;
+    const double us_c = median_us([&](int) { CK(replayssm::ops::cuda::mamba2_replay_cuda(c, nullptr)); }, 20);
+    c.out_slot = c.slot;
+    const double us_s = median_us([&](int) { CK(replayssm::ops::cuda::mamba2_step_cuda(c, nullptr)); }, 20);
+    std::printf("  (mamba2 replay with a 1-entry log, batch %d: %.1f us, %.0f GB/s; contiguous slots: %.1f us, %.0f GB/s; "
+                "standard there %.1f us)\n",
+                batch, us, batch * S / (us * 1e3), us_c, batch * S / (us_c * 1e3), us_s);
+  }
+  return {tile_rows == 2 ? "mamba2-r2" : "mamba2", verify ? "verify" : "ar", batch, std_us, batch * ((1 + T) * S + T * in_tok),
+          cyc_us / plan.size(), batch * rep_bytes / plan.size()};
+}
+
+Row run_gdn(int batch, bool verify) {
+  using replayssm::ops::cuda::GdnDecodeArgs;
+  const int Hk = 16, Hv = 32, dk = 128, dv = 128, T = verify ? kT : 1, W = verify ? kW + kT : kW;
+  const double S = 4.0 * Hv * dk * dv, qv = 2 * Hk * dk * 2.0 + Hv * dv * 2.0 + 2 * Hv * 4.0 + Hv * dv * 2.0,
+               in_tok = qv + Hk * dk * 2.0, entry = Hk * dk * 2.0 + Hv * dv * 4.0 + Hv * 4.0;
+  Arena ar;
+  Slots sl = make_slots(ar, batch, S);
+  GdnDecodeArgs a;
+  a.batch = batch, a.Hk = Hk, a.Hv = Hv, a.dk = dk, a.dv = dv, a.T = T, a.W = W, a.max_fold = W;
+  a.state = ar.zeros<float>(size_t(sl.rot) * batch * (1 + kT) * Hv * dk * dv);
+  a.q = ar.zeros<uint16_t>(size_t(batch) * T * Hk * dk), a.k = ar.zeros<uint16_t>(size_t(batch) * T * Hk * dk);
+  a.v = ar.zeros<uint16_t>(size_t(batch) * T * Hv * dv), a.g = ar.zeros<float>(size_t(batch) * T * Hv);
+  a.beta = ar.zeros<float>(size_t(batch) * T * Hv), a.o = ar.zeros<uint16_t>(size_t(batch) * T * Hv * dv);
+  a.log_k = ar.zeros<uint16_t>(size_t(batch) * W * Hk * dk), a.log_u = ar.zeros<float>(size_t(batch) * W * Hv * dv);
+  a.log_g = ar.zeros<float>(size_t(batch) * W * Hv);
+  const std::vector<Plan> plan = cycle(ar, batch, verify, false);
+  auto at = [&](int i) {
+    GdnDecodeArgs r = a;
+    r.slot = sl.read[i % sl.rot];
+    r.out_slot = verify ? sl.verify_out[i % sl.rot] : r.slot;
+    r.fold_slot = r.slot;
+    return r;
+  };
+  const double std_us = median_us([&](int i) { CK(replayssm::ops::cuda::gdn_step_cuda(at(i), nullptr)); }, 20);
+  const double cyc_us = median_us(
+      [&](int i) {
+        GdnDecodeArgs r = at(i);
+        for (const Plan& p : plan) {
+          r.n_log = p.n_log, r.fold = p.fold;
+          CK(replayssm::ops::cuda::gdn_replay_cuda(r, nullptr));
+        }
+      },
+      4);
+  double rep_bytes = 0;
+  for (const Plan& p : plan) rep_bytes += S + p.n * entry + T * (qv + Hv * dv * 4.0) + (p.f ? S : 0);
+  return {"gdn", verify ? "verify" : "ar", batch, std_us, batch * ((1 + T) * S + T * in_tok),
+          cyc_us / plan.size(), batch * rep_bytes / plan.size()};
+}
+
 }  // namespace
 
-int main(int argc, char** argv) {
+// --profile: a few launches of each Mamba2 kernel at batch 256 (for ncu).
+int profile() {
   using replayssm::ops::cuda::Mamba2DecodeArgs;
-  const int H = 128, P = 64, N = 128, G = 8, W = 16;
-  const double state_bytes = 4.0 * H * P * N;
+  const int batch = 256, H = 128, P = 64, N = 128, G = 8, W = 16;
+  Arena ar;
+  Mamba2DecodeArgs a;
+  a.batch = batch, a.H = H, a.P = P, a.N = N, a.G = G, a.T = 1, a.W = W, a.max_fold = W;
+  a.A_log = ar.zeros<float>(H), a.D = ar.zeros<float>(H), a.dt_bias = ar.zeros<float>(H);
+  a.state = ar.zeros<float>(size_t(batch) * H * P * N);
+  std::vector<int32_t> seq(batch);
+  for (int b = 0; b < batch; ++b) seq[b] = b;
+  a.slot = a.out_slot = a.fold_slot = ar.ints(seq);
+  a.x = ar.zeros<uint16_t>(size_t(batch) * H * P), a.Bm = ar.zeros<uint16_t>(size_t(batch) * G * N);
+  a.Cm = ar.zeros<uint16_t>(size_t(batch) * G * N), a.dt_raw = ar.zeros<float>(size_t(batch) * H);
+  a.y = ar.zeros<uint16_t>(size_t(batch) * H * P);
+  a.log_x = ar.zeros<uint16_t>(size_t(batch) * W * H * P), a.log_B = ar.zeros<uint16_t>(size_t(batch) * W * G * N);
+  a.log_dt = ar.zeros<float>(size_t(batch) * W * H);
+  a.n_log = ar.ints(std::vector<int32_t>(batch, 8)), a.fold = ar.ints(std::vector<int32_t>(batch, 0));
+  for (int i = 0; i < 3; ++i) {
+    CK(replayssm::ops::cuda::mamba2_replay_cuda(a, nullptr));
+    CK(replayssm::ops::cuda::mamba2_step_cuda(a, nullptr));
+  }
+  CK(cudaDeviceSynchronize());
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "--profile") return profile();
   cudaDeviceProp prop{};
   CK(cudaGetDeviceProperties(&prop, 0));
-  // Measured copy bandwidth: device-to-device, counting read + write.
+  // Copy bandwidth: device-to-device, counting read + write.
   const size_t copy_n = size_t(1) << 30;
   void *src, *dst;
   CK(cudaMalloc(&src, copy_n));
   CK(cudaMalloc(&dst, copy_n));
   const double copy_us = median_us([&](int) { CK(cudaMemcpyAsync(dst, src, copy_n, cudaMemcpyDeviceToDevice)); }, 5);
   const double copy_gbs = 2.0 * copy_n / (copy_us * 1e3);
+  // Read-only bandwidth, two ways (read_probe.cu).
+  float* sink;
+  CK(cudaMalloc(reinterpret_cast<void**>(&sink), 4));
+  const double ld_us = median_us([&](int) { CK(replayssm::bench::read_ld(src, copy_n, sink, prop.multiProcessorCount)); }, 5);
+  const double bulk_us =
+      median_us([&](int) { CK(replayssm::bench::read_bulk(src, copy_n, sink, prop.multiProcessorCount)); }, 5);
+  const double ld_gbs = copy_n / (ld_us * 1e3), bulk_gbs = copy_n / (bulk_us * 1e3);
+  CK(cudaFree(sink));
   CK(cudaFree(src));
   CK(cudaFree(dst));
-  std::printf("%s: measured copy bandwidth %.0f GB/s (read + write)\n\n", prop.name, copy_gbs);
-  std::printf("%6s | %10s %8s %6s | %12s %8s %6s | %7s | %9s %9s\n", "batch", "std us", "GB/s", "%copy",
-              "replay us/tok", "GB/s", "%copy", "ratio", "replay us", "flush us");
+  std::printf("%s: measured copy bandwidth %.0f GB/s (read + write); read-only %.0f GB/s (loads), %.0f GB/s (bulk copy)\n",
+              prop.name, copy_gbs, ld_gbs, bulk_gbs);
+  std::printf("ar: W = %d; verify: T = %d drafts, %d accepted per step, fold every %d steps\n\n", kW, kT, kAccepted,
+              kVerifyCycle);
+  std::printf("%-9s %-7s %6s | %9s %7s %6s | %9s %7s %6s | %7s\n", "family", "work", "batch", "std us", "GB/s",
+              "%copy", "replay us", "GB/s", "%copy", "rep/std");
   std::string json = "{\"device\": \"" + std::string(prop.name) + "\", \"copy_gbs\": " + std::to_string(copy_gbs) +
-                     ", \"shape\": {\"H\": 128, \"P\": 64, \"N\": 128, \"G\": 8, \"W\": 16}, \"rows\": [";
+                     ", \"read_ld_gbs\": " + std::to_string(ld_gbs) + ", \"read_bulk_gbs\": " + std::to_string(bulk_gbs) +
+                     ", \"mamba2\": {\"H\": 128, \"P\": 64, \"N\": 128, \"G\": 8}, \"gdn\": {\"Hk\": 16, \"Hv\": 32, "
+                     "\"dk\": 128, \"dv\": 128}, \"W\": 16, \"T\": 4, \"accepted\": 2, \"rows\": [";
   bool first = true;
-  for (int batch : {1, 8, 64, 256, 512}) {
-    const int rot = std::max(2, int((512.0 * (1 << 20)) / (batch * state_bytes)) + 1);
-    const int slots = batch * rot;
-    float* state;
-    CK(cudaMalloc(reinterpret_cast<void**>(&state), size_t(slots) * H * P * N * 4));
-    CK(cudaMemset(state, 0, size_t(slots) * H * P * N * 4));
-    std::vector<int32_t> h_slot(size_t(batch) * rot);
-    for (size_t i = 0; i < h_slot.size(); ++i) h_slot[i] = int32_t(i);
-    int32_t* slot;
-    CK(cudaMalloc(reinterpret_cast<void**>(&slot), h_slot.size() * 4));
-    CK(cudaMemcpy(slot, h_slot.data(), h_slot.size() * 4, cudaMemcpyHostToDevice));
-    auto zeros = [](size_t bytes) {
-      void* p;
-      CK(cudaMalloc(&p, bytes));
-      CK(cudaMemset(p, 0, bytes));
-      return p;
-    };
-    float* params = static_cast<float*>(zeros(3 * H * 4));
-    Mamba2DecodeArgs a;
-    a.batch = batch, a.H = H, a.P = P, a.N = N, a.G = G, a.W = W;
-    a.A_log = params, a.D = params + H, a.dt_bias = params + 2 * H;
-    a.state = state;
-    a.x = static_cast<uint16_t*>(zeros(size_t(batch) * H * P * 2));
-    a.Bm = static_cast<uint16_t*>(zeros(size_t(batch) * G * N * 2));
-    a.Cm = static_cast<uint16_t*>(zeros(size_t(batch) * G * N * 2));
-    a.dt_raw = static_cast<float*>(zeros(size_t(batch) * H * 4));
-    a.y = static_cast<uint16_t*>(zeros(size_t(batch) * H * P * 2));
-    a.log_x = static_cast<uint16_t*>(zeros(size_t(batch) * W * H * P * 2));
-    a.log_B = static_cast<uint16_t*>(zeros(size_t(batch) * W * G * N * 2));
-    a.log_dt = static_cast<float*>(zeros(size_t(batch) * W * H * 4));
-    // n_log tables 0..W for the replay cycle.
-    std::vector<int32_t*> n_logs;
-    for (int k = 0; k <= W; ++k) {
-      std::vector<int32_t> h(batch, k);
-      int32_t* d;
-      CK(cudaMalloc(reinterpret_cast<void**>(&d), batch * 4));
-      CK(cudaMemcpy(d, h.data(), batch * 4, cudaMemcpyHostToDevice));
-      n_logs.push_back(d);
-    }
-    auto at = [&](int i) {
-      Mamba2DecodeArgs r = a;
-      r.slot = slot + size_t(i % rot) * batch;
-      return r;
-    };
-    const double std_us = median_us([&](int i) { CK(replayssm::ops::cuda::mamba2_step_cuda(at(i), nullptr)); }, 20);
-    // A replay cycle: W outputs over a growing log, then one flush.
-    const double cycle_us = median_us(
-        [&](int i) {
-          Mamba2DecodeArgs r = at(i);
-          for (int k = 0; k < W; ++k) {
-            r.n_log = n_logs[k];
-            CK(replayssm::ops::cuda::mamba2_replay_cuda(r, nullptr));
-          }
-          r.n_log = n_logs[W];
-          CK(replayssm::ops::cuda::mamba2_flush_cuda(r, nullptr));
-        },
-        4);
-    const double rep_us = cycle_us / W;
-    const double rep_only_us = median_us(
-        [&](int i) {
-          Mamba2DecodeArgs r = at(i);
-          r.n_log = n_logs[W / 2];
-          CK(replayssm::ops::cuda::mamba2_replay_cuda(r, nullptr));
-        },
-        20);
-    const double flush_us = median_us(
-        [&](int i) {
-          Mamba2DecodeArgs r = at(i);
-          r.n_log = n_logs[W];
-          CK(replayssm::ops::cuda::mamba2_flush_cuda(r, nullptr));
-        },
-        10);
-    // Bytes that must move per token: standard reads and writes the state;
-    // replay reads it, reads the log so far, and writes it once per W.
-    const double in_bytes = batch * (H * P * 2.0 + 2 * G * N * 2.0 + H * 4.0 + H * P * 2.0);
-    const double std_bytes = batch * 2 * state_bytes + in_bytes;
-    const double log_entry = H * P * 2.0 + G * N * 2.0 + H * 4.0;
-    const double rep_bytes = batch * (state_bytes + (W - 1) / 2.0 * log_entry + (2 * state_bytes + W * log_entry) / W) + in_bytes;
-    const double std_gbs = std_bytes / (std_us * 1e3), rep_gbs = rep_bytes / (rep_us * 1e3);
-    std::printf("%6d | %10.1f %8.0f %5.0f%% | %12.1f %8.0f %5.0f%% | %6.2fx | %9.1f %9.1f\n", batch, std_us, std_gbs,
-                100 * std_gbs / copy_gbs, rep_us, rep_gbs, 100 * rep_gbs / copy_gbs, std_us / rep_us, rep_only_us,
-                flush_us);
-    char row[400];
-    std::snprintf(row, sizeof row,
-                  "%s{\"batch\": %d, \"standard_us\": %.2f, \"standard_gbs\": %.1f, \"replay_us_per_token\": %.2f, "
-                  "\"replay_gbs\": %.1f, \"replay_over_standard\": %.3f, \"replay_kernel_us\": %.2f, \"flush_us\": %.2f}",
-                  first ? "" : ", ", batch, std_us, std_gbs, rep_us, rep_gbs, std_us / rep_us, rep_only_us, flush_us);
-    json += row;
-    first = false;
-    CK(cudaDeviceSynchronize());
-    CK(cudaFree(state));
-  }
-  json += "]}\n";
+  // mamba2-r2: the Mamba2 kernels with 2 state rows per warp and pass instead of 4
+  // (a variant kept in the table to show the block-shape choice).
+  for (const char* family : {"mamba2", "mamba2-r2", "gdn"})
+    for (bool verify : {false, true})
+      for (int batch : {1, 8, 64, 256, 512}) {
+        const std::string fam = family;
+        const Row r = fam == "gdn" ? run_gdn(batch, verify) : run_mamba2(batch, verify, fam == "mamba2" ? 0 : 2);
+        const double sg = r.std_bytes / (r.std_us * 1e3), rg = r.rep_bytes / (r.rep_us * 1e3);
+        std::printf("%-9s %-7s %6d | %9.1f %7.0f %5.0f%% | %9.1f %7.0f %5.0f%% | %6.2fx\n", family,
+                    r.workload.c_str(), batch, r.std_us, sg, 100 * sg / copy_gbs, r.rep_us, rg, 100 * rg / copy_gbs,
+                    r.std_us / r.rep_us);
+        char row[512];
+        std::snprintf(row, sizeof row,
+                      "%s\n  {\"family\": \"%s\", \"workload\": \"%s\", \"batch\": %d, \"standard_us\": %.2f, "
+                      "\"standard_gbs\": %.1f, \"standard_frac_copy\": %.3f, \"replay_us\": %.2f, \"replay_gbs\": "
+                      "%.1f, \"replay_frac_copy\": %.3f, \"replay_over_standard\": %.3f}",
+                      first ? "" : ",", family, r.workload.c_str(), batch, r.std_us, sg, sg / copy_gbs, r.rep_us, rg,
+                      rg / copy_gbs, r.std_us / r.rep_us);
+        json += row;
+        first = false;
+      }
+  json += "\n]}\n";
   if (argc > 1) {
     FILE* f = std::fopen(argv[1], "w");
-    if (f) {
-      std::fputs(json.c_str(), f);
-      std::fclose(f);
+    if (f == nullptr) {
+      std::fprintf(stderr, "cannot write %s\n", argv[1]);
+      return 1;
     }
+    std::fputs(json.c_str(), f);
+    std::fclose(f);
   }
   return 0;
 }

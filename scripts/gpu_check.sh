@@ -9,7 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in
   stage)
-    bash scripts/build.sh
+    cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+    cmake --build build -j "$(nproc)" --target replayssm_cuda_tests replayssm_ssm_bench
     rm -rf .gpu && mkdir -p .gpu
     # Both need only libc and libstdc++: the CUDA runtime is linked statically.
     cp build/tests/replayssm_cuda_tests build/replayssm_ssm_bench .gpu/

@@ -1,17 +1,14 @@
-// CUDA Mamba2 decode kernels against the CPU reference (one parity test per
-// kernel): odd and real sizes, valid-domain inputs (A < 0, dt > 0),
-// permuted state slots; outputs (bf16) and states (fp32) both checked.
-// Skipped where no CUDA device exists (CI); run on the H200 by
-// scripts/gpu_check.sh.
+// CUDA Mamba2 decode kernels against the CPU reference scan: odd and real
+// sizes (every register tile), T = 1 and verify-sized T, valid-domain
+// inputs (A < 0, dt > 0), permuted slots, per-sequence log lengths and
+// folds (none, partial, all, in place); outputs (bf16) and states (fp32)
+// both checked, and the read checkpoint checked untouched. Skipped where no
+// CUDA device exists (CI); run on the H200 by scripts/gpu_check.sh.
 #include <gtest/gtest.h>
 
-#include <cuda_runtime_api.h>
-
 #include <cmath>
-#include <cstring>
-#include <random>
 
-#include "core/dtype.h"
+#include "cuda_test_util.h"
 #include "ops/cpu/activation.h"
 #include "ops/cpu/mamba2_scan.h"
 #include "ops/cuda/mamba2_decode.h"
@@ -19,141 +16,167 @@
 namespace replayssm {
 namespace {
 
-bool have_gpu() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
-
-template <typename T>
-struct Dev {
-  T* p = nullptr;
-  size_t n = 0;
-  explicit Dev(const std::vector<T>& h) : n(h.size()) {
-    EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&p), sizeof(T) * std::max<size_t>(n, 1)), cudaSuccess);
-    if (n) EXPECT_EQ(cudaMemcpy(p, h.data(), sizeof(T) * n, cudaMemcpyHostToDevice), cudaSuccess);
-  }
-  ~Dev() { cudaFree(p); }
-  std::vector<T> get() const {
-    std::vector<T> h(n);
-    EXPECT_EQ(cudaMemcpy(h.data(), p, sizeof(T) * n, cudaMemcpyDeviceToHost), cudaSuccess);
-    return h;
-  }
-};
-
-// Values that bf16 represents exactly, as fp32 and as bf16 bits.
-struct Bf {
-  std::vector<float> f;
-  std::vector<uint16_t> bits;
-};
-Bf bf_rand(std::mt19937& g, size_t n, float scale) {
-  std::normal_distribution<float> d(0.0f, scale);
-  Bf r;
-  for (size_t i = 0; i < n; ++i) {
-    const uint16_t b = f32_to_bf16(d(g));
-    r.bits.push_back(b);
-    r.f.push_back(bf16_to_f32(b));
-  }
-  return r;
-}
+using test::Bf;
+using test::bf_rand;
+using test::close;
+using test::Dev;
 
 struct Shape {
-  int batch, H, P, N, G, W;
+  int batch, H, P, N, G, W, T;
 };
 
 void PrintTo(const Shape& s, std::ostream* os) {
-  *os << "B" << s.batch << "_H" << s.H << "_P" << s.P << "_N" << s.N << "_G" << s.G << "_W" << s.W;
+  *os << "B" << s.batch << "_H" << s.H << "_P" << s.P << "_N" << s.N << "_G" << s.G << "_W" << s.W << "_T" << s.T;
 }
 
 class Mamba2Cuda : public ::testing::TestWithParam<Shape> {
  protected:
   void SetUp() override {
-    if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+    if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
   }
 };
 
-// One sequence's data on the host: checkpoint, log of n_log tokens, a new token.
-TEST_P(Mamba2Cuda, StepReplayAndFlushMatchTheCpuReference) {
+// Raw dt for the CPU scan whose softplus(raw + 0) is the logged dt.
+std::vector<float> raw_of(const float* dt, int H) {
+  std::vector<float> r(H);
+  for (int h = 0; h < H; ++h) r[h] = std::log(std::expm1(dt[h]));
+  return r;
+}
+
+TEST_P(Mamba2Cuda, ReplayWithFoldsMatchesTheCpuScan) {
   const Shape s = GetParam();
-  const int B = s.batch, H = s.H, P = s.P, N = s.N, G = s.G, W = s.W;
-  std::mt19937 g(7);
+  const int B = s.batch, H = s.H, P = s.P, N = s.N, G = s.G, W = s.W, T = s.T;
+  std::mt19937 g(7 + T);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> A_log(H), Dv(H), dt_bias(H);
-  for (int h = 0; h < H; ++h) A_log[h] = 0.5f * u(g), Dv[h] = u(g), dt_bias[h] = u(g) - 1.0f;
+  std::vector<float> A_log(H), Dv(H), zero(H, 0.0f);
+  for (int h = 0; h < H; ++h) A_log[h] = 0.5f * u(g), Dv[h] = u(g);
+  // Slots: sequence b reads 2b+1; folds go in place (b % 3 == 0) or to 2b.
   const int slots = 2 * B + 1;
-  std::vector<int32_t> slot(B), n_log(B);
-  for (int b = 0; b < B; ++b) slot[b] = (b * 3 + 1) % slots, n_log[b] = b % (W + 1);  // permuted, distinct
-  std::vector<float> state(static_cast<size_t>(slots) * H * P * N);
+  std::vector<int32_t> slot(B), n_log(B), fold(B), fold_slot(B);
+  for (int b = 0; b < B; ++b) {
+    slot[b] = 2 * b + 1;
+    n_log[b] = T + (b * 5 + 3) % (W - T + 1);
+    fold[b] = b % 4 == 1 ? 0 : (b % 4 == 2 ? n_log[b] : (b * 7) % (n_log[b] + 1));
+    fold_slot[b] = b % 3 == 0 ? slot[b] : 2 * b;
+  }
+  std::vector<float> state(size_t(slots) * H * P * N);
   for (float& x : state) x = 0.3f * u(g);
-  Bf x = bf_rand(g, size_t(B) * H * P, 1.0f), Bm = bf_rand(g, size_t(B) * G * N, 1.0f),
-     Cm = bf_rand(g, size_t(B) * G * N, 1.0f), lx = bf_rand(g, size_t(B) * W * H * P, 1.0f),
+  Bf Cm = bf_rand(g, size_t(B) * T * G * N, 1.0f), lx = bf_rand(g, size_t(B) * W * H * P, 1.0f),
      lB = bf_rand(g, size_t(B) * W * G * N, 1.0f);
-  std::vector<float> dt_raw(size_t(B) * H), log_dt(size_t(B) * W * H);
-  for (float& v : dt_raw) v = u(g);
-  for (float& v : log_dt) v = ops::softplus(u(g) - 1.0f);  // post-softplus, as logged
+  std::vector<float> log_dt(size_t(B) * W * H);
+  for (float& v : log_dt) v = ops::softplus(u(g) - 1.0f);
 
-  Dev<float> dA(A_log), dD(Dv), dbias(dt_bias), dstate(state), ddt(dt_raw), dlogdt(log_dt);
-  Dev<int32_t> dslot(slot), dn(n_log);
-  Dev<uint16_t> dx(x.bits), dB(Bm.bits), dC(Cm.bits), dlx(lx.bits), dlB(lB.bits), dy(std::vector<uint16_t>(size_t(B) * H * P));
+  Dev<float> dA(A_log), dD(Dv), dbias(zero), dstate(state), dlogdt(log_dt);
+  Dev<int32_t> dslot(slot), dn(n_log), dfold(fold), dfslot(fold_slot);
+  Dev<uint16_t> dC(Cm.bits), dlx(lx.bits), dlB(lB.bits), dy(std::vector<uint16_t>(size_t(B) * T * H * P));
   ops::cuda::Mamba2DecodeArgs a;
-  a.batch = B, a.H = H, a.P = P, a.N = N, a.G = G, a.W = W;
-  a.A_log = dA.p, a.D = dD.p, a.dt_bias = dbias.p, a.state = dstate.p, a.slot = dslot.p;
-  a.x = dx.p, a.Bm = dB.p, a.Cm = dC.p, a.dt_raw = ddt.p, a.y = dy.p;
+  a.batch = B, a.H = H, a.P = P, a.N = N, a.G = G, a.W = W, a.T = T;
+  a.A_log = dA.p, a.D = dD.p, a.dt_bias = dbias.p, a.state = dstate.p, a.slot = dslot.p, a.Cm = dC.p, a.y = dy.p;
   a.n_log = dn.p, a.log_x = dlx.p, a.log_B = dlB.p, a.log_dt = dlogdt.p;
-
-  const ops::Mamba2Params cp{H, P, N, G, A_log.data(), Dv.data(), dt_bias.data(), 0.0f, INFINITY};
-  auto close = [](float got, float want, float tol) { return std::abs(got - want) <= tol * (1.0f + std::abs(want)); };
-
-  // Replay: y from checkpoint + log + new token, state untouched.
+  a.fold = dfold.p, a.fold_slot = dfslot.p, a.max_fold = W;
   ASSERT_EQ(ops::cuda::mamba2_replay_cuda(a, nullptr), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  std::vector<uint16_t> y_replay = dy.get();
-  EXPECT_EQ(dstate.get(), state) << "replay must not write the checkpoint";
-  // Flush: fold the log into the checkpoint.
-  ASSERT_EQ(ops::cuda::mamba2_flush_cuda(a, nullptr), cudaSuccess);
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  std::vector<float> flushed = dstate.get();
-  // Standard step on the flushed states: y must equal replay's y.
-  ASSERT_EQ(ops::cuda::mamba2_step_cuda(a, nullptr), cudaSuccess);
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  std::vector<uint16_t> y_step = dy.get();
-  std::vector<float> stepped = dstate.get();
+  const std::vector<uint16_t> y = dy.get();
+  const std::vector<float> after = dstate.get();
 
+  const ops::Mamba2Params raw{H, P, N, G, A_log.data(), Dv.data(), zero.data(), 0.0f, INFINITY};
   for (int b = 0; b < B; ++b) {
-    // CPU: the log as raw scan inputs. A logged dt is post-softplus; feed
-    // the scan a raw dt whose softplus(raw + bias) is it: use bias 0 rows.
     const size_t ss = size_t(slot[b]) * H * P * N;
-    std::vector<float> S(state.begin() + ss, state.begin() + ss + size_t(H) * P * N);
-    std::vector<float> zero_bias(H, 0.0f), yy(size_t(H) * P);
-    const ops::Mamba2Params raw{H, P, N, G, A_log.data(), Dv.data(), zero_bias.data(), 0.0f, INFINITY};
+    std::vector<float> S(state.begin() + ss, state.begin() + ss + size_t(H) * P * N), yy(size_t(H) * P);
+    if (fold_slot[b] != slot[b] || fold[b] == 0)
+      ASSERT_TRUE(std::equal(S.begin(), S.end(), after.begin() + ss)) << "checkpoint of b " << b << " written";
     for (int e = 0; e < n_log[b]; ++e) {
-      std::vector<float> dtr(H);
-      for (int h = 0; h < H; ++h) {
-        const float d = log_dt[(size_t(b) * W + e) * H + h];
-        dtr[h] = std::log(std::expm1(d));  // softplus⁻¹
+      const size_t le = size_t(b) * W + e;
+      const int t = e - (n_log[b] - T);  // ≥ 0: a new token, whose C is given
+      const float* C = t >= 0 ? Cm.f.data() + (size_t(b) * T + t) * G * N : lB.f.data() + le * G * N;
+      const std::vector<float> dtr = raw_of(log_dt.data() + le * H, H);
+      ops::cpu::mamba2_scan(raw, S.data(), lx.f.data() + le * H * P, H * P, lB.f.data() + le * G * N, C, G * N,
+                            dtr.data(), H, 1, yy.data(), H * P);
+      if (e + 1 == fold[b]) {
+        const size_t fs = size_t(fold_slot[b]) * H * P * N;
+        for (size_t i = 0; i < S.size(); ++i)
+          ASSERT_TRUE(close(after[fs + i], S[i], test::kStateTol)) << "fold b " << b << " i " << i;
       }
-      ops::cpu::mamba2_scan(raw, S.data(), lx.f.data() + (size_t(b) * W + e) * H * P, H * P,
-                            lB.f.data() + (size_t(b) * W + e) * G * N, lB.f.data() + (size_t(b) * W + e) * G * N,
-                            G * N, dtr.data(), H, 1, yy.data(), H * P);
-    }
-    for (size_t i = 0; i < S.size(); ++i)
-      ASSERT_TRUE(close(flushed[ss + i], S[i], 2e-4f)) << "flush b " << b << " i " << i << ": " << flushed[ss + i] << " vs " << S[i];
-    ops::cpu::mamba2_scan(cp, S.data(), x.f.data() + size_t(b) * H * P, H * P, Bm.f.data() + size_t(b) * G * N,
-                          Cm.f.data() + size_t(b) * G * N, G * N, dt_raw.data() + size_t(b) * H, H, 1, yy.data(), H * P);
-    for (size_t i = 0; i < S.size(); ++i)
-      ASSERT_TRUE(close(stepped[ss + i], S[i], 2e-4f)) << "step state b " << b << " i " << i;
-    for (int i = 0; i < H * P; ++i) {
-      const float want = yy[i];
-      ASSERT_TRUE(close(bf16_to_f32(y_step[size_t(b) * H * P + i]), want, 1.6e-2f)) << "step y b " << b << " i " << i;
-      ASSERT_TRUE(close(bf16_to_f32(y_replay[size_t(b) * H * P + i]), want, 1.6e-2f))
-          << "replay y b " << b << " i " << i << ": " << bf16_to_f32(y_replay[size_t(b) * H * P + i]) << " vs " << want;
+      if (t < 0) continue;
+      for (int i = 0; i < H * P; ++i) {
+        const float got = bf16_to_f32(y[(size_t(b) * T + t) * H * P + i]);
+        ASSERT_TRUE(close(got, yy[i], test::kBf16Tol)) << "y b " << b << " t " << t << " i " << i << ": " << got
+                                                        << " vs " << yy[i];
+      }
     }
   }
 }
 
+TEST_P(Mamba2Cuda, StandardStepWritesOneStatePerTokenAndMatchesTheCpuScan) {
+  const Shape s = GetParam();
+  const int B = s.batch, H = s.H, P = s.P, N = s.N, G = s.G, T = s.T;
+  std::mt19937 g(11 + T);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> A_log(H), Dv(H), dt_bias(H);
+  for (int h = 0; h < H; ++h) A_log[h] = 0.5f * u(g), Dv[h] = u(g), dt_bias[h] = u(g) - 1.0f;
+  // T = 1: in place; T > 1: sequence b reads slot b, writes B + b·T + t.
+  const int slots = B + B * T;
+  std::vector<int32_t> slot(B), out_slot(size_t(B) * T);
+  for (int b = 0; b < B; ++b) {
+    slot[b] = B - 1 - b;  // a permutation: in-place writes never collide
+    for (int t = 0; t < T; ++t) out_slot[size_t(b) * T + t] = T == 1 ? slot[b] : B + b * T + t;
+  }
+  std::vector<float> state(size_t(slots) * H * P * N);
+  for (float& x : state) x = 0.3f * u(g);
+  Bf x = bf_rand(g, size_t(B) * T * H * P, 1.0f), Bm = bf_rand(g, size_t(B) * T * G * N, 1.0f),
+     Cm = bf_rand(g, size_t(B) * T * G * N, 1.0f);
+  std::vector<float> dt_raw(size_t(B) * T * H);
+  for (float& v : dt_raw) v = u(g);
+  Dev<float> dA(A_log), dD(Dv), dbias(dt_bias), dstate(state), ddt(dt_raw);
+  Dev<int32_t> dslot(slot), dout(out_slot);
+  Dev<uint16_t> dx(x.bits), dB(Bm.bits), dC(Cm.bits), dy(std::vector<uint16_t>(size_t(B) * T * H * P));
+  ops::cuda::Mamba2DecodeArgs a;
+  a.batch = B, a.H = H, a.P = P, a.N = N, a.G = G, a.T = T;
+  a.A_log = dA.p, a.D = dD.p, a.dt_bias = dbias.p, a.state = dstate.p, a.slot = dslot.p, a.out_slot = dout.p;
+  a.x = dx.p, a.Bm = dB.p, a.Cm = dC.p, a.dt_raw = ddt.p, a.y = dy.p;
+  ASSERT_EQ(ops::cuda::mamba2_step_cuda(a, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<uint16_t> y = dy.get();
+  const std::vector<float> after = dstate.get();
+  const ops::Mamba2Params cp{H, P, N, G, A_log.data(), Dv.data(), dt_bias.data(), 0.0f, INFINITY};
+  for (int b = 0; b < B; ++b) {
+    const size_t ss = size_t(slot[b]) * H * P * N;
+    std::vector<float> S(state.begin() + ss, state.begin() + ss + size_t(H) * P * N), yy(size_t(H) * P);
+    for (int t = 0; t < T; ++t) {
+      const size_t bt = size_t(b) * T + t;
+      ops::cpu::mamba2_scan(cp, S.data(), x.f.data() + bt * H * P, H * P, Bm.f.data() + bt * G * N,
+                            Cm.f.data() + bt * G * N, G * N, dt_raw.data() + bt * H, H, 1, yy.data(), H * P);
+      const size_t os = size_t(out_slot[bt]) * H * P * N;
+      for (size_t i = 0; i < S.size(); ++i)
+        ASSERT_TRUE(close(after[os + i], S[i], test::kStateTol)) << "state b " << b << " t " << t << " i " << i;
+      for (int i = 0; i < H * P; ++i)
+        ASSERT_TRUE(close(bf16_to_f32(y[bt * H * P + i]), yy[i], test::kBf16Tol)) << "y b " << b << " t " << t;
+    }
+  }
+}
+
+TEST(Mamba2CudaArgs, OutOfRangeShapesAreRefused) {
+  ops::cuda::Mamba2DecodeArgs a;
+  a.batch = 1, a.H = 4, a.P = 8, a.N = 300, a.G = 2, a.W = 8, a.T = 1;  // N > 256
+  EXPECT_EQ(ops::cuda::mamba2_step_cuda(a, nullptr), cudaErrorInvalidValue);
+  a.N = 16, a.W = 65;  // W > 64
+  EXPECT_EQ(ops::cuda::mamba2_replay_cuda(a, nullptr), cudaErrorInvalidValue);
+  a.W = 8, a.T = 9;  // T > 8
+  EXPECT_EQ(ops::cuda::mamba2_replay_cuda(a, nullptr), cudaErrorInvalidValue);
+  a.T = 1, a.G = 3;  // H not a multiple of G
+  EXPECT_EQ(ops::cuda::mamba2_step_cuda(a, nullptr), cudaErrorInvalidValue);
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, Mamba2Cuda,
-                         ::testing::Values(Shape{3, 6, 5, 11, 3, 4},        // odd sizes, scalar path
-                                           Shape{5, 8, 16, 128, 2, 16},     // vector path
-                                           Shape{2, 128, 64, 128, 8, 16})); // Nemotron-H-8B
+                         ::testing::Values(Shape{3, 6, 5, 11, 3, 4, 1},       // odd sizes, scalar tile
+                                           Shape{4, 6, 37, 11, 3, 9, 3},      // odd sizes, several row passes
+                                           Shape{5, 8, 16, 128, 2, 16, 1},    // 128-column tile
+                                           Shape{3, 4, 5, 128, 2, 13, 2},     // 128-column tile, odd P and W
+                                           Shape{3, 4, 24, 256, 2, 12, 4},    // 256-column tile
+                                           Shape{2, 4, 64, 256, 2, 64, 8},    // longest log: one block per SM
+                                           Shape{2, 128, 64, 128, 8, 16, 1},  // Nemotron-H-8B
+                                           Shape{2, 128, 64, 128, 8, 20, 4},  // its verify, T = 4
+                                           Shape{2, 96, 80, 128, 8, 16, 1})); // Nemotron-H-4B, P = 80
 
 }  // namespace
 }  // namespace replayssm

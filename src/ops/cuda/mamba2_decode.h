@@ -1,12 +1,21 @@
-// Mamba2 decode kernels on CUDA: the standard state update and the replay
-// pair (output-only decode from a checkpoint and a log; flush that folds the
-// log into the checkpoint). Host header: plain device pointers, shapes and
-// slot indices (bf16 arrays are passed as uint16_t so that C++ callers need
-// no CUDA headers beyond the runtime API).
+// Mamba2 decode kernels on CUDA, two families over one step plan:
 //
-// Shapes: B batch, H heads, P head dim, N state size, G groups (head h reads
-// group h/(H/G)), W log capacity per sequence. The math is DESIGN.md §2 and
-// the CPU reference in src/ops/cpu/mamba2_scan.cpp / replay.cpp.
+//   standard — read the state, apply T tokens, write one state per token
+//              (T = 1 in place: plain decoding; T > 1: the per-draft-state
+//              speculative verify of vLLM/SGLang);
+//   replay   — outputs for the last T entries of a sequence's log from its
+//              checkpoint and the log (dual form), the checkpoint only read;
+//              optionally folding the first `fold` entries into a new
+//              checkpoint in the same pass (the conditional flush: AR decode
+//              when the window fills, commit after a verify, restore(p)).
+//
+// Host header: plain device pointers (bf16 as uint16_t), shapes, and the
+// plan arrays the host computed (slots, log lengths, folds). The math is
+// DESIGN.md §2 and the CPU reference src/ops/cpu/{ssm_step.h,replay.cpp}.
+//
+// Shapes: B batch, H heads, P head dim, N state size (≤ 256), G groups
+// (head h reads group h/(H/G)), W log capacity per sequence (≤ 64),
+// T tokens per sequence this step (≤ 8).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -15,34 +24,48 @@
 
 namespace replayssm::ops::cuda {
 
+constexpr int kMamba2MaxW = 64;
+constexpr int kMamba2MaxT = 8;
+
 struct Mamba2DecodeArgs {
-  int batch = 0, H = 0, P = 0, N = 0, G = 0;
+  int batch = 0, H = 0, P = 0, N = 0, G = 0, T = 1;
   const float* A_log = nullptr;    // (H)
   const float* D = nullptr;        // (H)
   const float* dt_bias = nullptr;  // (H)
   float dt_min = 0.0f, dt_max = 3.4e38f;
   float* state = nullptr;          // (slots, H, P, N) fp32
-  const int32_t* slot = nullptr;   // (B) state / checkpoint slot of each sequence
-  const uint16_t* x = nullptr;     // (B, H, P) bf16, the new token (post-conv)
-  const uint16_t* Bm = nullptr;    // (B, G, N) bf16
-  const uint16_t* Cm = nullptr;    // (B, G, N) bf16
-  const float* dt_raw = nullptr;   // (B, H) before softplus
-  uint16_t* y = nullptr;           // (B, H, P) bf16 output (incl. D·x)
-  // Replay: each sequence's log since its checkpoint (dense, capacity W).
+  const int32_t* slot = nullptr;   // (B) slot read by each sequence
+  const uint16_t* Cm = nullptr;    // (B, T, G, N) bf16, C of each new token
+  uint16_t* y = nullptr;           // (B, T, H, P) bf16 output (incl. D·x)
+
+  // Standard: the new tokens' inputs, and where each token's state goes.
+  const uint16_t* x = nullptr;        // (B, T, H, P) bf16 (post-conv)
+  const uint16_t* Bm = nullptr;       // (B, T, G, N) bf16
+  const float* dt_raw = nullptr;      // (B, T, H) before softplus
+  const int32_t* out_slot = nullptr;  // (B, T); may equal slot when T = 1 (in place)
+
+  // Replay: each sequence's log since its checkpoint, capacity W; the T new
+  // tokens are its last T entries (written by whoever produced x, B, dt).
   int W = 0;
-  const int32_t* n_log = nullptr;     // (B) entries in use, 0..W
+  const int32_t* n_log = nullptr;     // (B) entries in use, T..W
   const uint16_t* log_x = nullptr;    // (B, W, H, P) bf16
   const uint16_t* log_B = nullptr;    // (B, W, G, N) bf16
   const float* log_dt = nullptr;      // (B, W, H) after softplus and clamp
+  // Conditional flush: fold[b] (0..n_log) leading entries go into the
+  // checkpoint written to fold_slot[b] (may be slot[b] itself when no other
+  // sequence of the batch reads that slot). nullptr: no folds this step.
+  const int32_t* fold = nullptr;       // (B)
+  const int32_t* fold_slot = nullptr;  // (B)
+  int max_fold = 0;                    // host bound on fold[b], sizes shared memory
+
+  int tile_rows = 0;  // tuning: state rows per warp and pass, 2 or 4 (0: the default, 4)
 };
 
-// Standard decode: reads and writes every state. state[slot] ← dA·S + dt·x⊗B, y = S·C + D·x.
+// Standard decode: T tokens from state[slot[b]], state after token t written
+// to state[out_slot[b·T + t]]; y for every token.
 cudaError_t mamba2_step_cuda(const Mamba2DecodeArgs& a, cudaStream_t stream);
-// Replay decode (dual form): y of the new token from the checkpoint
-// state[slot] and the log plus the new token; the checkpoint is only read.
+// Replay decode: y for the last T log entries; checkpoint read, not written;
+// folds where fold[b] > 0.
 cudaError_t mamba2_replay_cuda(const Mamba2DecodeArgs& a, cudaStream_t stream);
-// Flush: folds the n_log logged entries into state[slot], in place (one
-// read and one write per W tokens).
-cudaError_t mamba2_flush_cuda(const Mamba2DecodeArgs& a, cudaStream_t stream);
 
 }  // namespace replayssm::ops::cuda

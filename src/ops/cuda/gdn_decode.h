@@ -1,0 +1,56 @@
+// Gated DeltaNet decode kernels on CUDA, the same two families and plan as
+// mamba2_decode.h:
+//
+//   standard — read the state, apply T tokens (S ← e^g·S; u = β(v − Sᵀk);
+//              S ← S + k·uᵀ; o = Sᵀq), write one state per token;
+//   replay   — outputs for the last T log entries from the checkpoint and
+//              the log (dual form), writing the new tokens' u into the log;
+//              optionally folding the first `fold` entries (fold ≤ n_log − T:
+//              a new token's u is only known after this step's state read)
+//              into a new checkpoint in the same pass.
+//
+// Shapes: B batch, Hk key heads, Hv value heads (a multiple of Hk; value
+// head h reads key head h/(Hv/Hk)), dk ≤ 512, any dv, W ≤ 64, T ≤ 8. q and k are already L2-normalised (q also scaled), g is
+// the log-decay −exp(A_log)·softplus(a + dt_bias), β = sigmoid(b):
+// ops/cpu/gdn_scan.h gdn_prepare.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace replayssm::ops::cuda {
+
+constexpr int kGdnMaxW = 64;
+constexpr int kGdnMaxT = 8;
+
+struct GdnDecodeArgs {
+  int batch = 0, Hk = 0, Hv = 0, dk = 0, dv = 0, T = 1;
+  float* state = nullptr;         // (slots, Hv, dk, dv) fp32
+  const int32_t* slot = nullptr;  // (B) slot read by each sequence
+  const uint16_t* q = nullptr;    // (B, T, Hk, dk) bf16
+  const uint16_t* v = nullptr;    // (B, T, Hv, dv) bf16
+  const float* beta = nullptr;    // (B, T, Hv)
+  uint16_t* o = nullptr;          // (B, T, Hv, dv) bf16
+
+  // Standard: the new tokens' keys and decays, and where each state goes.
+  const uint16_t* k = nullptr;        // (B, T, Hk, dk) bf16
+  const float* g = nullptr;           // (B, T, Hv)
+  const int32_t* out_slot = nullptr;  // (B, T); may equal slot when T = 1
+
+  // Replay: the log since the checkpoint, capacity W; the T new tokens are
+  // its last T entries (k and g written by the caller, u by the kernel).
+  int W = 0;
+  const int32_t* n_log = nullptr;   // (B) entries in use, T..W
+  const uint16_t* log_k = nullptr;  // (B, W, Hk, dk) bf16
+  float* log_u = nullptr;           // (B, W, Hv, dv) fp32
+  const float* log_g = nullptr;     // (B, W, Hv)
+  const int32_t* fold = nullptr;       // (B) 0..n_log−T leading entries to fold, or nullptr
+  const int32_t* fold_slot = nullptr;  // (B) where the folded checkpoint goes (may be slot)
+  int max_fold = 0;                    // host bound on fold[b], sizes shared memory
+};
+
+cudaError_t gdn_step_cuda(const GdnDecodeArgs& a, cudaStream_t stream);
+cudaError_t gdn_replay_cuda(const GdnDecodeArgs& a, cudaStream_t stream);
+
+}  // namespace replayssm::ops::cuda

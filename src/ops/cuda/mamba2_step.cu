@@ -1,0 +1,90 @@
+// Mamba2 standard decode (see mamba2_decode.h). One block per (head,
+// sequence) streams the state in passes of rows (mamba2_launch.h); each of
+// the T tokens updates a pass's rows, writes them to that token's slot and
+// reduces y = S·C + D·x per row.
+#include "ops/cuda/mamba2_decode.h"
+#include "ops/cuda/mamba2_launch.h"
+#include "ops/cuda/tile.cuh"
+
+namespace replayssm::ops::cuda {
+
+namespace {
+
+template <typename TileT>
+__global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_step_kernel(Mamba2DecodeArgs a) {
+  const int h = blockIdx.x, b = blockIdx.y, g = h / (a.H / a.G);
+  const int nw = blockDim.x / 32, w = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int P = a.P, N = a.N, T = a.T, pass_rows = nw * TileT::kRows;
+  extern __shared__ float shm[];
+  float* sB = shm;          // (T, N)
+  float* sC = sB + T * N;   // (T, N)
+  float* sX = sC + T * N;   // (T, P) x
+  float* sDt = sX + T * P;  // (T) dt, then
+  float* sDA = sDt + T;     // (T) e^{dt·A}
+
+  const float* S = a.state + (int64_t(a.slot[b]) * a.H + h) * P * N;
+  TileT cur;
+  cur.load(S, min(pass_rows, P), N, N, w, nw, lane);
+
+  load_bf_rows(sB, a.Bm + (int64_t(b) * T * a.G + g) * N, T, N, int64_t(a.G) * N);
+  load_bf_rows(sC, a.Cm + (int64_t(b) * T * a.G + g) * N, T, N, int64_t(a.G) * N);
+  load_bf_rows(sX, a.x + (int64_t(b) * T * a.H + h) * P, T, P, int64_t(a.H) * P);
+  for (int t = threadIdx.x; t < T; t += blockDim.x) {
+    const float dt = fminf(fmaxf(softplus_f(a.dt_raw[(int64_t(b) * T + t) * a.H + h] + a.dt_bias[h]), a.dt_min), a.dt_max);
+    sDt[t] = dt;
+    sDA[t] = expf(-expf(a.A_log[h]) * dt);
+  }
+  __syncthreads();
+
+  const float Dh = a.D[h];
+  for (int p0 = 0; p0 < P; p0 += pass_rows) {
+    const int rows = min(pass_rows, P - p0);
+    TileT nxt;
+    if (p0 + pass_rows < P) nxt.load(S + int64_t(p0 + pass_rows) * N, min(pass_rows, P - p0 - pass_rows), N, N, w, nw, lane);
+    for (int t = 0; t < T; ++t) {
+      const float dA = sDA[t], dt = sDt[t];
+      float Bc[TileT::kColChunks][TileT::kVec], Cc[TileT::kColChunks][TileT::kVec], acc[TileT::kRows];
+      TileT::columns(sB + t * N, N, lane, Bc);
+      TileT::columns(sC + t * N, N, lane, Cc);
+#pragma unroll
+      for (int r = 0; r < TileT::kRows; ++r) {
+        const int i = TileT::row(w, nw, r);
+        const float dtx = i < rows ? dt * sX[t * P + p0 + i] : 0.0f;
+        acc[r] = 0.0f;
+#pragma unroll
+        for (int j = 0; j < TileT::kColChunks; ++j)
+#pragma unroll
+          for (int e = 0; e < TileT::kVec; ++e) {
+            const float s = cur.v[r][j][e] * dA + Bc[j][e] * dtx;
+            cur.v[r][j][e] = s;
+            acc[r] += s * Cc[j][e];
+          }
+      }
+      cur.store(a.state + (int64_t(a.out_slot[b * T + t]) * a.H + h) * P * N + int64_t(p0) * N, rows, N, N, w, nw,
+                lane);
+      TileT::row_sums(acc, lane);
+      const int i = TileT::row(w, nw, TileT::summed_row(lane));
+      if (TileT::row_writer(lane) && i < rows)
+        put_bf(a.y, ((int64_t(b) * T + t) * a.H + h) * P + p0 + i, acc[0] + Dh * sX[t * P + p0 + i]);
+    }
+    cur = nxt;
+  }
+}
+
+}  // namespace
+
+cudaError_t mamba2_step_cuda(const Mamba2DecodeArgs& a, cudaStream_t stream) {
+  if (a.batch == 0) return cudaSuccess;
+  if (a.batch < 0 || a.G <= 0 || a.H % a.G != 0 || a.P <= 0 || a.T < 1 || a.T > kMamba2MaxT)
+    return cudaErrorInvalidValue;
+  return with_mamba2_tile(a, [&](auto tag) {
+    using TileT = decltype(tag);
+    const int nw = mamba2_warps(a.P, TileT::kRows);
+    const size_t shm = sizeof(float) * (2 * a.T * a.N + a.T * a.P + 2 * a.T);
+    if (shm > 48 * 1024) return cudaErrorInvalidValue;
+    mamba2_step_kernel<TileT><<<dim3(a.H, a.batch), 32 * nw, shm, stream>>>(a);
+    return cudaGetLastError();
+  });
+}
+
+}  // namespace replayssm::ops::cuda

@@ -1,0 +1,233 @@
+// Device helpers shared by the SSM decode kernels: bf16 access, warp sums,
+// 16-byte loads of the log into shared memory, and the register tile that
+// the decode kernels stream a head's state through.
+//
+// What the H200 measurements taught (docs/perf/README.md): a decode kernel
+// is a state read (maybe a write) plus a little latency-bound work on the
+// token and the log. It reaches the bandwidth floor when (1) the state's
+// first rows are requested before that work and later rows one pass ahead,
+// in a steady loop per block, (2) the per-element coefficients (B, C) are
+// loaded once per pass as 16-byte vectors, not per element, and (3) rows
+// are reduced with a transposed butterfly. Kernels that loaded a whole
+// slice then exited, or streamed through a deep shared-memory ring with few
+// warps, were slower.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+namespace replayssm::ops::cuda {
+
+__device__ __forceinline__ float bf(const uint16_t* p, int64_t i) {
+  return __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(p)[i]);
+}
+__device__ __forceinline__ void put_bf(uint16_t* p, int64_t i, float v) {
+  reinterpret_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16(v);
+}
+
+__device__ __forceinline__ float softplus_f(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Inclusive prefix sum over v[0..n) in shared memory, n ≤ 64, by one warp.
+__device__ __forceinline__ void warp_prefix_sum(float* v, int n, int lane) {
+  float carry = 0.0f;
+  for (int base = 0; base < n; base += 32) {
+    float x = base + lane < n ? v[base + lane] : 0.0f;
+    for (int o = 1; o < 32; o <<= 1) {
+      const float y = __shfl_up_sync(0xffffffffu, x, o);
+      if (lane >= o) x += y;
+    }
+    if (base + lane < n) v[base + lane] = x + carry;
+    carry += __shfl_sync(0xffffffffu, x, 31);
+  }
+}
+
+// A block's slice of a head's fp32 state, held in registers: up to
+// nw·kR rows × cols of a row-major matrix with row stride ld. Warp w owns
+// rows w + nw·r (r < kR); lane l owns columns (l + 32·j)·kV + e (j < kJ,
+// e < kV). kV = 4: 16-byte accesses, coalesced across the warp.
+template <int kV, int kJ, int kR>
+struct Tile {
+  static constexpr int kRows = kR, kColChunks = kJ, kVec = kV;
+  float v[kR][kJ][kV];
+
+  __device__ static int col(int lane, int j, int e) { return (lane + 32 * j) * kV + e; }
+  __device__ static int row(int w, int nw, int r) { return w + nw * r; }
+
+  __device__ void load(const float* m, int rows, int cols, int64_t ld, int w, int nw, int lane) {
+#pragma unroll
+    for (int r = 0; r < kR; ++r) {
+      const int i = row(w, nw, r);
+#pragma unroll
+      for (int j = 0; j < kJ; ++j) {
+        if constexpr (kV == 4) {
+          float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+          if (i < rows && col(lane, j, 0) < cols) x = *reinterpret_cast<const float4*>(m + i * ld + col(lane, j, 0));
+          v[r][j][0] = x.x, v[r][j][1] = x.y, v[r][j][2] = x.z, v[r][j][3] = x.w;
+        } else {
+#pragma unroll
+          for (int e = 0; e < kV; ++e) {
+            const int c = col(lane, j, e);
+            v[r][j][e] = i < rows && c < cols ? m[i * ld + c] : 0.0f;
+          }
+        }
+      }
+    }
+  }
+
+  // This thread's columns of a shared-memory vector v (length cols): one
+  // 16-byte load per chunk (v must be 16-byte aligned when kV = 4), so the
+  // per-element coefficients cost nothing in the row loops.
+  __device__ static void columns(const float* v, int cols, int lane, float (&out)[kJ][kV]) {
+#pragma unroll
+    for (int j = 0; j < kJ; ++j) {
+      if constexpr (kV == 4) {
+        float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (col(lane, j, 0) < cols) x = *reinterpret_cast<const float4*>(v + col(lane, j, 0));
+        out[j][0] = x.x, out[j][1] = x.y, out[j][2] = x.z, out[j][3] = x.w;
+      } else {
+#pragma unroll
+        for (int e = 0; e < kV; ++e) out[j][e] = col(lane, j, e) < cols ? v[col(lane, j, e)] : 0.0f;
+      }
+    }
+  }
+
+  // Sums of acc[r] over the warp for every r at once (a transposed
+  // butterfly: kR − 1 + 5 − log2 kR shuffles instead of 5·kR). Afterwards
+  // row r's sum is in the lanes summed_row(lane) == r.
+  __device__ static void row_sums(float (&acc)[kR], int lane) {
+    static_assert((kR & (kR - 1)) == 0 && kR <= 32, "kR: a power of two ≤ 32");
+    int o = 16;
+#pragma unroll
+    for (int k = kR / 2; k >= 1; k /= 2, o /= 2) {
+      const bool upper = lane & o;
+#pragma unroll
+      for (int i = 0; i < k; ++i) {
+        const float send = upper ? acc[i] : acc[i + k];
+        const float keep = upper ? acc[i + k] : acc[i];
+        acc[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+      }
+    }
+    for (; o >= 1; o /= 2) acc[0] += __shfl_xor_sync(0xffffffffu, acc[0], o);
+  }
+  __device__ static int summed_row(int lane) {
+    int r = 0;
+#pragma unroll
+    for (int k = kR / 2, o = 16; k >= 1; k /= 2, o /= 2)
+      if (lane & o) r += k;
+    return r;
+  }
+  // One lane per row writes its sum: the lowest lane of the row's group.
+  __device__ static bool row_writer(int lane) { return (lane & (32 / kR - 1)) == 0; }
+
+  __device__ void store(float* m, int rows, int cols, int64_t ld, int w, int nw, int lane) const {
+#pragma unroll
+    for (int r = 0; r < kR; ++r) {
+      const int i = row(w, nw, r);
+      if (i >= rows) continue;
+#pragma unroll
+      for (int j = 0; j < kJ; ++j) {
+        if constexpr (kV == 4) {
+          if (col(lane, j, 0) < cols)
+            *reinterpret_cast<float4*>(m + i * ld + col(lane, j, 0)) =
+                make_float4(v[r][j][0], v[r][j][1], v[r][j][2], v[r][j][3]);
+        } else {
+#pragma unroll
+          for (int e = 0; e < kV; ++e) {
+            const int c = col(lane, j, e);
+            if (c < cols) m[i * ld + c] = v[r][j][e];
+          }
+        }
+      }
+    }
+  }
+};
+
+// n rows of `cols` bf16 values at src (row stride lds elements) into dst
+// as fp32 (row stride ldd, default cols), by the whole block: 16-byte
+// loads when the layout allows, so the log arrives in one or two rounds.
+__device__ inline void load_bf_rows(float* dst, const uint16_t* src, int n, int cols, int64_t lds, int ldd = 0) {
+  if (ldd == 0) ldd = cols;
+  const bool vec = cols % 8 == 0 && lds % 8 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0;
+  if (vec) {
+    const int chunks = cols / 8;
+    for (int i = threadIdx.x; i < n * chunks; i += blockDim.x) {
+      const int r = i / chunks, c = (i % chunks) * 8;
+      const uint4 x = *reinterpret_cast<const uint4*>(src + r * lds + c);
+      const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&x);
+      float* d = dst + r * ldd + c;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const float2 f = __bfloat1622float2(h[k]);
+        d[2 * k] = f.x, d[2 * k + 1] = f.y;
+      }
+    }
+  } else {
+    for (int i = threadIdx.x; i < n * cols; i += blockDim.x) dst[(i / cols) * ldd + i % cols] = bf(src, (i / cols) * lds + i % cols);
+  }
+}
+
+// Same for fp32 rows.
+__device__ inline void load_f32_rows(float* dst, const float* src, int n, int cols, int64_t lds) {
+  const bool vec = cols % 4 == 0 && lds % 4 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0;
+  if (vec) {
+    const int chunks = cols / 4;
+    for (int i = threadIdx.x; i < n * chunks; i += blockDim.x) {
+      const int r = i / chunks, c = (i % chunks) * 4;
+      const float4 x = *reinterpret_cast<const float4*>(src + r * lds + c);
+      float* d = dst + r * cols + c;  // shared memory, not necessarily 16-byte aligned
+      d[0] = x.x, d[1] = x.y, d[2] = x.z, d[3] = x.w;
+    }
+  } else {
+    for (int i = threadIdx.x; i < n * cols; i += blockDim.x) dst[i] = src[(i / cols) * lds + i % cols];
+  }
+}
+
+// Mamba2's blocks: a slice of kR rows per warp, all of a row's columns
+// (its dot with C is a warp sum). Calls f(TileT{}) for `cols` ≤ 256.
+constexpr int kMaxTileCols = 256;
+template <int kR, typename F>
+cudaError_t with_row_slice_tile(int cols, F&& f) {
+  if (cols == 128) return f(Tile<4, 1, kR>{});
+  if (cols == 256) return f(Tile<4, 2, kR>{});
+  if (cols >= 1 && cols <= kMaxTileCols) return f(Tile<1, 8, kR>{});
+  return cudaErrorInvalidValue;
+}
+
+// GDN's blocks: a slice of 32 columns (one per lane), every row (its Sᵀk
+// is a sum over rows: per thread, then across warps). Calls f(TileT{}, nw)
+// with nw warps covering `rows` ≤ 512.
+constexpr int kColumnSlice = 32;
+template <typename F>
+cudaError_t with_column_slice_tile(int rows, F&& f) {
+  auto warps = [&](int kR) { return (rows + kR - 1) / kR; };
+  if (rows < 1) return cudaErrorInvalidValue;
+  if (rows <= 8 * 4) return f(Tile<1, 1, 4>{}, warps(4));
+  if (rows <= 8 * 8) return f(Tile<1, 1, 8>{}, warps(8));
+  if (rows <= 8 * 16) return f(Tile<1, 1, 16>{}, warps(16));
+  if (rows <= 16 * 32) return f(Tile<1, 1, 32>{}, warps(32));
+  return cudaErrorInvalidValue;
+}
+
+// Column sums over a column-slice block's warps, for n vectors at once:
+// part(q) is this thread's partial for vector q (its column = lane);
+// out[q·32 + lane] gets the sum. red: (n, nw, 32) shared. Ends with a barrier.
+template <typename Part>
+__device__ void column_sums(int n, Part&& part, float* red, float* out, int nw, int w, int lane) {
+  for (int q = 0; q < n; ++q) red[(q * nw + w) * kColumnSlice + lane] = part(q);
+  __syncthreads();
+  for (int i = threadIdx.x; i < n * kColumnSlice; i += blockDim.x) {
+    const int q = i / kColumnSlice, c = i % kColumnSlice;
+    float s = 0.0f;
+    for (int k = 0; k < nw; ++k) s += red[(q * nw + k) * kColumnSlice + c];
+    out[i] = s;
+  }
+  __syncthreads();
+}
+
+}  // namespace replayssm::ops::cuda

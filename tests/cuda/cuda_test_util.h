@@ -1,0 +1,72 @@
+// Helpers for the CUDA parity tests: device buffers, bf16-exact random data,
+// the skip where no GPU exists, and the tolerance check.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace replayssm::test {
+
+inline bool have_gpu() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+template <typename T>
+struct Dev {
+  T* p = nullptr;
+  size_t n = 0;
+  explicit Dev(const std::vector<T>& h) : n(h.size()) {
+    EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&p), sizeof(T) * std::max<size_t>(n, 1)), cudaSuccess);
+    if (n) EXPECT_EQ(cudaMemcpy(p, h.data(), sizeof(T) * n, cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  Dev(const Dev&) = delete;
+  Dev& operator=(const Dev&) = delete;
+  ~Dev() { cudaFree(p); }
+  std::vector<T> get() const {
+    std::vector<T> h(n);
+    EXPECT_EQ(cudaMemcpy(h.data(), p, sizeof(T) * n, cudaMemcpyDeviceToHost), cudaSuccess);
+    return h;
+  }
+};
+
+// Values that bf16 represents exactly, as fp32 and as bf16 bits.
+struct Bf {
+  std::vector<float> f;
+  std::vector<uint16_t> bits;
+};
+inline Bf bf_rand(std::mt19937& g, size_t n, float scale) {
+  std::normal_distribution<float> d(0.0f, scale);
+  Bf r;
+  for (size_t i = 0; i < n; ++i) {
+    const uint16_t b = f32_to_bf16(d(g));
+    r.bits.push_back(b);
+    r.f.push_back(bf16_to_f32(b));
+  }
+  return r;
+}
+inline Bf bf_of(const std::vector<float>& x) {
+  Bf r;
+  for (float v : x) {
+    r.bits.push_back(f32_to_bf16(v));
+    r.f.push_back(bf16_to_f32(r.bits.back()));
+  }
+  return r;
+}
+
+inline bool close(float got, float want, float tol) { return std::abs(got - want) <= tol * (1.0f + std::abs(want)); }
+
+// bf16 outputs: one rounding of the result plus fp32 reordering.
+constexpr float kBf16Tol = 1.6e-2f;
+// fp32 states: summation order differs (dual form, parallel sums).
+constexpr float kStateTol = 2e-4f;
+
+}  // namespace replayssm::test

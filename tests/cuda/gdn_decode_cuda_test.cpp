@@ -1,0 +1,199 @@
+// CUDA Gated DeltaNet decode kernels against the CPU per-token arithmetic
+// (ops/cpu/ssm_step.h): odd and real sizes (all register tiles), T = 1 and
+// verify-sized T, GQA-style key/value head ratios, per-sequence log lengths
+// and folds; outputs, the u written to the log, and folded/stepped states
+// checked. Skipped where no CUDA device exists (CI).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "cuda_test_util.h"
+#include "ops/cpu/ssm_step.h"
+#include "ops/cuda/gdn_decode.h"
+
+namespace replayssm {
+namespace {
+
+using test::Bf;
+using test::close;
+using test::Dev;
+
+struct Shape {
+  int batch, Hk, Hv, dk, dv, W, T;
+};
+
+void PrintTo(const Shape& s, std::ostream* os) {
+  *os << "B" << s.batch << "_Hk" << s.Hk << "_Hv" << s.Hv << "_dk" << s.dk << "_dv" << s.dv << "_W" << s.W << "_T"
+      << s.T;
+}
+
+class GdnCuda : public ::testing::TestWithParam<Shape> {
+ protected:
+  void SetUp() override {
+    if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+// Unit-norm rows of length d (then bf16-rounded), scaled.
+Bf unit_rows(std::mt19937& g, size_t rows, int d, float scale) {
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  std::vector<float> x(rows * d);
+  for (size_t r = 0; r < rows; ++r) {
+    float ss = 0.0f;
+    for (int i = 0; i < d; ++i) ss += (x[r * d + i] = n(g)) * x[r * d + i];
+    for (int i = 0; i < d; ++i) x[r * d + i] *= scale / std::sqrt(ss);
+  }
+  return test::bf_of(x);
+}
+
+std::vector<float> uniform(std::mt19937& g, size_t n, float lo, float hi) {
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> x(n);
+  for (float& v : x) v = u(g);
+  return x;
+}
+
+TEST_P(GdnCuda, ReplayWithFoldsMatchesSteppingTheRecurrence) {
+  const Shape s = GetParam();
+  const int B = s.batch, Hk = s.Hk, Hv = s.Hv, dk = s.dk, dv = s.dv, W = s.W, T = s.T, rep = Hv / Hk;
+  std::mt19937 g(5 + T);
+  const int slots = 2 * B + 1;
+  std::vector<int32_t> slot(B), n_log(B), fold(B), fold_slot(B);
+  for (int b = 0; b < B; ++b) {
+    slot[b] = 2 * b + 1;
+    n_log[b] = T + (b * 5 + 2) % (W - T + 1);
+    const int base = n_log[b] - T;
+    fold[b] = b % 4 == 1 ? 0 : (b % 4 == 2 ? base : (b * 7) % (base + 1));
+    fold_slot[b] = b % 3 == 0 ? slot[b] : 2 * b;
+  }
+  std::vector<float> state = uniform(g, size_t(slots) * Hv * dk * dv, -0.3f, 0.3f);
+  Bf lk = unit_rows(g, size_t(B) * W * Hk, dk, 1.0f), q = unit_rows(g, size_t(B) * T * Hk, dk, 1.0f / std::sqrt(dk)),
+     v = test::bf_of(uniform(g, size_t(B) * T * Hv * dv, -1.0f, 1.0f));
+  std::vector<float> log_u = uniform(g, size_t(B) * W * Hv * dv, -0.5f, 0.5f);
+  std::vector<float> log_g = uniform(g, size_t(B) * W * Hv, -1.0f, -0.01f);
+  std::vector<float> beta = uniform(g, size_t(B) * T * Hv, 0.05f, 0.95f);
+
+  Dev<float> dstate(state), du(log_u), dg(log_g), dbeta(beta);
+  Dev<int32_t> dslot(slot), dn(n_log), dfold(fold), dfslot(fold_slot);
+  Dev<uint16_t> dk_(lk.bits), dq(q.bits), dvv(v.bits), dout(std::vector<uint16_t>(size_t(B) * T * Hv * dv));
+  ops::cuda::GdnDecodeArgs a;
+  a.batch = B, a.Hk = Hk, a.Hv = Hv, a.dk = dk, a.dv = dv, a.W = W, a.T = T;
+  a.state = dstate.p, a.slot = dslot.p, a.q = dq.p, a.v = dvv.p, a.beta = dbeta.p, a.o = dout.p;
+  a.n_log = dn.p, a.log_k = dk_.p, a.log_u = du.p, a.log_g = dg.p;
+  a.fold = dfold.p, a.fold_slot = dfslot.p, a.max_fold = W;
+  ASSERT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<uint16_t> o = dout.get();
+  const std::vector<float> after = dstate.get(), u_after = du.get();
+
+  const size_t hs = size_t(dk) * dv;
+  for (int b = 0; b < B; ++b) {
+    const size_t ss = size_t(slot[b]) * Hv * hs;
+    std::vector<float> S(state.begin() + ss, state.begin() + ss + Hv * hs), u(dv), oo(dv);
+    if (fold_slot[b] != slot[b] || fold[b] == 0)
+      ASSERT_TRUE(std::equal(S.begin(), S.end(), after.begin() + ss)) << "checkpoint of b " << b << " written";
+    const int base = n_log[b] - T;
+    for (int e = 0; e < n_log[b]; ++e) {
+      const size_t le = size_t(b) * W + e;
+      const int t = e - base;
+      for (int h = 0; h < Hv; ++h) {
+        float* Sh = S.data() + h * hs;
+        const float* k = lk.f.data() + (le * Hk + h / rep) * dk;
+        ops::cpu::gdn_decay_head(Sh, dk, dv, std::exp(log_g[le * Hv + h]));
+        if (t < 0) {
+          ops::cpu::gdn_rank1_head(Sh, dk, dv, k, log_u.data() + (le * Hv + h) * dv);
+          continue;
+        }
+        const size_t bt = size_t(b) * T + t;
+        ops::cpu::gdn_correct_head(Sh, dk, dv, k, v.f.data() + (bt * Hv + h) * dv, beta[bt * Hv + h], u.data());
+        ops::cpu::gdn_rank1_head(Sh, dk, dv, k, u.data());
+        ops::cpu::gdn_output_head(Sh, dk, dv, q.f.data() + (bt * Hk + h / rep) * dk, oo.data());
+        for (int c = 0; c < dv; ++c) {
+          ASSERT_TRUE(close(u_after[(le * Hv + h) * dv + c], u[c], 1e-4f)) << "u b " << b << " t " << t << " h " << h;
+          const float got = bf16_to_f32(o[(bt * Hv + h) * dv + c]);
+          ASSERT_TRUE(close(got, oo[c], test::kBf16Tol)) << "o b " << b << " t " << t << " h " << h << " c " << c
+                                                         << ": " << got << " vs " << oo[c];
+        }
+      }
+      if (e + 1 == fold[b]) {
+        const size_t fs = size_t(fold_slot[b]) * Hv * hs;
+        for (size_t i = 0; i < S.size(); ++i)
+          ASSERT_TRUE(close(after[fs + i], S[i], test::kStateTol)) << "fold b " << b << " i " << i;
+      }
+    }
+  }
+}
+
+TEST_P(GdnCuda, StandardStepWritesOneStatePerTokenAndMatchesStepping) {
+  const Shape s = GetParam();
+  const int B = s.batch, Hk = s.Hk, Hv = s.Hv, dk = s.dk, dv = s.dv, T = s.T, rep = Hv / Hk;
+  std::mt19937 g(9 + T);
+  const int slots = B + B * T;
+  std::vector<int32_t> slot(B), out_slot(size_t(B) * T);
+  for (int b = 0; b < B; ++b) {
+    slot[b] = B - 1 - b;  // a permutation: in-place writes never collide
+    for (int t = 0; t < T; ++t) out_slot[size_t(b) * T + t] = T == 1 ? slot[b] : B + b * T + t;
+  }
+  std::vector<float> state = uniform(g, size_t(slots) * Hv * dk * dv, -0.3f, 0.3f);
+  Bf k = unit_rows(g, size_t(B) * T * Hk, dk, 1.0f), q = unit_rows(g, size_t(B) * T * Hk, dk, 1.0f / std::sqrt(dk)),
+     v = test::bf_of(uniform(g, size_t(B) * T * Hv * dv, -1.0f, 1.0f));
+  std::vector<float> gg = uniform(g, size_t(B) * T * Hv, -1.0f, -0.01f), beta = uniform(g, size_t(B) * T * Hv, 0.05f, 0.95f);
+  Dev<float> dstate(state), dg(gg), dbeta(beta);
+  Dev<int32_t> dslot(slot), dos(out_slot);
+  Dev<uint16_t> dk_(k.bits), dq(q.bits), dvv(v.bits), dout(std::vector<uint16_t>(size_t(B) * T * Hv * dv));
+  ops::cuda::GdnDecodeArgs a;
+  a.batch = B, a.Hk = Hk, a.Hv = Hv, a.dk = dk, a.dv = dv, a.T = T;
+  a.state = dstate.p, a.slot = dslot.p, a.q = dq.p, a.v = dvv.p, a.beta = dbeta.p, a.o = dout.p;
+  a.k = dk_.p, a.g = dg.p, a.out_slot = dos.p;
+  ASSERT_EQ(ops::cuda::gdn_step_cuda(a, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<uint16_t> o = dout.get();
+  const std::vector<float> after = dstate.get();
+  const size_t hs = size_t(dk) * dv;
+  for (int b = 0; b < B; ++b) {
+    const size_t ss = size_t(slot[b]) * Hv * hs;
+    std::vector<float> S(state.begin() + ss, state.begin() + ss + Hv * hs), u(dv), oo(dv);
+    for (int t = 0; t < T; ++t) {
+      const size_t bt = size_t(b) * T + t;
+      for (int h = 0; h < Hv; ++h) {
+        float* Sh = S.data() + h * hs;
+        const float* kh = k.f.data() + (bt * Hk + h / rep) * dk;
+        ops::cpu::gdn_decay_head(Sh, dk, dv, std::exp(gg[bt * Hv + h]));
+        ops::cpu::gdn_correct_head(Sh, dk, dv, kh, v.f.data() + (bt * Hv + h) * dv, beta[bt * Hv + h], u.data());
+        ops::cpu::gdn_rank1_head(Sh, dk, dv, kh, u.data());
+        ops::cpu::gdn_output_head(Sh, dk, dv, q.f.data() + (bt * Hk + h / rep) * dk, oo.data());
+        for (int c = 0; c < dv; ++c)
+          ASSERT_TRUE(close(bf16_to_f32(o[(bt * Hv + h) * dv + c]), oo[c], test::kBf16Tol))
+              << "o b " << b << " t " << t << " h " << h << " c " << c;
+      }
+      const size_t os = size_t(out_slot[bt]) * Hv * hs;
+      for (size_t i = 0; i < S.size(); ++i)
+        ASSERT_TRUE(close(after[os + i], S[i], test::kStateTol)) << "state b " << b << " t " << t << " i " << i;
+    }
+  }
+}
+
+TEST(GdnCudaArgs, OutOfRangeShapesAreRefused) {
+  ops::cuda::GdnDecodeArgs a;
+  a.batch = 1, a.Hk = 2, a.Hv = 4, a.dk = 600, a.dv = 64, a.W = 8, a.T = 1;  // dk > 512
+  EXPECT_EQ(ops::cuda::gdn_step_cuda(a, nullptr), cudaErrorInvalidValue);
+  a.dk = 16, a.Hv = 5;  // Hv not a multiple of Hk
+  EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
+  a.Hv = 4, a.W = 65;  // W > 64
+  EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
+  a.W = 8, a.T = 9;  // T > 8
+  EXPECT_EQ(ops::cuda::gdn_step_cuda(a, nullptr), cudaErrorInvalidValue);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, GdnCuda,
+                         ::testing::Values(Shape{3, 2, 6, 12, 10, 5, 1},       // odd sizes, generic tile
+                                           Shape{4, 1, 3, 24, 40, 9, 3},       // odd sizes, verify
+                                           Shape{3, 2, 4, 64, 128, 12, 1},     // 128-column tile
+                                           Shape{2, 1, 2, 48, 256, 10, 4},     // wide values, 8 slices
+                                           Shape{2, 2, 2, 200, 70, 6, 2},      // tall keys, partial slice
+                                           Shape{2, 16, 32, 128, 128, 16, 1},  // Qwen3-Next
+                                           Shape{2, 16, 32, 128, 128, 20, 4},  // its verify, T = 4
+                                           Shape{2, 16, 48, 128, 128, 16, 2}));  // Qwen3.5-27B
+
+}  // namespace
+}  // namespace replayssm
