@@ -71,7 +71,9 @@ struct SlicePlan {
   int64_t base_pos = 0;
   std::vector<int64_t> write_pos, write_ckpt;
   int64_t committed_after = 0;
-  int reuse = -1;               // the write that reuses the base's slot (-1: none)
+  // The write that reuses the base's slot (-1: none). Such a slice runs
+  // after every other slice reading that base: begin_step orders the plan.
+  int reuse = -1;
   std::vector<int64_t> leave_base;  // other holders of a reused base: they drop it
   // Per write: the other sequences that move onto it (forks on the same
   // base holding the same prefix; store_flush.cpp). Empty: a private write.
