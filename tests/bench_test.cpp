@@ -280,6 +280,24 @@ TEST(BenchSweep, MaxConcurrencyStopsAtTheMemoryBudget) {
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->value, 3);
   EXPECT_EQ(r->limited_by, "memory");
+  // Seeded with the sweep's own batches 1 and 2, the linear trend points
+  // straight at the answer: one probe there, one just above it.
+  SweepOptions five = opt;
+  five.memory_budget = per_seq * 11 / 2;
+  BenchContext ctx5(tiny(), five);
+  std::vector<ConfigResult> sweep;
+  for (int64_t b : {1, 2}) {
+    Config cb = c;
+    cb.batch = b;
+    auto m = run_once(ctx5, cb);
+    ASSERT_TRUE(m.ok());
+    sweep.push_back(summarize(cb, {*m}, 0));
+  }
+  auto g = search_max_concurrency(ctx5, c, {&sweep[0], &sweep[1]});
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_EQ(g->value, 5);
+  EXPECT_EQ(g->limited_by, "memory");
+  EXPECT_EQ(g->probes, 2);
   // With room for everything the search stops at its limit.
   SweepOptions wide = opt;
   wide.memory_budget = 0;

@@ -1,75 +1,118 @@
 // The max_concurrency search (the seed's "maximum sustainable concurrency,
 // measured by stepping batch size up until you hit an out-of-memory error
-// or a latency target"). The batch of a series is doubled from the largest
-// measured batch that stays within both limits until a probe breaks one
-// (or the search limit is reached), then bisected until the gap between the
-// best passing and the first failing batch is at most 1/8 of the former.
-// A probe is one run (the process is warm from the sweep). Memory is the
-// store's peak (state + KV): what grows with concurrency, weights aside. A
-// probe that would not fit in host memory by estimate is not run and
-// counts as "host memory". Assumes both limits are monotone in the batch.
+// or a latency target").
+//
+// The answer is bracketed by measured runs only: the largest batch seen
+// within both limits (ok) and the smallest seen breaking one (fail), until
+// fail − ok ≤ max(1, ok/8). Probes are one run each (the process is warm
+// from the sweep), so they are what the search costs. To spend few of them
+// the first probe goes where the sweep's own results point: time per token
+// and store bytes are close to linear in the batch, so the line through the
+// two largest measured batches predicts where a limit is crossed; the next
+// probe sits one resolution step beyond that guess (or below it, if the
+// guess failed), which usually closes the bracket in two runs. Whenever a
+// guess is wrong the search falls back to doubling from ok, then bisecting.
+// Memory is the store's peak (state + KV): what grows with concurrency,
+// weights aside. A probe that would not fit in host memory by estimate is
+// not run and counts as "host memory". Both limits are assumed monotone in
+// the batch.
 #include <algorithm>
+#include <cmath>
 #include <limits>
+#include <optional>
 
 #include "bench/memory.h"
 #include "bench/sweep.h"
 
 namespace replayssm::bench {
 
+namespace {
+
+struct Observed {
+  int64_t batch;
+  double tpot;
+  double bytes;
+};
+
+// The batch where the line through the two largest observations reaches
+// `limit` (or, with one observation, where a proportional growth does).
+std::optional<double> crossing(const std::vector<Observed>& obs, double limit, double Observed::*field) {
+  if (obs.empty() || !(limit > 0)) return std::nullopt;
+  const Observed& b = obs.back();
+  if (obs.size() == 1) {
+    if (!(b.*field > 0)) return std::nullopt;
+    return static_cast<double>(b.batch) * limit / (b.*field);
+  }
+  const Observed& a = obs[obs.size() - 2];
+  const double slope = (b.*field - a.*field) / static_cast<double>(b.batch - a.batch);
+  if (!(slope > 0)) return std::nullopt;
+  return static_cast<double>(b.batch) + (limit - b.*field) / slope;
+}
+
+}  // namespace
+
 Result<ConcurrencyResult> search_max_concurrency(BenchContext& ctx, const Config& series,
                                                  const std::vector<const ConfigResult*>& measured) {
   const SweepOptions& opt = ctx.options();
+  constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
   ConcurrencyResult res;
-  int64_t ok = 0, fail = std::numeric_limits<int64_t>::max();
+  int64_t ok = 0, fail = kNone;
   std::string fail_reason;
-  // The sweep's own results: the largest passing batch below the smallest failing one.
-  for (const ConfigResult* r : measured) {
-    const std::string why = breaks_limit(opt, r->peak_state_bytes + r->peak_kv_bytes, r->time_per_output_token.median);
-    if (!why.empty() && r->config.batch < fail) {
-      fail = r->config.batch;
+  std::vector<Observed> obs;
+  for (const ConfigResult* r : measured)
+    obs.push_back({r->config.batch, r->time_per_output_token.median,
+                   static_cast<double>(r->peak_state_bytes + r->peak_kv_bytes)});
+  std::sort(obs.begin(), obs.end(), [](const Observed& a, const Observed& b) { return a.batch < b.batch; });
+  auto record = [&](int64_t b, const std::string& why) {
+    if (why.empty()) {
+      ok = std::max(ok, std::min(b, opt.concurrency_limit));
+    } else if (b < fail) {
+      fail = b;
       fail_reason = why;
     }
-  }
-  for (const ConfigResult* r : measured)
-    if (r->config.batch < fail && breaks_limit(opt, r->peak_state_bytes + r->peak_kv_bytes,
-                                               r->time_per_output_token.median).empty())
-      ok = std::max(ok, std::min(r->config.batch, opt.concurrency_limit));
+  };
+  for (const Observed& o : obs) record(o.batch, breaks_limit(opt, static_cast<int64_t>(o.bytes), o.tpot));
+  if (ok >= fail) ok = 0;  // noise made a smaller batch fail: trust only what lies below it
+  for (const Observed& o : obs)
+    if (o.batch < fail && breaks_limit(opt, static_cast<int64_t>(o.bytes), o.tpot).empty()) ok = std::max(ok, o.batch);
 
-  auto probe = [&](int64_t b) -> Result<std::string> {
+  auto probe = [&](int64_t b) -> Status {
     Config c = series;
     c.batch = b;
     const int64_t need = estimate_run_bytes(ctx.model().config(), c, opt), avail = available_memory_bytes();
-    if (avail >= 0 && need > avail) return std::string("host memory");
+    if (avail >= 0 && need > avail) {
+      record(b, "host memory");
+      return {};
+    }
     res.probes++;
     RSSM_ASSIGN_OR_RETURN(Measurement m, run_once(ctx, c));
-    return breaks_limit(opt, m.store.state_bytes_peak + m.store.kv_bytes_peak, m.time_per_output_token(b));
+    record(b, breaks_limit(opt, m.store.state_bytes_peak + m.store.kv_bytes_peak, m.time_per_output_token(b)));
+    return {};
   };
+  auto step = [](int64_t b) { return std::max<int64_t>(1, b / 8); };
+  auto done = [&] { return ok >= opt.concurrency_limit || (fail != kNone && fail - ok <= step(ok)); };
 
-  while (fail == std::numeric_limits<int64_t>::max()) {
-    if (ok >= opt.concurrency_limit) {
-      res.value = ok;
-      res.limited_by = "limit";
-      return res;
-    }
-    const int64_t b = std::min(ok == 0 ? 1 : 2 * ok, opt.concurrency_limit);
-    RSSM_ASSIGN_OR_RETURN(std::string why, probe(b));
-    if (why.empty()) ok = b;
-    else {
-      fail = b;
-      fail_reason = why;
+  // The guess: where the sweep's own trend crosses the nearer limit.
+  std::optional<double> guess;
+  for (const auto& g : {crossing(obs, opt.latency_target, &Observed::tpot),
+                        crossing(obs, static_cast<double>(opt.memory_budget), &Observed::bytes)})
+    if (g && (!guess || *g < *guess)) guess = g;
+  if (guess && !done()) {
+    const int64_t g = std::clamp<int64_t>(static_cast<int64_t>(std::floor(*guess)), ok + 1,
+                                          std::min(fail == kNone ? opt.concurrency_limit : fail - 1, opt.concurrency_limit));
+    if (g > ok && g < fail) {
+      RSSM_RETURN_IF_ERROR(probe(g));
+      // Close the bracket from the side the guess landed on.
+      const int64_t next = ok == g ? g + step(g) : g - step(g);
+      if (!done() && next > ok && next < fail && next <= opt.concurrency_limit) RSSM_RETURN_IF_ERROR(probe(next));
     }
   }
-  while (fail - ok > std::max<int64_t>(1, ok / 8)) {
-    const int64_t b = ok + (fail - ok) / 2;
-    RSSM_ASSIGN_OR_RETURN(std::string why, probe(b));
-    if (why.empty()) ok = b;
-    else {
-      fail = b;
-      fail_reason = why;
-    }
+  while (!done()) {
+    const int64_t b = std::min(fail == kNone ? (ok == 0 ? 1 : 2 * ok) : ok + (fail - ok) / 2, opt.concurrency_limit);
+    RSSM_RETURN_IF_ERROR(probe(b));
   }
   res.value = ok;
-  res.limited_by = fail_reason;
+  res.limited_by = ok >= opt.concurrency_limit || fail == kNone ? "limit" : fail_reason;
   return res;
 }
 

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "bench/memory.h"
+#include "core/clock.h"
 
 namespace replayssm::bench {
 
@@ -98,8 +99,11 @@ double run_units(const Config& c, const SweepOptions& opt) {
 }  // namespace
 
 Result<std::vector<ConfigResult>> run_sweep(BenchContext& ctx, const std::vector<Config>& configs,
-                                            Progress& progress) {
+                                            Progress& progress, SweepCost* cost) {
   const SweepOptions& opt = ctx.options();
+  SweepCost local;
+  SweepCost& spent = cost ? *cost : local;
+  double t0 = now_seconds();
   const int64_t weights = weight_bytes(ctx.model().config());
   double total = 0.0, done = 0.0;
   for (const Config& c : configs) total += run_units(c, opt) * static_cast<double>(opt.warmup + opt.runs);
@@ -115,12 +119,15 @@ Result<std::vector<ConfigResult>> run_sweep(BenchContext& ctx, const std::vector
       if (!m.ok()) return Status(m.status().code(), c.describe() + ": " + m.status().message());
       if (r >= opt.warmup) kept.push_back(std::move(m).value());
       done += run_units(c, opt);
+      spent.runs++;
     }
     results.push_back(summarize(c, kept, weights));
   }
   progress.update(total, "done");
   progress.finish();
+  spent.sweep_s = now_seconds() - t0;
   if (!opt.concurrency) return results;
+  t0 = now_seconds();
 
   // One search per series: the batches of a series share every other axis.
   std::map<std::string, std::vector<size_t>> series;
@@ -138,7 +145,9 @@ Result<std::vector<ConfigResult>> run_sweep(BenchContext& ctx, const std::vector
     for (size_t i : idx) measured.push_back(&results[i]);
     RSSM_ASSIGN_OR_RETURN(ConcurrencyResult cr, search_max_concurrency(ctx, results[idx[0]].config, measured));
     for (size_t i : idx) results[i].max_concurrency = cr;
+    spent.probes += cr.probes;
   }
+  spent.search_s = now_seconds() - t0;
   progress.update(static_cast<double>(order.size()), "done");
   progress.finish();
   return results;

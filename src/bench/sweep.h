@@ -28,9 +28,15 @@ std::vector<Config> enumerate_configs(const Axes& a, DraftKind draft);
 // model's weights (for peak_device_bytes).
 ConfigResult summarize(const Config& c, const std::vector<Measurement>& runs, int64_t weights);
 
+// What a sweep cost, for the record.
+struct SweepCost {
+  int64_t runs = 0, probes = 0;
+  double sweep_s = 0.0, search_s = 0.0;
+};
+
 // Runs every configuration, then (if enabled) the max_concurrency search.
 Result<std::vector<ConfigResult>> run_sweep(BenchContext& ctx, const std::vector<Config>& configs,
-                                            Progress& progress);
+                                            Progress& progress, SweepCost* cost = nullptr);
 
 // Does one configuration's result stay within the search's limits?
 // Returns "" if it does, else the limit it breaks ("memory", "latency").

@@ -270,7 +270,8 @@ Status run_bench(const BenchArgs& a) {
   }
   BenchContext ctx(*model, opt);
   Progress progress(tty);
-  RSSM_ASSIGN_OR_RETURN(std::vector<ConfigResult> results, run_sweep(ctx, configs, progress));
+  SweepCost cost;
+  RSSM_ASSIGN_OR_RETURN(std::vector<ConfigResult> results, run_sweep(ctx, configs, progress, &cost));
 
   namespace fs = std::filesystem;
   nlohmann::json header;
@@ -295,6 +296,8 @@ Status run_bench(const BenchArgs& a) {
                         {"memory_budget", opt.concurrency ? nlohmann::json(opt.memory_budget) : nlohmann::json()},
                         {"latency_target", opt.concurrency ? nlohmann::json(opt.latency_target) : nlohmann::json()},
                         {"concurrency_limit", opt.concurrency ? nlohmann::json(opt.concurrency_limit) : nlohmann::json()}};
+  header["cost"] = {{"runs", cost.runs}, {"sweep_s", cost.sweep_s},
+                    {"concurrency_probes", cost.probes}, {"concurrency_search_s", cost.search_s}};
   const std::string json_path = (fs::path(a.out) / "bench.json").string();
   RSSM_RETURN_IF_ERROR(write_json(json_path, header, results));
   const std::string table = format_table(results);
@@ -304,6 +307,10 @@ Status run_bench(const BenchArgs& a) {
   }
   RSSM_ASSIGN_OR_RETURN(PlotOutcome plots, write_plots(a.out, results, a.gnuplot));
   std::fwrite(table.data(), 1, table.size(), stdout);
+  std::printf("\n%lld runs in %.1f s", static_cast<long long>(cost.runs), cost.sweep_s);
+  if (opt.concurrency)
+    std::printf("; max_concurrency search: %lld probe runs in %.1f s", static_cast<long long>(cost.probes),
+                cost.search_s);
   std::printf("\nwrote %s, %s/table.txt", json_path.c_str(), a.out.c_str());
   for (const std::string& p : plots.pngs) std::printf(", %s", p.c_str());
   std::printf("\n");
