@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "cuda_test_util.h"
 #include "ops/cpu/ssm_step.h"
@@ -22,17 +23,16 @@ struct Shape {
   int batch, Hk, Hv, dk, dv, W, T;
 };
 
+void PrintTo(const Shape& s, std::ostream* os);
+void PrintTo(const std::tuple<Shape, int>& p, std::ostream* os) {
+  PrintTo(std::get<0>(p), os);
+  *os << (std::get<1>(p) == 1 ? "_streaming" : "_sliced");
+}
 void PrintTo(const Shape& s, std::ostream* os) {
   *os << "B" << s.batch << "_Hk" << s.Hk << "_Hv" << s.Hv << "_dk" << s.dk << "_dv" << s.dv << "_W" << s.W << "_T"
       << s.T;
 }
 
-class GdnCuda : public ::testing::TestWithParam<Shape> {
- protected:
-  void SetUp() override {
-    if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
-  }
-};
 
 // Unit-norm rows of length d (then bf16-rounded), scaled.
 Bf unit_rows(std::mt19937& g, size_t rows, int d, float scale) {
@@ -53,8 +53,16 @@ std::vector<float> uniform(std::mt19937& g, size_t n, float lo, float hi) {
   return x;
 }
 
+// Both kernel variants (streaming, column slices) on every shape.
+class GdnCuda : public ::testing::TestWithParam<std::tuple<Shape, int>> {
+ protected:
+  void SetUp() override {
+    if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
 TEST_P(GdnCuda, ReplayWithFoldsMatchesSteppingTheRecurrence) {
-  const Shape s = GetParam();
+  const Shape s = std::get<0>(GetParam());
   const int B = s.batch, Hk = s.Hk, Hv = s.Hv, dk = s.dk, dv = s.dv, W = s.W, T = s.T, rep = Hv / Hk;
   std::mt19937 g(5 + T);
   const int slots = 2 * B + 1;
@@ -81,6 +89,7 @@ TEST_P(GdnCuda, ReplayWithFoldsMatchesSteppingTheRecurrence) {
   a.state = dstate.p, a.slot = dslot.p, a.q = dq.p, a.v = dvv.p, a.beta = dbeta.p, a.o = dout.p;
   a.n_log = dn.p, a.log_k = dk_.p, a.log_u = du.p, a.log_g = dg.p;
   a.fold = dfold.p, a.fold_slot = dfslot.p, a.max_fold = W;
+  a.variant = std::get<1>(GetParam());
   ASSERT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const std::vector<uint16_t> o = dout.get();
@@ -125,7 +134,7 @@ TEST_P(GdnCuda, ReplayWithFoldsMatchesSteppingTheRecurrence) {
 }
 
 TEST_P(GdnCuda, StandardStepWritesOneStatePerTokenAndMatchesStepping) {
-  const Shape s = GetParam();
+  const Shape s = std::get<0>(GetParam());
   const int B = s.batch, Hk = s.Hk, Hv = s.Hv, dk = s.dk, dv = s.dv, T = s.T, rep = Hv / Hk;
   std::mt19937 g(9 + T);
   const int slots = B + B * T;
@@ -145,6 +154,7 @@ TEST_P(GdnCuda, StandardStepWritesOneStatePerTokenAndMatchesStepping) {
   a.batch = B, a.Hk = Hk, a.Hv = Hv, a.dk = dk, a.dv = dv, a.T = T;
   a.state = dstate.p, a.slot = dslot.p, a.q = dq.p, a.v = dvv.p, a.beta = dbeta.p, a.o = dout.p;
   a.k = dk_.p, a.g = dg.p, a.out_slot = dos.p;
+  a.variant = std::get<1>(GetParam());
   ASSERT_EQ(ops::cuda::gdn_step_cuda(a, nullptr), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const std::vector<uint16_t> o = dout.get();
@@ -177,7 +187,12 @@ TEST(GdnCudaArgs, OutOfRangeShapesAreRefused) {
   ops::cuda::GdnDecodeArgs a;
   a.batch = 1, a.Hk = 2, a.Hv = 4, a.dk = 600, a.dv = 64, a.W = 8, a.T = 1;  // dk > 512
   EXPECT_EQ(ops::cuda::gdn_step_cuda(a, nullptr), cudaErrorInvalidValue);
-  a.dk = 16, a.Hv = 5;  // Hv not a multiple of Hk
+  a.dk = 16, a.dv = 300, a.variant = 1;  // the streaming replay: dv > 256
+  EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
+  a.dv = 64, a.variant = 3;  // no such variant
+  EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
+  a.variant = 0;
+  a.dv = 64, a.Hv = 5;  // Hv not a multiple of Hk
   EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
   a.Hv = 4, a.W = 65;  // W > 64
   EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
@@ -185,15 +200,15 @@ TEST(GdnCudaArgs, OutOfRangeShapesAreRefused) {
   EXPECT_EQ(ops::cuda::gdn_step_cuda(a, nullptr), cudaErrorInvalidValue);
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, GdnCuda,
-                         ::testing::Values(Shape{3, 2, 6, 12, 10, 5, 1},       // odd sizes, generic tile
-                                           Shape{4, 1, 3, 24, 40, 9, 3},       // odd sizes, verify
-                                           Shape{3, 2, 4, 64, 128, 12, 1},     // 128-column tile
-                                           Shape{2, 1, 2, 48, 256, 10, 4},     // wide values, 8 slices
-                                           Shape{2, 2, 2, 200, 70, 6, 2},      // tall keys, partial slice
-                                           Shape{2, 16, 32, 128, 128, 16, 1},  // Qwen3-Next
-                                           Shape{2, 16, 32, 128, 128, 20, 4},  // its verify, T = 4
-                                           Shape{2, 16, 48, 128, 128, 16, 2}));  // Qwen3.5-27B
+const auto kShapes = ::testing::Values(Shape{3, 2, 6, 12, 10, 5, 1},       // odd sizes, generic tile
+                                       Shape{4, 1, 3, 24, 40, 9, 3},       // odd sizes, verify
+                                       Shape{3, 2, 4, 64, 128, 12, 1},     // 128-column tile
+                                       Shape{2, 1, 2, 48, 256, 10, 4},     // wide values
+                                       Shape{2, 2, 2, 200, 70, 6, 2},      // tall keys, partial slice
+                                       Shape{2, 16, 32, 128, 128, 16, 1},  // Qwen3-Next
+                                       Shape{2, 16, 32, 128, 128, 20, 4},  // its verify, T = 4
+                                       Shape{2, 16, 48, 128, 128, 16, 2});  // Qwen3.5-27B
+INSTANTIATE_TEST_SUITE_P(Shapes, GdnCuda, ::testing::Combine(kShapes, ::testing::Values(1, 2)));
 
 }  // namespace
 }  // namespace replayssm

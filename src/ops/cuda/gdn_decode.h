@@ -10,7 +10,8 @@
 //              into a new checkpoint in the same pass.
 //
 // Shapes: B batch, Hk key heads, Hv value heads (a multiple of Hk; value
-// head h reads key head h/(Hv/Hk)), dk ≤ 512, any dv, W ≤ 64, T ≤ 8. q and k are already L2-normalised (q also scaled), g is
+// head h reads key head h/(Hv/Hk)), W ≤ 64, T ≤ 8; standard: dk ≤ 512, any dv;
+// replay: any dk, dv ≤ 256. q and k are already L2-normalised (q also scaled), g is
 // the log-decay −exp(A_log)·softplus(a + dt_bias), β = sigmoid(b):
 // ops/cpu/gdn_scan.h gdn_prepare.
 #pragma once
@@ -48,6 +49,12 @@ struct GdnDecodeArgs {
   const int32_t* fold = nullptr;       // (B) 0..n_log−T leading entries to fold, or nullptr
   const int32_t* fold_slot = nullptr;  // (B) where the folded checkpoint goes (may be slot)
   int max_fold = 0;                    // host bound on fold[b], sizes shared memory
+
+  // Kernel variant, both families: 0 picks by size (column slices when
+  // batch·Hv is under the SM count or the head does not fit a streaming
+  // block, else one streaming block per head and sequence); 1 and 2 force
+  // streaming and column slices (tests, tuning).
+  int variant = 0;
 };
 
 cudaError_t gdn_step_cuda(const GdnDecodeArgs& a, cudaStream_t stream);

@@ -1,56 +1,60 @@
 // Gated DeltaNet replay decode (see gdn_decode.h). One block per (value
-// head, sequence, slice of 32 columns), as in gdn_step.cu. Dual form, with
+// head, sequence) streams the checkpoint in passes of rows, the next pass
+// in flight while one computes (as mamba2_replay.cu). Dual form, with
 // G_s = Σ_{r≤s} g_r from the checkpoint:
 //   mem_t = e^{G_t}·S_cᵀk_t + Σ_{s<t} e^{G_t−G_s}(k_s·k_t)·u_s ;  u_t = β_t(v_t − mem_t)
 //   o_t   = e^{G_t}·S_cᵀq_t + Σ_{s≤t} e^{G_t−G_s}(k_s·q_t)·u_s
 //   fold f: S ← e^{G_{f−1}}·S_c + Σ_{s<f} e^{G_{f−1}−G_s}·k_s·u_sᵀ
-// The checkpoint slice is read once, into registers, in the same round as
-// the log; S_cᵀk_t and S_cᵀq_t are its only uses besides the fold.
+// S_cᵀk_t and S_cᵀq_t are sums over rows: each thread adds its rows of a
+// pass into its own shared-memory partials, summed across warps at the end.
 #include "ops/cuda/gdn_decode.h"
 #include "ops/cuda/tile.cuh"
 
 namespace replayssm::ops::cuda {
 
+// The small-batch variant (gdn_replay_sliced.cu): arguments already checked.
+cudaError_t gdn_replay_sliced(const GdnDecodeArgs& a, cudaStream_t stream);
+
 namespace {
 
+constexpr int kGdnWarps = 4;
+
 template <typename TileT>
-__global__ void __launch_bounds__(512) gdn_replay_kernel(GdnDecodeArgs a) {
-  constexpr int kS = kColumnSlice;
+__global__ void __launch_bounds__(32 * kGdnWarps) gdn_replay_kernel(GdnDecodeArgs a) {
   const int h = blockIdx.x, b = blockIdx.y, kh = h / (a.Hv / a.Hk);
   const int nw = blockDim.x / 32, w = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int dk = a.dk, dv = a.dv, T = a.T, W = a.W, c0 = blockIdx.z * kS, cols = min(kS, dv - c0);
+  const int dk = a.dk, dv = a.dv, T = a.T, W = a.W, pass_rows = nw * TileT::kRows;
   const int n_log = min(max(a.n_log[b], T), W), base = n_log - T;
   const int f = a.fold != nullptr ? min(max(a.fold[b], 0), min(base, a.max_fold)) : 0;
-  extern __shared__ float shm[];
-  float* sG = shm;              // (W) G_s
-  float* sF = sG + W;           // (W) fold coefficients e^{G_{f−1}−G_s}
-  float* sK = sF + W;           // (W, dk) k_s
-  float* sU = sK + W * dk;      // (W, 32) u_s of this slice (the new tokens' filled here)
-  float* sQ = sU + W * kS;      // (T, dk)
-  float* sV = sQ + T * dk;      // (T, 32)
-  float* sBeta = sV + T * kS;   // (T)
-  float* sKK = sBeta + T;       // (T, W) k_s·k_t
-  float* sKQ = sKK + T * W;     // (T, W) k_s·q_t
-  float* sSx = sKQ + T * W;     // (2T, 32) S_cᵀk_t, then S_cᵀq_t
-  float* sRed = sSx + 2 * T * kS;  // (2T, nw, 32)
+  const int W4 = (W + 3) & ~3, K4 = (dk + 3) & ~3, V4 = (dv + 3) & ~3;
+  extern __shared__ float shm[];  // every array a multiple of 4 floats from the start: 16-byte aligned
+  float* sU = shm;                 // (W, dv) u_s (the new tokens' filled here)
+  float* sV = sU + W * V4;         // (T, dv)
+  float* sSx = sV + T * V4;        // (2T, dv) S_cᵀk_t, then S_cᵀq_t
+  float* sRed = sSx + 2 * T * V4;  // (2T, nw, dv) per-warp partials
+  float* sK = sRed + 2 * T * nw * V4;  // (W, dk) k_s
+  float* sQ = sK + W * K4;         // (T, dk)
+  float* sG = sQ + T * K4;         // (W) G_s
+  float* sF = sG + W4;             // (W) fold coefficients e^{G_{f−1}−G_s}
+  float* sKK = sF + W4;            // (T, W) k_s·k_t
+  float* sKQ = sKK + T * W4;       // (T, W) k_s·q_t
+  float* sBeta = sKQ + T * W4;     // (T)
 
-  TileT tile;
-  tile.load(a.state + (int64_t(a.slot[b]) * a.Hv + h) * dk * dv + c0, dk, cols, dv, w, nw, lane);
+  const float* S = a.state + (int64_t(a.slot[b]) * a.Hv + h) * dk * dv;
+  TileT cur;
+  cur.load(S, min(pass_rows, dk), dv, dv, w, nw, lane);
 
   for (int s = threadIdx.x; s < n_log; s += blockDim.x) sG[s] = a.log_g[(int64_t(b) * W + s) * a.Hv + h];
-  load_bf_rows(sK, a.log_k + (int64_t(b) * W * a.Hk + kh) * dk, n_log, dk, int64_t(a.Hk) * dk);
-  load_bf_rows(sQ, a.q + (int64_t(b) * T * a.Hk + kh) * dk, T, dk, int64_t(a.Hk) * dk);
-  if (cols == kS) {
-    load_f32_rows(sU, a.log_u + (int64_t(b) * W * a.Hv + h) * dv + c0, base, kS, int64_t(a.Hv) * dv);
-  } else {
-    for (int i = threadIdx.x; i < base * kS; i += blockDim.x)
-      sU[i] = i % kS < cols ? a.log_u[((int64_t(b) * W + i / kS) * a.Hv + h) * dv + c0 + i % kS] : 0.0f;
-  }
-  for (int i = threadIdx.x; i < T * kS; i += blockDim.x)
-    sV[i] = i % kS < cols ? bf(a.v, ((int64_t(b) * T + i / kS) * a.Hv + h) * dv + c0 + i % kS) : 0.0f;
+  load_bf_rows(sK, a.log_k + (int64_t(b) * W * a.Hk + kh) * dk, n_log, dk, int64_t(a.Hk) * dk, K4);
+  load_bf_rows(sQ, a.q + (int64_t(b) * T * a.Hk + kh) * dk, T, dk, int64_t(a.Hk) * dk, K4);
+  load_bf_rows(sV, a.v + (int64_t(b) * T * a.Hv + h) * dv, T, dv, int64_t(a.Hv) * dv, V4);
+  for (int i = threadIdx.x; i < base * dv; i += blockDim.x)
+    sU[(i / dv) * V4 + i % dv] = a.log_u[((int64_t(b) * W + i / dv) * a.Hv + h) * dv + i % dv];
   for (int t = threadIdx.x; t < T; t += blockDim.x) sBeta[t] = a.beta[(int64_t(b) * T + t) * a.Hv + h];
+  for (int i = threadIdx.x; i < 2 * T * nw * V4; i += blockDim.x) sRed[i] = 0.0f;
   __syncthreads();
   if (w == 0) warp_prefix_sum(sG, n_log, lane);
+  __syncthreads();
 
   // Key dots, one warp per (token, entry) pair.
   for (int kx = w; kx < T * n_log; kx += nw) {
@@ -58,55 +62,91 @@ __global__ void __launch_bounds__(512) gdn_replay_kernel(GdnDecodeArgs a) {
     if (s > base + t) continue;  // warp-uniform
     float dkk = 0.0f, dkq = 0.0f;
     for (int i = lane; i < dk; i += 32) {
-      dkk += sK[s * dk + i] * sK[(base + t) * dk + i];
-      dkq += sK[s * dk + i] * sQ[t * dk + i];
+      dkk += sK[s * K4 + i] * sK[(base + t) * K4 + i];
+      dkq += sK[s * K4 + i] * sQ[t * K4 + i];
     }
     dkk = warp_sum(dkk), dkq = warp_sum(dkq);
-    if (lane == 0) sKK[t * W + s] = dkk, sKQ[t * W + s] = dkq;
+    if (lane == 0) sKK[t * W4 + s] = dkk, sKQ[t * W4 + s] = dkq;
   }
+  for (int s = threadIdx.x; s < f; s += blockDim.x) sF[s] = expf(sG[f - 1] - sG[s]);
+  __syncthreads();
 
-  // S_cᵀk_t and S_cᵀq_t from the registers (the barrier inside also
-  // publishes sG and the key dots).
-  column_sums(2 * T, [&](int q) {
-    const float* x = q < T ? sK + (base + q) * dk : sQ + (q - T) * dk;
-    float part = 0.0f;
+  float* Sf = f > 0 ? a.state + (int64_t(a.fold_slot[b]) * a.Hv + h) * dk * dv : nullptr;
+  const float fold_decay = f > 0 ? expf(sG[f - 1]) : 0.0f;
+  for (int p0 = 0; p0 < dk; p0 += pass_rows) {
+    const int rows = min(pass_rows, dk - p0);
+    TileT nxt;
+    if (p0 + pass_rows < dk) nxt.load(S + int64_t(p0 + pass_rows) * dv, min(pass_rows, dk - p0 - pass_rows), dv, dv, w, nw, lane);
+    // This pass's rows of S_cᵀx for the 2T vectors x, into this thread's partials.
+    for (int q = 0; q < 2 * T; ++q) {
+      const float* x = q < T ? sK + (base + q) * K4 : sQ + (q - T) * K4;
+      float part[TileT::kColChunks][TileT::kVec] = {};
 #pragma unroll
-    for (int r = 0; r < TileT::kRows; ++r) {
-      const int i = TileT::row(w, nw, r);
-      if (i < dk) part += tile.v[r][0][0] * x[i];
-    }
-    return part;
-  }, sRed, sSx, nw, w, lane);
-
-  if (f > 0) {  // block-uniform
-    const float decay = expf(sG[f - 1]);
+      for (int r = 0; r < TileT::kRows; ++r) {
+        const int i = TileT::row(w, nw, r);
+        const float xi = i < rows ? x[p0 + i] : 0.0f;
 #pragma unroll
-    for (int r = 0; r < TileT::kRows; ++r) {
-      const int i = min(TileT::row(w, nw, r), dk - 1);  // rows past dk are never stored
-      float v = tile.v[r][0][0] * decay;
-      for (int s = 0; s < f; ++s) v += expf(sG[f - 1] - sG[s]) * sK[s * dk + i] * sU[s * kS + lane];
-      tile.v[r][0][0] = v;
+        for (int j = 0; j < TileT::kColChunks; ++j)
+#pragma unroll
+          for (int e = 0; e < TileT::kVec; ++e) part[j][e] += cur.v[r][j][e] * xi;
+      }
+      float* red = sRed + (q * nw + w) * V4;
+#pragma unroll
+      for (int j = 0; j < TileT::kColChunks; ++j)
+#pragma unroll
+        for (int e = 0; e < TileT::kVec; ++e)
+          if (TileT::col(lane, j, e) < dv) red[TileT::col(lane, j, e)] += part[j][e];
     }
-    tile.store(a.state + (int64_t(a.fold_slot[b]) * a.Hv + h) * dk * dv + c0, dk, cols, dv, w, nw, lane);
+    if (f > 0) {  // block-uniform
+#pragma unroll
+      for (int r = 0; r < TileT::kRows; ++r)
+#pragma unroll
+        for (int j = 0; j < TileT::kColChunks; ++j)
+#pragma unroll
+          for (int e = 0; e < TileT::kVec; ++e) cur.v[r][j][e] *= fold_decay;
+      for (int s = 0; s < f; ++s) {
+        float Uc[TileT::kColChunks][TileT::kVec];
+        TileT::columns(sU + s * V4, dv, lane, Uc);
+#pragma unroll
+        for (int r = 0; r < TileT::kRows; ++r) {
+          const int i = min(TileT::row(w, nw, r), rows - 1);  // rows past the pass are never stored
+          const float c = sF[s] * sK[s * K4 + p0 + i];
+#pragma unroll
+          for (int j = 0; j < TileT::kColChunks; ++j)
+#pragma unroll
+            for (int e = 0; e < TileT::kVec; ++e) cur.v[r][j][e] += c * Uc[j][e];
+        }
+      }
+      cur.store(Sf + int64_t(p0) * dv, rows, dv, dv, w, nw, lane);
+    }
+    cur = nxt;
   }
+  __syncthreads();
+  for (int i = threadIdx.x; i < 2 * T * dv; i += blockDim.x) {
+    const int q = i / dv, c = i % dv;
+    float sum = 0.0f;
+    for (int k = 0; k < nw; ++k) sum += sRed[(q * nw + k) * V4 + c];
+    sSx[q * V4 + c] = sum;
+  }
+  __syncthreads();
 
   // The new tokens in order, one thread per column: u_t is written and
   // later read by the same thread.
-  if (threadIdx.x >= cols) return;
-  const int c = threadIdx.x;
-  for (int t = 0; t < T; ++t) {
-    const int tt = base + t;
-    const float Gt = sG[tt];
-    float mem = expf(Gt) * sSx[t * kS + c], out = expf(Gt) * sSx[(T + t) * kS + c];
-    for (int s = 0; s < tt; ++s) {
-      const float d = expf(Gt - sG[s]) * sU[s * kS + c];
-      mem += sKK[t * W + s] * d;
-      out += sKQ[t * W + s] * d;
+  for (int c = threadIdx.x; c < dv; c += blockDim.x) {
+    for (int t = 0; t < T; ++t) {
+      const int tt = base + t;
+      const float Gt = sG[tt];
+      float mem = expf(Gt) * sSx[t * V4 + c], out = expf(Gt) * sSx[(T + t) * V4 + c];
+      for (int s = 0; s < tt; ++s) {
+        const float d = expf(Gt - sG[s]) * sU[s * V4 + c];
+        mem += sKK[t * W4 + s] * d;
+        out += sKQ[t * W4 + s] * d;
+      }
+      const float u = (sV[t * V4 + c] - mem) * sBeta[t];
+      sU[tt * V4 + c] = u;
+      a.log_u[((int64_t(b) * W + tt) * a.Hv + h) * dv + c] = u;
+      put_bf(a.o, ((int64_t(b) * T + t) * a.Hv + h) * dv + c, out + sKQ[t * W4 + tt] * u);
     }
-    const float u = (sV[t * kS + c] - mem) * sBeta[t];
-    sU[tt * kS + c] = u;
-    a.log_u[((int64_t(b) * W + tt) * a.Hv + h) * dv + c0 + c] = u;
-    put_bf(a.o, ((int64_t(b) * T + t) * a.Hv + h) * dv + c0 + c, out + sKQ[t * W + tt] * u);
   }
 }
 
@@ -114,22 +154,32 @@ __global__ void __launch_bounds__(512) gdn_replay_kernel(GdnDecodeArgs a) {
 
 cudaError_t gdn_replay_cuda(const GdnDecodeArgs& a, cudaStream_t stream) {
   if (a.batch == 0) return cudaSuccess;
-  if (a.batch < 0 || a.Hk <= 0 || a.Hv % a.Hk != 0 || a.dv < 1 || a.T < 1 || a.T > kGdnMaxT || a.W < a.T ||
-      a.W > kGdnMaxW || a.max_fold < 0 || a.max_fold > a.W || (a.fold != nullptr && a.fold_slot == nullptr))
+  if (a.batch < 0 || a.Hk <= 0 || a.Hv % a.Hk != 0 || a.dk < 1 || a.dv < 1 || a.T < 1 || a.T > kGdnMaxT ||
+      a.W < a.T || a.W > kGdnMaxW || a.max_fold < 0 || a.max_fold > a.W || (a.fold != nullptr && a.fold_slot == nullptr))
     return cudaErrorInvalidValue;
-  return with_column_slice_tile(a.dk, [&](auto tag, int nw) {
+  // Fewer (head, sequence) blocks than SMs, or values wider than a
+  // streaming tile: the column-sliced variant.
+  int dev = 0, sms = 0;
+  if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
+  if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev); e != cudaSuccess) return e;
+  if (a.variant < 0 || a.variant > 2) return cudaErrorInvalidValue;
+  const bool small = int64_t(a.batch) * a.Hv < sms, sliced_fits = a.dk <= 512, streaming_fits = a.dv <= kMaxTileCols;
+  if (a.variant == 2 || (a.variant == 0 && sliced_fits && (small || !streaming_fits)))
+    return gdn_replay_sliced(a, stream);
+  return with_row_slice_tile<4>(a.dv, [&](auto tag) {
     using TileT = decltype(tag);
-    constexpr int kS = kColumnSlice;
-    const size_t shm = sizeof(float) * (2 * a.W + a.W * (a.dk + kS) + a.T * (a.dk + kS + 1) + 2 * a.T * a.W +
-                                        2 * a.T * kS * (1 + nw));
+    const int nw = kGdnWarps;
+    const int W4 = (a.W + 3) & ~3, K4 = (a.dk + 3) & ~3, V4 = (a.dv + 3) & ~3;
+    const size_t shm = sizeof(float) * (a.W * V4 + a.T * V4 + 2 * a.T * V4 + 2 * a.T * nw * V4 + a.W * K4 +
+                                        a.T * K4 + 2 * W4 + 2 * a.T * W4 + a.T);
+    if (shm > 227 * 1024) return cudaErrorInvalidValue;
     if (shm > 48 * 1024) {
       if (cudaError_t e = cudaFuncSetAttribute(gdn_replay_kernel<TileT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                int(shm));
           e != cudaSuccess)
         return e;
     }
-    const int slices = (a.dv + kS - 1) / kS;
-    gdn_replay_kernel<TileT><<<dim3(a.Hv, a.batch, slices), 32 * nw, shm, stream>>>(a);
+    gdn_replay_kernel<TileT><<<dim3(a.Hv, a.batch), 32 * nw, shm, stream>>>(a);
     return cudaGetLastError();
   });
 }

@@ -1,0 +1,82 @@
+// Gated DeltaNet standard decode, the column-sliced variant (see
+// gdn_decode.h, gdn_step.cu): one block per (value head, sequence, slice of
+// 32 columns), for small batches and states too large for gdn_step.cu's
+// shared memory.// Columns are independent in the delta rule, so a block holds every row of
+// its columns in registers (rows over warps, one column per lane), and
+// Sᵀk, Sᵀq are per-thread sums finished across warps in shared memory.
+#include "ops/cuda/gdn_decode.h"
+#include "ops/cuda/tile.cuh"
+
+namespace replayssm::ops::cuda {
+
+namespace {
+
+template <typename TileT>
+__global__ void __launch_bounds__(512) gdn_step_sliced_kernel(GdnDecodeArgs a) {
+  const int h = blockIdx.x, b = blockIdx.y, kh = h / (a.Hv / a.Hk);
+  const int nw = blockDim.x / 32, w = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int dk = a.dk, dv = a.dv, T = a.T, c0 = blockIdx.z * kColumnSlice, cols = min(kColumnSlice, dv - c0);
+  extern __shared__ float shm[];
+  float* sQ = shm;                   // (T, dk)
+  float* sK = sQ + T * dk;           // (T, dk)
+  float* sV = sK + T * dk;           // (T, 32)
+  float* sU = sV + T * kColumnSlice;  // (32) this token's mem, then o
+  float* sRed = sU + kColumnSlice;   // (nw, 32)
+  float* sGB = sRed + nw * kColumnSlice;  // (T, 2): e^g, β
+
+  TileT tile;
+  tile.load(a.state + (int64_t(a.slot[b]) * a.Hv + h) * dk * dv + c0, dk, cols, dv, w, nw, lane);
+  load_bf_rows(sQ, a.q + (int64_t(b) * T * a.Hk + kh) * dk, T, dk, int64_t(a.Hk) * dk);
+  load_bf_rows(sK, a.k + (int64_t(b) * T * a.Hk + kh) * dk, T, dk, int64_t(a.Hk) * dk);
+  for (int i = threadIdx.x; i < T * kColumnSlice; i += blockDim.x)
+    sV[i] = i % kColumnSlice < cols ? bf(a.v, ((int64_t(b) * T + i / kColumnSlice) * a.Hv + h) * dv + c0 + i % kColumnSlice) : 0.0f;
+  for (int t = threadIdx.x; t < T; t += blockDim.x) {
+    sGB[2 * t] = expf(a.g[(int64_t(b) * T + t) * a.Hv + h]);
+    sGB[2 * t + 1] = a.beta[(int64_t(b) * T + t) * a.Hv + h];
+  }
+  __syncthreads();
+
+  for (int t = 0; t < T; ++t) {
+    const float alpha = sGB[2 * t], beta = sGB[2 * t + 1];
+    // mem = (αS)ᵀk, then u = β(v − mem)
+    column_sums(1, [&](int) {
+      float part = 0.0f;
+#pragma unroll
+      for (int r = 0; r < TileT::kRows; ++r) {
+        const int i = TileT::row(w, nw, r);
+        tile.v[r][0][0] *= alpha;
+        if (i < dk) part += tile.v[r][0][0] * sK[t * dk + i];
+      }
+      return part;
+    }, sRed, sU, nw, w, lane);
+    const float u = (sV[t * kColumnSlice + lane] - sU[lane]) * beta;
+    // S ← S + k·uᵀ ; o = Sᵀq
+    float part = 0.0f;
+#pragma unroll
+    for (int r = 0; r < TileT::kRows; ++r) {
+      const int i = TileT::row(w, nw, r);
+      if (i >= dk) continue;
+      tile.v[r][0][0] += sK[t * dk + i] * u;
+      part += tile.v[r][0][0] * sQ[t * dk + i];
+    }
+    tile.store(a.state + (int64_t(a.out_slot[b * T + t]) * a.Hv + h) * dk * dv + c0, dk, cols, dv, w, nw, lane);
+    column_sums(1, [&](int) { return part; }, sRed, sU, nw, w, lane);
+    if (threadIdx.x < cols) put_bf(a.o, ((int64_t(b) * T + t) * a.Hv + h) * dv + c0 + threadIdx.x, sU[threadIdx.x]);
+    __syncthreads();  // sU is reused by the next token
+  }
+}
+
+}  // namespace
+
+cudaError_t gdn_step_sliced(const GdnDecodeArgs& a, cudaStream_t stream) {
+  return with_column_slice_tile(a.dk, [&](auto tag, int nw) {
+    using TileT = decltype(tag);
+    const size_t shm = sizeof(float) * (2 * a.T * a.dk + (a.T + 1 + nw) * kColumnSlice + 2 * a.T);
+    if (shm > 48 * 1024) return cudaErrorInvalidValue;
+    const int slices = (a.dv + kColumnSlice - 1) / kColumnSlice;
+    gdn_step_sliced_kernel<TileT><<<dim3(a.Hv, a.batch, slices), 32 * nw, shm, stream>>>(a);
+    return cudaGetLastError();
+  });
+}
+
+}  // namespace replayssm::ops::cuda
