@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "cuda_test_util.h"
 #include "ops/cpu/activation.h"
@@ -25,6 +26,11 @@ struct Shape {
   int batch, H, P, N, G, W, T;
 };
 
+void PrintTo(const Shape& s, std::ostream* os);
+void PrintTo(const std::tuple<Shape, int>& p, std::ostream* os) {
+  PrintTo(std::get<0>(p), os);
+  *os << (std::get<1>(p) == 1 ? "_one_kernel" : "_split");
+}
 void PrintTo(const Shape& s, std::ostream* os) {
   *os << "B" << s.batch << "_H" << s.H << "_P" << s.P << "_N" << s.N << "_G" << s.G << "_W" << s.W << "_T" << s.T;
 }
@@ -43,8 +49,17 @@ std::vector<float> raw_of(const float* dt, int H) {
   return r;
 }
 
-TEST_P(Mamba2Cuda, ReplayWithFoldsMatchesTheCpuScan) {
-  const Shape s = GetParam();
+// Both replay variants (one kernel; the log's part split into its own
+// kernel over scratch) on every shape.
+class Mamba2CudaReplay : public ::testing::TestWithParam<std::tuple<Shape, int>> {
+ protected:
+  void SetUp() override {
+    if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+TEST_P(Mamba2CudaReplay, ReplayWithFoldsMatchesTheCpuScan) {
+  const Shape s = std::get<0>(GetParam());
   const int B = s.batch, H = s.H, P = s.P, N = s.N, G = s.G, W = s.W, T = s.T;
   std::mt19937 g(7 + T);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
@@ -74,6 +89,9 @@ TEST_P(Mamba2Cuda, ReplayWithFoldsMatchesTheCpuScan) {
   a.A_log = dA.p, a.D = dD.p, a.dt_bias = dbias.p, a.state = dstate.p, a.slot = dslot.p, a.Cm = dC.p, a.y = dy.p;
   a.n_log = dn.p, a.log_x = dlx.p, a.log_B = dlB.p, a.log_dt = dlogdt.p;
   a.fold = dfold.p, a.fold_slot = dfslot.p, a.max_fold = W;
+  a.variant = std::get<1>(GetParam());
+  Dev<float> scratch(std::vector<float>(ops::cuda::mamba2_replay_scratch_floats(B, T, H, P)));
+  if (a.variant == 2) a.scratch = scratch.p;
   ASSERT_EQ(ops::cuda::mamba2_replay_cuda(a, nullptr), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const std::vector<uint16_t> y = dy.get();
@@ -163,12 +181,14 @@ TEST(Mamba2CudaArgs, OutOfRangeShapesAreRefused) {
   EXPECT_EQ(ops::cuda::mamba2_replay_cuda(a, nullptr), cudaErrorInvalidValue);
   a.W = 8, a.T = 9;  // T > 8
   EXPECT_EQ(ops::cuda::mamba2_replay_cuda(a, nullptr), cudaErrorInvalidValue);
+  a.T = 1, a.variant = 2;  // split without scratch
+  EXPECT_EQ(ops::cuda::mamba2_replay_cuda(a, nullptr), cudaErrorInvalidValue);
+  a.variant = 0;
   a.T = 1, a.G = 3;  // H not a multiple of G
   EXPECT_EQ(ops::cuda::mamba2_step_cuda(a, nullptr), cudaErrorInvalidValue);
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, Mamba2Cuda,
-                         ::testing::Values(Shape{3, 6, 5, 11, 3, 4, 1},       // odd sizes, scalar tile
+const auto kShapes = ::testing::Values(Shape{3, 6, 5, 11, 3, 4, 1},       // odd sizes, scalar tile
                                            Shape{4, 6, 37, 11, 3, 9, 3},      // odd sizes, several row passes
                                            Shape{5, 8, 16, 128, 2, 16, 1},    // 128-column tile
                                            Shape{3, 4, 5, 128, 2, 13, 2},     // 128-column tile, odd P and W
@@ -176,7 +196,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Mamba2Cuda,
                                            Shape{2, 4, 64, 256, 2, 64, 8},    // longest log: one block per SM
                                            Shape{2, 128, 64, 128, 8, 16, 1},  // Nemotron-H-8B
                                            Shape{2, 128, 64, 128, 8, 20, 4},  // its verify, T = 4
-                                           Shape{2, 96, 80, 128, 8, 16, 1})); // Nemotron-H-4B, P = 80
+                                           Shape{2, 96, 80, 128, 8, 16, 1});
+INSTANTIATE_TEST_SUITE_P(Shapes, Mamba2Cuda, kShapes);
+INSTANTIATE_TEST_SUITE_P(Shapes, Mamba2CudaReplay, ::testing::Combine(kShapes, ::testing::Values(1, 2)));
 
 }  // namespace
 }  // namespace replayssm

@@ -59,7 +59,20 @@ struct Mamba2DecodeArgs {
   int max_fold = 0;                    // host bound on fold[b], sizes shared memory
 
   int tile_rows = 0;  // tuning: state rows per warp and pass, 2 or 4 (0: the default, 4)
+
+  // Replay: the log's part of the outputs can run as a kernel of its own,
+  // one block per (group, sequence), so the B·C dots shared by a group's
+  // heads are computed once and the per-head pass only streams the
+  // checkpoint. Needs scratch of mamba2_replay_scratch_floats() floats.
+  float* scratch = nullptr;
+  // 0 picks (split when scratch is given and batch·H ≥ 16 × SMs); 1 one
+  // kernel; 2 split (tests, tuning).
+  int variant = 0;
 };
+
+inline int64_t mamba2_replay_scratch_floats(int batch, int T, int H, int P) {
+  return int64_t(batch) * T * H * (int64_t(P) + 1);
+}
 
 // Standard decode: T tokens from state[slot[b]], state after token t written
 // to state[out_slot[b·T + t]]; y for every token.

@@ -19,6 +19,7 @@ namespace {
 struct ReplayLog {
   const float* C;   // (T, N)
   const float* L;   // (W) L_s
+  const float* decay;  // (T) e^{L_t} of each new token
   const float* F;   // (W) fold coefficients e^{L_{f−1}−L_s}·dt_s
   const float* Y;   // (T, P) the log's part of y, with D·x
   const float* X;   // (W, P) x_s
@@ -47,7 +48,7 @@ __device__ __forceinline__ void replay_pass(const Mamba2DecodeArgs& a, TileT& cu
     const int i = TileT::row(w, nw, TileT::summed_row(lane));
     if (TileT::row_writer(lane) && i < rows)
       put_bf(a.y, ((int64_t(b) * T + t) * a.H + h) * P + p0 + i,
-             expf(lg.L[lg.base + t]) * acc[0] + lg.Y[t * lg.ld + p0 + i]);
+             lg.decay[t] * acc[0] + lg.Y[t * lg.ld + p0 + i]);
   }
   if (lg.f == 0) return;  // block-uniform
   const float decay = expf(lg.L[lg.f - 1]);
@@ -73,7 +74,63 @@ __device__ __forceinline__ void replay_pass(const Mamba2DecodeArgs& a, TileT& cu
   cur.store(Sf + int64_t(p0) * N, rows, N, N, w, nw, lane);
 }
 
-template <typename TileT>
+// The log's part of y for every head of a group (the split variant's first
+// kernel): B_s·C_t is shared by the group's heads, so it is computed once
+// here instead of once per head. Writes y_log (B, T, H, P) and e^{L_t}
+// (B, T, H) to the scratch that mamba2_replay_kernel<…, true> reads.
+__global__ void __launch_bounds__(256) mamba2_replay_log_kernel(Mamba2DecodeArgs a) {
+  const int g = blockIdx.x, b = blockIdx.y, hpg = a.H / a.G, h0 = g * hpg;
+  const int nw = blockDim.x / 32, w = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int P = a.P, N = a.N, T = a.T, W = a.W;
+  const int n_log = min(max(a.n_log[b], T), W), base = n_log - T;
+  const int W4 = (W + 3) & ~3, N4 = (N + 3) & ~3;
+  extern __shared__ float shm[];
+  float* sC = shm;               // (T, N)
+  float* sB = sC + T * N4;       // (W, N)
+  float* sD = sB + W * N4;       // (T, W) B_s·C_t
+  float* sL = sD + T * W4;       // (hpg, W) L_s per head, then
+  float* sDt = sL + hpg * W4;    // (hpg, W) dt_s
+  float* sWt = sDt + hpg * W4;   // (hpg, T, W) output weights
+  load_bf_rows(sC, a.Cm + (int64_t(b) * T * a.G + g) * N, T, N, int64_t(a.G) * N, N4);
+  load_bf_rows(sB, a.log_B + (int64_t(b) * W * a.G + g) * N, n_log, N, int64_t(a.G) * N, N4);
+  for (int i = threadIdx.x; i < hpg * n_log; i += blockDim.x) {
+    const int k = i % hpg, s = i / hpg;  // consecutive threads: consecutive heads of one entry
+    const float dt = a.log_dt[(int64_t(b) * W + s) * a.H + h0 + k];
+    sDt[k * W4 + s] = dt;
+    sL[k * W4 + s] = -expf(a.A_log[h0 + k]) * dt;
+  }
+  __syncthreads();
+  for (int k = w; k < hpg; k += nw) warp_prefix_sum(sL + k * W4, n_log, lane);
+  for (int kx = w; kx < T * n_log; kx += nw) {
+    const int t = kx / n_log, s = kx % n_log;
+    if (s > base + t) continue;  // warp-uniform
+    float d = 0.0f;
+    for (int n = lane; n < N; n += 32) d += sB[s * N4 + n] * sC[t * N4 + n];
+    d = warp_sum(d);
+    if (lane == 0) sD[t * W4 + s] = d;
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < hpg * T * n_log; i += blockDim.x) {
+    const int s = i % n_log, t = (i / n_log) % T, k = i / (n_log * T);
+    sWt[(k * T + t) * W4 + s] =
+        s <= base + t ? expf(sL[k * W4 + base + t] - sL[k * W4 + s]) * sDt[k * W4 + s] * sD[t * W4 + s] : 0.0f;
+  }
+  __syncthreads();
+  float* y_log = a.scratch;
+  float* decay = a.scratch + int64_t(a.batch) * T * a.H * P;
+  for (int i = threadIdx.x; i < hpg * T * P; i += blockDim.x) {
+    const int p = i % P, t = (i / P) % T, k = i / (P * T), h = h0 + k;
+    const uint16_t* x = a.log_x + (int64_t(b) * W * a.H + h) * P + p;
+    float acc = a.D[h] * bf(x, int64_t(base + t) * a.H * P);
+    for (int s = 0; s <= base + t; ++s) acc += sWt[(k * T + t) * W4 + s] * bf(x, int64_t(s) * a.H * P);
+    y_log[((int64_t(b) * T + t) * a.H + h) * P + p] = acc;
+    if (p == 0) decay[(int64_t(b) * T + t) * a.H + h] = expf(sL[k * W4 + base + t]);
+  }
+}
+
+// kSplit: the log's part of y and the decays come from the scratch that
+// mamba2_replay_log_kernel wrote; the block reads the log only to fold.
+template <typename TileT, bool kSplit>
 __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_replay_kernel(Mamba2DecodeArgs a) {
   const int h = blockIdx.x, b = blockIdx.y, g = h / (a.H / a.G);
   const int nw = blockDim.x / 32, w = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -81,7 +138,7 @@ __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_replay_kernel(Mamba2
   const int n_log = min(max(a.n_log[b], T), W), base = n_log - T;
   const int f = a.fold != nullptr ? min(max(a.fold[b], 0), min(n_log, a.max_fold)) : 0;
   extern __shared__ float shm[];  // every array a multiple of 4 floats from the start: 16-byte aligned
-  const int W4 = (W + 3) & ~3, P4 = (P + 3) & ~3, N4 = (N + 3) & ~3;
+  const int W4 = (W + 3) & ~3, P4 = (P + 3) & ~3, N4 = (N + 3) & ~3, T4 = (T + 3) & ~3;
   float* sC = shm;              // (T, N)
   float* sB = sC + T * N4;      // (W, N) B_s
   float* sL = sB + W * N4;      // (W) L_s
@@ -90,45 +147,62 @@ __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_replay_kernel(Mamba2
   float* sWt = sF + W4;         // (T, W) output weights
   float* sY = sWt + T * W4;     // (T, P)
   float* sX = sY + T * P4;      // (W, P) x_s
+  float* sDecay = sX + W * P4;  // (T) e^{L_t}
 
   const float* S = a.state + (int64_t(a.slot[b]) * a.H + h) * P * N;
   TileT cur;
   cur.load(S, min(pass_rows, P), N, N, w, nw, lane);
 
+  // The log rows: all of them to compute y here, or the folded ones only.
+  const int rows_needed = kSplit ? f : n_log;
   const float A = -expf(a.A_log[h]);
-  for (int s = threadIdx.x; s < n_log; s += blockDim.x) {
+  for (int s = threadIdx.x; s < rows_needed; s += blockDim.x) {
     const float dt = a.log_dt[(int64_t(b) * W + s) * a.H + h];
     sDt[s] = dt;
     sL[s] = dt * A;
   }
   load_bf_rows(sC, a.Cm + (int64_t(b) * T * a.G + g) * N, T, N, int64_t(a.G) * N, N4);
-  load_bf_rows(sB, a.log_B + (int64_t(b) * W * a.G + g) * N, n_log, N, int64_t(a.G) * N, N4);
-  load_bf_rows(sX, a.log_x + (int64_t(b) * W * a.H + h) * P, n_log, P, int64_t(a.H) * P, P4);
+  load_bf_rows(sB, a.log_B + (int64_t(b) * W * a.G + g) * N, rows_needed, N, int64_t(a.G) * N, N4);
+  load_bf_rows(sX, a.log_x + (int64_t(b) * W * a.H + h) * P, rows_needed, P, int64_t(a.H) * P, P4);
+  if constexpr (kSplit) {
+    const float* y_log = a.scratch + (int64_t(b) * T * a.H + h) * P;
+    for (int i = threadIdx.x; i < T * P; i += blockDim.x) sY[(i / P) * P4 + i % P] = y_log[int64_t(i / P) * a.H * P + i % P];
+    for (int t = threadIdx.x; t < T; t += blockDim.x)
+      sDecay[t] = a.scratch[int64_t(a.batch) * T * a.H * P + (int64_t(b) * T + t) * a.H + h];
+  }
   __syncthreads();
-  if (w == 0) warp_prefix_sum(sL, n_log, lane);
-  __syncthreads();
+  if (rows_needed > 0) {  // block-uniform
+    if (w == 0) warp_prefix_sum(sL, rows_needed, lane);
+    __syncthreads();
+  }
 
-  // Output weights: one warp per (token, entry) pair, a dot over N.
-  for (int k = w; k < T * n_log; k += nw) {
-    const int t = k / n_log, s = k % n_log;
-    if (s > base + t) continue;  // warp-uniform
-    float d = 0.0f;
-    for (int n = lane; n < N; n += 32) d += sB[s * N4 + n] * sC[t * N4 + n];
-    d = warp_sum(d);
-    if (lane == 0) sWt[t * W4 + s] = expf(sL[base + t] - sL[s]) * sDt[s] * d;
+  if constexpr (!kSplit) {
+    // Output weights: one warp per (token, entry) pair, a dot over N.
+    for (int k = w; k < T * n_log; k += nw) {
+      const int t = k / n_log, s = k % n_log;
+      if (s > base + t) continue;  // warp-uniform
+      float d = 0.0f;
+      for (int n = lane; n < N; n += 32) d += sB[s * N4 + n] * sC[t * N4 + n];
+      d = warp_sum(d);
+      if (lane == 0) sWt[t * W4 + s] = expf(sL[base + t] - sL[s]) * sDt[s] * d;
+    }
+    for (int t = threadIdx.x; t < T; t += blockDim.x) sDecay[t] = expf(sL[base + t]);
   }
   for (int s = threadIdx.x; s < f; s += blockDim.x) sF[s] = expf(sL[f - 1] - sL[s]) * sDt[s];
   __syncthreads();
-  const float Dh = a.D[h];
-  for (int i = threadIdx.x; i < T * P; i += blockDim.x) {
-    const int t = i / P, p = i % P;
-    float acc = Dh * sX[(base + t) * P4 + p];
-    for (int s = 0; s <= base + t; ++s) acc += sWt[t * W4 + s] * sX[s * P4 + p];
-    sY[t * P4 + p] = acc;
+  if constexpr (!kSplit) {
+    const float Dh = a.D[h];
+    for (int i = threadIdx.x; i < T * P; i += blockDim.x) {
+      const int t = i / P, p = i % P;
+      float acc = Dh * sX[(base + t) * P4 + p];
+      for (int s = 0; s <= base + t; ++s) acc += sWt[t * W4 + s] * sX[s * P4 + p];
+      sY[t * P4 + p] = acc;
+    }
+    __syncthreads();
   }
-  __syncthreads();
+  (void)T4;
 
-  const ReplayLog lg{sC, sL, sF, sY, sX, sB, P4, base, f};
+  const ReplayLog lg{sC, sL, sDecay, sF, sY, sX, sB, P4, base, f};
   float* Sf = f > 0 ? a.state + (int64_t(a.fold_slot[b]) * a.H + h) * P * N : nullptr;
   for (int p0 = 0; p0 < P; p0 += pass_rows) {
     const int rows = min(pass_rows, P - p0);
@@ -146,19 +220,39 @@ cudaError_t mamba2_replay_cuda(const Mamba2DecodeArgs& a, cudaStream_t stream) {
   if (a.batch < 0 || a.G <= 0 || a.H % a.G != 0 || a.P <= 0 || a.T < 1 || a.T > kMamba2MaxT || a.W < a.T ||
       a.W > kMamba2MaxW || a.max_fold < 0 || a.max_fold > a.W || (a.fold != nullptr && a.fold_slot == nullptr))
     return cudaErrorInvalidValue;
+  if (a.variant < 0 || a.variant > 2 || (a.variant == 2 && a.scratch == nullptr)) return cudaErrorInvalidValue;
+  // Split when there is scratch and enough (head, sequence) blocks that the
+  // second launch pays back (H200, H = 128: slower at batch 8, faster from
+  // batch 64; docs/perf).
+  int dev = 0, sms = 0;
+  if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
+  if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev); e != cudaSuccess) return e;
+  const bool split =
+      a.variant == 2 || (a.variant == 0 && a.scratch != nullptr && int64_t(a.batch) * a.H >= 16 * int64_t(sms));
+  const int W4 = (a.W + 3) & ~3, P4 = (a.P + 3) & ~3, N4 = (a.N + 3) & ~3, T4 = (a.T + 3) & ~3;
+  auto set_shm = [](auto kernel, size_t shm) {
+    if (shm <= 48 * 1024) return cudaSuccess;
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm));
+  };
+  if (split) {
+    const int hpg = a.H / a.G;
+    const size_t shm = sizeof(float) * (a.T * N4 + a.W * N4 + a.T * W4 + 2 * hpg * W4 + hpg * a.T * W4);
+    if (shm > 227 * 1024) return cudaErrorInvalidValue;
+    if (cudaError_t e = set_shm(mamba2_replay_log_kernel, shm); e != cudaSuccess) return e;
+    mamba2_replay_log_kernel<<<dim3(a.G, a.batch), 256, shm, stream>>>(a);
+    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  }
   return with_mamba2_tile(a, [&](auto tag) {
     using TileT = decltype(tag);
     const int nw = mamba2_warps(a.P, TileT::kRows);
-    const int W4 = (a.W + 3) & ~3, P4 = (a.P + 3) & ~3, N4 = (a.N + 3) & ~3;
-    const size_t shm = sizeof(float) * (a.T * N4 + a.W * N4 + 3 * W4 + a.T * W4 + a.T * P4 + a.W * P4);
-    if (shm > 48 * 1024) {
-      if (cudaError_t e = cudaFuncSetAttribute(mamba2_replay_kernel<TileT>,
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm));
-          e != cudaSuccess)
-        return e;
-    }
-    mamba2_replay_kernel<TileT><<<dim3(a.H, a.batch), 32 * nw, shm, stream>>>(a);
-    return cudaGetLastError();
+    const size_t shm =
+        sizeof(float) * (a.T * N4 + a.W * N4 + 3 * W4 + a.T * W4 + a.T * P4 + a.W * P4 + T4);
+    auto launch = [&](auto kernel) {
+      if (cudaError_t e = set_shm(kernel, shm); e != cudaSuccess) return e;
+      kernel<<<dim3(a.H, a.batch), 32 * nw, shm, stream>>>(a);
+      return cudaGetLastError();
+    };
+    return split ? launch(mamba2_replay_kernel<TileT, true>) : launch(mamba2_replay_kernel<TileT, false>);
   });
 }
 
