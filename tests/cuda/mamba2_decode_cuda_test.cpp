@@ -181,7 +181,12 @@ TEST(Mamba2CudaArgs, OutOfRangeShapesAreRefused) {
   EXPECT_EQ(ops::cuda::mamba2_replay_cuda(a, nullptr), cudaErrorInvalidValue);
   a.W = 8, a.T = 9;  // T > 8
   EXPECT_EQ(ops::cuda::mamba2_replay_cuda(a, nullptr), cudaErrorInvalidValue);
-  a.T = 1, a.variant = 2;  // split without scratch
+  a.T = 1, a.N = 300;  // N > 256
+  EXPECT_EQ(ops::cuda::mamba2_replay_cuda(a, nullptr), cudaErrorInvalidValue);
+  a.N = 16, a.tile_rows = 3;  // no such tile
+  EXPECT_EQ(ops::cuda::mamba2_replay_cuda(a, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(ops::cuda::mamba2_step_cuda(a, nullptr), cudaErrorInvalidValue);
+  a.tile_rows = 0, a.variant = 2;  // split without scratch
   EXPECT_EQ(ops::cuda::mamba2_replay_cuda(a, nullptr), cudaErrorInvalidValue);
   a.variant = 0;
   a.T = 1, a.G = 3;  // H not a multiple of G

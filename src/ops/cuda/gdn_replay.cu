@@ -157,13 +157,17 @@ cudaError_t gdn_replay_cuda(const GdnDecodeArgs& a, cudaStream_t stream) {
   if (a.batch < 0 || a.Hk <= 0 || a.Hv % a.Hk != 0 || a.dk < 1 || a.dv < 1 || a.T < 1 || a.T > kGdnMaxT ||
       a.W < a.T || a.W > kGdnMaxW || a.max_fold < 0 || a.max_fold > a.W || (a.fold != nullptr && a.fold_slot == nullptr))
     return cudaErrorInvalidValue;
+  // Every refusal before the device is asked anything.
+  const bool sliced_fits = a.dk <= 512, streaming_fits = a.dv <= kMaxTileCols;
+  if (a.variant < 0 || a.variant > 2 || (a.variant == 1 && !streaming_fits) || (a.variant == 2 && !sliced_fits) ||
+      (!sliced_fits && !streaming_fits))
+    return cudaErrorInvalidValue;
   // Fewer (head, sequence) blocks than SMs, or values wider than a
   // streaming tile: the column-sliced variant.
   int dev = 0, sms = 0;
   if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
   if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev); e != cudaSuccess) return e;
-  if (a.variant < 0 || a.variant > 2) return cudaErrorInvalidValue;
-  const bool small = int64_t(a.batch) * a.Hv < sms, sliced_fits = a.dk <= 512, streaming_fits = a.dv <= kMaxTileCols;
+  const bool small = int64_t(a.batch) * a.Hv < sms;
   if (a.variant == 2 || (a.variant == 0 && sliced_fits && (small || !streaming_fits)))
     return gdn_replay_sliced(a, stream);
   return with_row_slice_tile<4>(a.dv, [&](auto tag) {

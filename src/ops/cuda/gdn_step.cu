@@ -149,13 +149,16 @@ cudaError_t gdn_step_cuda(const GdnDecodeArgs& a, cudaStream_t stream) {
     return cudaErrorInvalidValue;
   const int K4 = (a.dk + 3) & ~3, V4 = (a.dv + 3) & ~3, nw = kGdnStepWarps;
   const size_t shm = sizeof(float) * (size_t(a.dk) * V4 + nw * V4 + V4 + 2 * a.T * K4 + a.T * V4 + 2 * a.T);
+  // Every refusal before the device is asked anything.
+  const bool fits = shm <= kGdnStepMaxShm && a.dv <= kMaxTileCols, sliced_fits = a.dk <= 512;
+  if ((a.variant == 1 && !fits) || (a.variant == 2 && !sliced_fits) || (!fits && !sliced_fits))
+    return cudaErrorInvalidValue;
   int dev = 0, sms = 0;
   if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
   if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev); e != cudaSuccess) return e;
   // The same variant choice as the replay kernel (variant), plus:
   // heads too large for shared memory take the sliced kernel.
-  const bool small = int64_t(a.batch) * a.Hv < sms, fits = shm <= kGdnStepMaxShm && a.dv <= kMaxTileCols;
-  if (a.variant == 1 && !fits) return cudaErrorInvalidValue;
+  const bool small = int64_t(a.batch) * a.Hv < sms;
   if (a.variant == 2 || !fits || (a.variant == 0 && small)) return gdn_step_sliced(a, stream);
   return with_row_slice_tile<4>(a.dv, [&](auto tag) {
     using TileT = decltype(tag);

@@ -3,8 +3,8 @@
 // kMamba2Warps·kMamba2Rows rows, the next pass loading while the current
 // one computes, and the first pass loading before the latency-bound
 // prologue (token inputs, log). Measured on the H200 (docs/perf): blocks
-// that load a whole slice, compute and exit stream worse (58% of copy
-// bandwidth) than this steady loop.
+// that load a whole slice, compute and exit, and persistent blocks with a
+// deep shared-memory ring, both streamed worse than this steady loop.
 #pragma once
 
 #include "ops/cuda/tile.cuh"
@@ -12,9 +12,7 @@
 namespace replayssm::ops::cuda {
 
 constexpr int kMamba2Warps = 4;
-constexpr int kMamba2Rows = 4;
-constexpr int kMamba2MaxStages = 24;   // replay: most passes in flight in a block's ring
-constexpr int kMamba2BlocksPerSm = 2;  // replay: blocks sharing an SM's shared memory  // default; Mamba2DecodeArgs::tile_rows = 2 halves it
+constexpr int kMamba2Rows = 4;  // default; Mamba2DecodeArgs::tile_rows = 2 halves it
 
 // Warps for P rows of kR per warp: fewer when P is small (no idle warps).
 inline int mamba2_warps(int P, int kR) {

@@ -220,7 +220,9 @@ cudaError_t mamba2_replay_cuda(const Mamba2DecodeArgs& a, cudaStream_t stream) {
   if (a.batch < 0 || a.G <= 0 || a.H % a.G != 0 || a.P <= 0 || a.T < 1 || a.T > kMamba2MaxT || a.W < a.T ||
       a.W > kMamba2MaxW || a.max_fold < 0 || a.max_fold > a.W || (a.fold != nullptr && a.fold_slot == nullptr))
     return cudaErrorInvalidValue;
-  if (a.variant < 0 || a.variant > 2 || (a.variant == 2 && a.scratch == nullptr)) return cudaErrorInvalidValue;
+  if (a.variant < 0 || a.variant > 2 || (a.variant == 2 && a.scratch == nullptr) || a.N < 1 || a.N > kMaxTileCols ||
+      (a.tile_rows != 0 && a.tile_rows != 2 && a.tile_rows != kMamba2Rows))
+    return cudaErrorInvalidValue;  // every refusal before the device is asked anything
   // Split when there is scratch and enough (head, sequence) blocks that the
   // second launch pays back (H200, H = 128: slower at batch 8, faster from
   // batch 64; docs/perf).
