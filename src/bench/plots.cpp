@@ -26,9 +26,11 @@ struct Plot {
   bool logx = false, logy = false;
   std::vector<std::string> order;                  // series in first-seen order
   std::map<std::string, std::vector<Point>> data;  // by series label
-  void add(const std::string& label, Point p) {
+  std::map<std::string, int> dash;                 // gnuplot dashtype per series (1 = solid)
+  void add(const std::string& label, Point p, int dashtype = 1) {
     if (data.find(label) == data.end()) order.push_back(label);
     data[label].push_back(p);
+    dash[label] = dashtype;
   }
 };
 
@@ -60,9 +62,9 @@ Status write_plot(const std::string& dir, const Plot& p) {
   std::ofstream gp(fs::path(dir) / (p.name + ".gp"));
   gp << "# " << p.title << " — run `gnuplot " << p.name << ".gp` in this directory\n"
      << "if (strstrt(GPVAL_TERMINALS, \"pngcairo\") > 0) {\n"
-     << "  set terminal pngcairo size 1000,640 noenhanced\n"
+     << "  set terminal pngcairo size 1200,720 noenhanced font \",10\"\n"
      << "} else {\n"
-     << "  set terminal png size 1000,640 noenhanced\n"
+     << "  set terminal png size 1200,720 noenhanced\n"
      << "}\n"
      << "set output " << quote(p.name + ".png") << "\n"
      << "set title " << quote(p.title) << "\n"
@@ -73,7 +75,7 @@ Status write_plot(const std::string& dir, const Plot& p) {
   gp << "plot ";
   for (size_t i = 0; i < p.order.size(); ++i)
     gp << (i ? ", \\\n     " : "") << quote(p.name + ".dat") << " index " << i
-       << " using 1:2:3:4 with yerrorlines title " << quote(p.order[i]);
+       << " using 1:2:3:4 with yerrorlines lw 1.5 dt " << p.dash.at(p.order[i]) << " title " << quote(p.order[i]);
   gp << "\n";
   if (!gp) return io_error((fs::path(dir) / (p.name + ".gp")).string() + ": write failed");
   return {};
@@ -168,15 +170,19 @@ std::vector<Plot> make_plots(const std::vector<ConfigResult>& results) {
     if (c.workload == Workload::kRestore)
       for (const RestorePoint& pt : r.restore_latency) {
         Plot& p = plot("restore_latency_vs_distance");
-        p.title = "restore(p) + one step vs distance from the path's start checkpoint";
+        p.title = "restore(p) + one step vs distance from the path's start checkpoint "
+                  "(solid: log replay, dashed: re-prefill, dotted: checkpoint)";
         p.xlabel = "distance (tokens)";
         p.ylabel = "ms";
         p.logx = true;
         p.logy = true;
         // Distance 0 (a checkpoint right there) cannot sit on a log axis.
+        // Solid: log replay; dashed: re-prefill; dotted: a checkpoint.
+        const int dt = pt.path == RestorePath::kLogReplay ? 1 : pt.path == RestorePath::kReprefill ? 2 : 3;
         p.add(label_of(c, true) + " " + restore_path_name(pt.path),
               {double(std::max<int64_t>(pt.distance, 1)), pt.seconds.median * 1e3, pt.seconds.min * 1e3,
-               pt.seconds.max * 1e3});
+               pt.seconds.max * 1e3},
+              dt);
       }
   }
   std::vector<Plot> out;

@@ -9,10 +9,10 @@
 // the clock.
 #include <algorithm>
 
+#include "bench/workloads.h"
 #include "core/clock.h"
 #include "decode/sampler.h"
 #include "decode/session.h"
-#include "bench/workloads.h"
 
 namespace replayssm::bench {
 

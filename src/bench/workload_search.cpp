@@ -7,9 +7,9 @@
 #include <numeric>
 #include <set>
 
+#include "bench/workloads.h"
 #include "core/clock.h"
 #include "decode/beam_search.h"
-#include "bench/workloads.h"
 #include "replayssm/tree_search.h"
 
 namespace replayssm::bench {
