@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <tuple>
 
 #include "cuda_test_util.h"
@@ -169,6 +170,76 @@ TEST_P(Mamba2Cuda, StandardStepWritesOneStatePerTokenAndMatchesTheCpuScan) {
         ASSERT_TRUE(close(after[os + i], S[i], test::kStateTol)) << "state b " << b << " t " << t << " i " << i;
       for (int i = 0; i < H * P; ++i)
         ASSERT_TRUE(close(bf16_to_f32(y[bt * H * P + i]), yy[i], test::kBf16Tol)) << "y b " << b << " t " << t;
+    }
+  }
+}
+
+// Exact replay runs the standard step's arithmetic over the log: its
+// outputs and folds equal stepping from the checkpoint, bit for bit.
+TEST_P(Mamba2Cuda, ExactReplayIsBitIdenticalToStepping) {
+  const Shape s = GetParam();
+  const int B = s.batch, H = s.H, P = s.P, N = s.N, G = s.G, W = s.W, T = s.T;
+  std::mt19937 g(23 + T);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> A_log(H), Dv(H), zero(H, 0.0f);
+  for (int h = 0; h < H; ++h) A_log[h] = 0.5f * u(g), Dv[h] = u(g);
+  std::vector<int32_t> slot(B), n_log(B), fold(B), fold_slot(B);
+  for (int b = 0; b < B; ++b) {
+    slot[b] = 2 * b + 1, fold_slot[b] = 2 * b;
+    n_log[b] = T + (b * 5 + 3) % (W - T + 1);
+    fold[b] = (b * 7 + 1) % (n_log[b] + 1);
+  }
+  // One slot more: the scratch state the reference steps in place.
+  const int slots = 2 * B + 1, work = 2 * B;
+  std::vector<float> state(size_t(slots + 1) * H * P * N);
+  for (float& x : state) x = 0.3f * u(g);
+  Bf Cm = bf_rand(g, size_t(B) * T * G * N, 1.0f), lx = bf_rand(g, size_t(B) * W * H * P, 1.0f),
+     lB = bf_rand(g, size_t(B) * W * G * N, 1.0f);
+  std::vector<float> log_dt(size_t(B) * W * H);
+  for (float& v : log_dt) v = ops::softplus(u(g) - 1.0f);
+  Dev<float> dA(A_log), dD(Dv), dbias(zero), dstate(state), dlogdt(log_dt);
+  Dev<int32_t> dslot(slot), dn(n_log), dfold(fold), dfslot(fold_slot);
+  Dev<uint16_t> dC(Cm.bits), dlx(lx.bits), dlB(lB.bits), dy(std::vector<uint16_t>(size_t(B) * T * H * P));
+  ops::cuda::Mamba2DecodeArgs a;
+  a.batch = B, a.H = H, a.P = P, a.N = N, a.G = G, a.W = W, a.T = T, a.exact = true;
+  a.A_log = dA.p, a.D = dD.p, a.dt_bias = dbias.p, a.state = dstate.p, a.slot = dslot.p, a.Cm = dC.p, a.y = dy.p;
+  a.n_log = dn.p, a.log_x = dlx.p, a.log_B = dlB.p, a.log_dt = dlogdt.p;
+  a.fold = dfold.p, a.fold_slot = dfslot.p, a.max_fold = W;
+  ASSERT_EQ(ops::cuda::mamba2_replay_cuda(a, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<uint16_t> y = dy.get();
+  const std::vector<float> after = dstate.get();
+
+  const size_t hs = size_t(H) * P * N;
+  const std::vector<int32_t> one_work{work};
+  Dev<int32_t> dwork(one_work);
+  Dev<uint16_t> dy1(std::vector<uint16_t>(size_t(H) * P));
+  for (int b = 0; b < B; ++b) {
+    // The reference: mamba2_step_cuda over the log, one token at a time, in
+    // place on the work slot, with the logged dt.
+    ASSERT_EQ(cudaMemcpy(dstate.p + work * hs, dstate.p + slot[b] * hs, hs * 4, cudaMemcpyDeviceToDevice), cudaSuccess);
+    if (fold[b] == 0)
+      ASSERT_TRUE(std::equal(after.begin() + fold_slot[b] * hs, after.begin() + (fold_slot[b] + 1) * hs,
+                             state.begin() + fold_slot[b] * hs)) << "b " << b << ": no fold, yet written";
+    for (int e = 0; e < n_log[b]; ++e) {
+      const size_t le = size_t(b) * W + e;
+      const int t = e - (n_log[b] - T);
+      ops::cuda::Mamba2DecodeArgs st;
+      st.batch = 1, st.H = H, st.P = P, st.N = N, st.G = G, st.T = 1;
+      st.A_log = dA.p, st.D = dD.p, st.dt_bias = dbias.p, st.state = dstate.p, st.slot = dwork.p, st.out_slot = dwork.p;
+      st.x = dlx.p + le * H * P, st.Bm = dlB.p + le * G * N, st.dt = dlogdt.p + le * H, st.y = dy1.p;
+      st.Cm = t >= 0 ? dC.p + (size_t(b) * T + t) * G * N : dlB.p + le * G * N;
+      ASSERT_EQ(ops::cuda::mamba2_step_cuda(st, nullptr), cudaSuccess);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      if (e + 1 == fold[b]) {
+        const std::vector<float> now = dstate.get();
+        ASSERT_EQ(std::memcmp(now.data() + work * hs, after.data() + fold_slot[b] * hs, hs * 4), 0)
+            << "fold of b " << b << " differs from stepping";
+      }
+      if (t < 0) continue;
+      const std::vector<uint16_t> y1 = dy1.get();
+      ASSERT_EQ(std::memcmp(y1.data(), y.data() + (size_t(b) * T + t) * H * P, size_t(H) * P * 2), 0)
+          << "y of b " << b << " t " << t << " differs from stepping";
     }
   }
 }

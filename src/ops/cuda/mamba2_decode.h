@@ -42,6 +42,7 @@ struct Mamba2DecodeArgs {
   const uint16_t* x = nullptr;        // (B, T, H, P) bf16 (post-conv)
   const uint16_t* Bm = nullptr;       // (B, T, G, N) bf16
   const float* dt_raw = nullptr;      // (B, T, H) before softplus
+  const float* dt = nullptr;          // (B, T, H) after softplus and clamp; when set, used instead of dt_raw
   const int32_t* out_slot = nullptr;  // (B, T); may equal slot when T = 1 (in place)
 
   // Replay: each sequence's log since its checkpoint, capacity W; the T new
@@ -68,6 +69,11 @@ struct Mamba2DecodeArgs {
   // 0 picks (split when scratch is given and batch·H ≥ 16 × SMs); 1 one
   // kernel; 2 split (tests, tuning).
   int variant = 0;
+  // Exact replay: the log replayed by the sequential recurrence — the same
+  // per-token arithmetic as mamba2_step_cuda, so outputs and folds are
+  // bit-identical to stepping with the logged dt — at n_log × the FLOPs of
+  // a step (one kernel; scratch and variant are not used).
+  bool exact = false;
 };
 
 inline int64_t mamba2_replay_scratch_floats(int batch, int T, int H, int P) {

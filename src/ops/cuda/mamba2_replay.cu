@@ -13,6 +13,9 @@
 
 namespace replayssm::ops::cuda {
 
+// The sequential recurrence (mamba2_replay_exact.cu): arguments already checked.
+cudaError_t mamba2_replay_exact(const Mamba2DecodeArgs& a, cudaStream_t stream);
+
 namespace {
 
 // The log's part of one replay block, in shared memory.
@@ -223,6 +226,7 @@ cudaError_t mamba2_replay_cuda(const Mamba2DecodeArgs& a, cudaStream_t stream) {
   if (a.variant < 0 || a.variant > 2 || (a.variant == 2 && a.scratch == nullptr) || a.N < 1 || a.N > kMaxTileCols ||
       (a.tile_rows != 0 && a.tile_rows != 2 && a.tile_rows != kMamba2Rows))
     return cudaErrorInvalidValue;  // every refusal before the device is asked anything
+  if (a.exact) return mamba2_replay_exact(a, stream);
   // Split when there is scratch and enough (head, sequence) blocks that the
   // second launch pays back (H200, H = 128: slower at batch 8, faster from
   // batch 64; docs/perf).

@@ -4,6 +4,7 @@
 // reduces y = S·C + D·x per row.
 #include "ops/cuda/mamba2_decode.h"
 #include "ops/cuda/mamba2_launch.h"
+#include "ops/cuda/mamba2_token.cuh"
 #include "ops/cuda/tile.cuh"
 
 namespace replayssm::ops::cuda {
@@ -30,7 +31,8 @@ __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_step_kernel(Mamba2De
   load_bf_rows(sC, a.Cm + (int64_t(b) * T * a.G + g) * N, T, N, int64_t(a.G) * N);
   load_bf_rows(sX, a.x + (int64_t(b) * T * a.H + h) * P, T, P, int64_t(a.H) * P);
   for (int t = threadIdx.x; t < T; t += blockDim.x) {
-    const float dt = fminf(fmaxf(softplus_f(a.dt_raw[(int64_t(b) * T + t) * a.H + h] + a.dt_bias[h]), a.dt_min), a.dt_max);
+    const int64_t bt = (int64_t(b) * T + t) * a.H + h;
+    const float dt = a.dt != nullptr ? a.dt[bt] : fminf(fmaxf(softplus_f(a.dt_raw[bt] + a.dt_bias[h]), a.dt_min), a.dt_max);
     sDt[t] = dt;
     sDA[t] = expf(-expf(a.A_log[h]) * dt);
   }
@@ -46,20 +48,7 @@ __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_step_kernel(Mamba2De
       float Bc[TileT::kColChunks][TileT::kVec], Cc[TileT::kColChunks][TileT::kVec], acc[TileT::kRows];
       TileT::columns(sB + t * N, N, lane, Bc);
       TileT::columns(sC + t * N, N, lane, Cc);
-#pragma unroll
-      for (int r = 0; r < TileT::kRows; ++r) {
-        const int i = TileT::row(w, nw, r);
-        const float dtx = i < rows ? dt * sX[t * P + p0 + i] : 0.0f;
-        acc[r] = 0.0f;
-#pragma unroll
-        for (int j = 0; j < TileT::kColChunks; ++j)
-#pragma unroll
-          for (int e = 0; e < TileT::kVec; ++e) {
-            const float s = cur.v[r][j][e] * dA + Bc[j][e] * dtx;
-            cur.v[r][j][e] = s;
-            acc[r] += s * Cc[j][e];
-          }
-      }
+      mamba2_token_rows(cur, dA, dt, Bc, Cc, sX + t * P + p0, rows, nw, w, acc);
       cur.store(a.state + (int64_t(a.out_slot[b * T + t]) * a.H + h) * P * N + int64_t(p0) * N, rows, N, N, w, nw,
                 lane);
       TileT::row_sums(acc, lane);
