@@ -9,6 +9,8 @@
 //            standard: read the state, write one state per draft (vLLM/SGLang).
 //            replay: outputs for the 4 drafts from checkpoint + log, no state
 //            write, the committed log folded every 7 steps (14 tokens).
+//   beam8  — Mamba2, 8 beams sharing a checkpoint (a fork group), AR:
+//            replay reads the shared checkpoint once per group per step.
 // For each it counts the bytes that must move, times the kernels with CUDA
 // events (median of 7 runs after 3 warm-ups), and prints µs per step, GB/s,
 // the fraction of the measured device copy bandwidth, and replay/standard
@@ -205,6 +207,70 @@ Row run_mamba2(int batch, bool verify, int variant) {
           cyc_us / plan.size(), batch * rep_bytes / plan.size()};
 }
 
+// Beam search with 8 beams sharing a checkpoint (a fork group), AR with
+// W = 16: standard reads and writes 8 states per step; replay reads the
+// shared checkpoint once per group on the 15 steps without a fold, and on
+// the step whose window fills every beam folds into its own checkpoint
+// (each block reads the shared checkpoint and writes its beam's).
+Row run_mamba2_beams(int batch) {
+  using replayssm::ops::cuda::Mamba2DecodeArgs;
+  constexpr int kBeams = 8;
+  const int H = 128, P = 64, N = 128, G = 8, W = kW;
+  const double S = 4.0 * H * P * N, in_tok = H * P * 2.0 + 2 * G * N * 2.0 + H * 4.0 + H * P * 2.0,
+               entry = H * P * 2.0 + G * N * 2.0 + H * 4.0;
+  Arena ar;
+  Slots sl = make_slots(ar, batch, S);
+  Mamba2DecodeArgs a;
+  a.batch = batch, a.H = H, a.P = P, a.N = N, a.G = G, a.T = 1, a.W = W, a.max_fold = W;
+  a.A_log = ar.zeros<float>(H), a.D = ar.zeros<float>(H), a.dt_bias = ar.zeros<float>(H);
+  a.state = ar.zeros<float>(size_t(sl.rot) * batch * (1 + kT) * H * P * N);
+  a.x = ar.zeros<uint16_t>(size_t(batch) * H * P), a.Bm = ar.zeros<uint16_t>(size_t(batch) * G * N);
+  a.Cm = ar.zeros<uint16_t>(size_t(batch) * G * N), a.dt_raw = ar.zeros<float>(size_t(batch) * H);
+  a.y = ar.zeros<uint16_t>(size_t(batch) * H * P);
+  a.log_x = ar.zeros<uint16_t>(size_t(batch) * W * H * P), a.log_B = ar.zeros<uint16_t>(size_t(batch) * W * G * N);
+  a.log_dt = ar.zeros<float>(size_t(batch) * W * H);
+  a.scratch = ar.zeros<float>(replayssm::ops::cuda::mamba2_replay_scratch_floats(batch, 1, H, P));
+  // Per rotation: each beam's own slot (standard; replay's fold target) and
+  // the group's shared checkpoint (the group's first beam's slot).
+  std::vector<int32_t*> shared;
+  for (int r = 0; r < sl.rot; ++r) {
+    std::vector<int32_t> own(batch), sh(batch);
+    CK(cudaMemcpy(own.data(), sl.read[r], batch * 4, cudaMemcpyDeviceToHost));
+    for (int b = 0; b < batch; ++b) sh[b] = own[b - b % kBeams];
+    shared.push_back(ar.ints(sh));
+  }
+  std::vector<int32_t> gs;
+  for (int b = 0; b <= batch; b += kBeams) gs.push_back(b);
+  int32_t* groups = ar.ints(gs);
+  const std::vector<Plan> plan = cycle(ar, batch, false, true);
+  const double std_us = median_us(
+      [&](int i) {
+        Mamba2DecodeArgs r = a;
+        r.slot = r.out_slot = sl.read[i % sl.rot];
+        CK(replayssm::ops::cuda::mamba2_step_cuda(r, nullptr));
+      },
+      20);
+  const double cyc_us = median_us(
+      [&](int i) {
+        Mamba2DecodeArgs r = a;
+        r.slot = shared[i % sl.rot];
+        r.fold_slot = sl.read[i % sl.rot];
+        for (const Plan& p : plan) {
+          r.n_log = p.n_log, r.fold = p.fold;
+          r.group_start = p.f == 0 ? groups : nullptr;
+          r.n_groups = p.f == 0 ? int(gs.size()) - 1 : 0, r.max_group = kBeams;
+          r.variant = p.f == 0 ? 0 : 2;
+          CK(replayssm::ops::cuda::mamba2_replay_cuda(r, nullptr));
+        }
+      },
+      4);
+  double rep_bytes = 0;  // per cycle, the whole batch
+  for (const Plan& p : plan)
+    rep_bytes += p.f == 0 ? batch / kBeams * S + batch * (p.n * entry + G * N * 2.0 + H * P * 2.0)
+                          : batch * (2 * S + p.n * entry + G * N * 2.0 + H * P * 2.0);
+  return {"mamba2", "beam8", batch, std_us, batch * (2 * S + in_tok), cyc_us / plan.size(), rep_bytes / plan.size()};
+}
+
 Row run_gdn(int batch, bool verify) {
   using replayssm::ops::cuda::GdnDecodeArgs;
   const int Hk = 16, Hv = 32, dk = 128, dv = 128, T = verify ? kT : 1, W = verify ? kW + kT : kW;
@@ -306,24 +372,28 @@ int main(int argc, char** argv) {
   bool first = true;
   // mamba2-1k: the replay path as one kernel (no split of the log's part),
   // kept in the table to show what the split buys.
+  auto print_row = [&](const Row& r) {
+    const double sg = r.std_bytes / (r.std_us * 1e3), rg = r.rep_bytes / (r.rep_us * 1e3);
+    std::printf("%-9s %-7s %6d | %9.1f %7.0f %5.0f%% | %9.1f %7.0f %5.0f%% | %6.2fx\n", r.family.c_str(),
+                r.workload.c_str(), r.batch, r.std_us, sg, 100 * sg / copy_gbs, r.rep_us, rg, 100 * rg / copy_gbs,
+                r.std_us / r.rep_us);
+    char row[512];
+    std::snprintf(row, sizeof row,
+                  "%s\n  {\"family\": \"%s\", \"workload\": \"%s\", \"batch\": %d, \"standard_us\": %.2f, "
+                  "\"standard_gbs\": %.1f, \"standard_frac_copy\": %.3f, \"replay_us\": %.2f, \"replay_gbs\": "
+                  "%.1f, \"replay_frac_copy\": %.3f, \"replay_over_standard\": %.3f}",
+                  first ? "" : ",", r.family.c_str(), r.workload.c_str(), r.batch, r.std_us, sg, sg / copy_gbs,
+                  r.rep_us, rg, rg / copy_gbs, r.std_us / r.rep_us);
+    json += row;
+    first = false;
+  };
+  for (int batch : {8, 64, 256, 512}) print_row(run_mamba2_beams(batch));
   for (const char* family : {"mamba2", "mamba2-1k", "gdn"})
     for (bool verify : {false, true})
       for (int batch : {1, 8, 64, 256, 512}) {
         const std::string fam = family;
         const Row r = fam == "gdn" ? run_gdn(batch, verify) : run_mamba2(batch, verify, fam == "mamba2" ? 0 : 1);
-        const double sg = r.std_bytes / (r.std_us * 1e3), rg = r.rep_bytes / (r.rep_us * 1e3);
-        std::printf("%-9s %-7s %6d | %9.1f %7.0f %5.0f%% | %9.1f %7.0f %5.0f%% | %6.2fx\n", family,
-                    r.workload.c_str(), batch, r.std_us, sg, 100 * sg / copy_gbs, r.rep_us, rg, 100 * rg / copy_gbs,
-                    r.std_us / r.rep_us);
-        char row[512];
-        std::snprintf(row, sizeof row,
-                      "%s\n  {\"family\": \"%s\", \"workload\": \"%s\", \"batch\": %d, \"standard_us\": %.2f, "
-                      "\"standard_gbs\": %.1f, \"standard_frac_copy\": %.3f, \"replay_us\": %.2f, \"replay_gbs\": "
-                      "%.1f, \"replay_frac_copy\": %.3f, \"replay_over_standard\": %.3f}",
-                      first ? "" : ",", family, r.workload.c_str(), batch, r.std_us, sg, sg / copy_gbs, r.rep_us, rg,
-                      rg / copy_gbs, r.std_us / r.rep_us);
-        json += row;
-        first = false;
+        print_row(r);
       }
   json += "\n]}\n";
   if (argc > 1) {

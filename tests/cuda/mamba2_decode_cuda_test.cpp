@@ -30,7 +30,7 @@ struct Shape {
 void PrintTo(const Shape& s, std::ostream* os);
 void PrintTo(const std::tuple<Shape, int>& p, std::ostream* os) {
   PrintTo(std::get<0>(p), os);
-  *os << (std::get<1>(p) == 1 ? "_one_kernel" : "_split");
+  *os << (std::get<1>(p) == 1 ? "_one_kernel" : (std::get<1>(p) == 2 ? "_split" : "_fork_groups"));
 }
 void PrintTo(const Shape& s, std::ostream* os) {
   *os << "B" << s.batch << "_H" << s.H << "_P" << s.P << "_N" << s.N << "_G" << s.G << "_W" << s.W << "_T" << s.T;
@@ -50,8 +50,8 @@ std::vector<float> raw_of(const float* dt, int H) {
   return r;
 }
 
-// Both replay variants (one kernel; the log's part split into its own
-// kernel over scratch) on every shape.
+// Every replay variant (one kernel; the log's part split into its own
+// kernel over scratch; fork groups sharing checkpoints) on every shape.
 class Mamba2CudaReplay : public ::testing::TestWithParam<std::tuple<Shape, int>> {
  protected:
   void SetUp() override {
@@ -75,6 +75,21 @@ TEST_P(Mamba2CudaReplay, ReplayWithFoldsMatchesTheCpuScan) {
     fold[b] = b % 4 == 1 ? 0 : (b % 4 == 2 ? n_log[b] : (b * 7) % (n_log[b] + 1));
     fold_slot[b] = b % 3 == 0 ? slot[b] : 2 * b;
   }
+  // Variant 3: fork groups of 3, 1, 2, 3, 1, 2, … members sharing the first
+  // member's checkpoint; only a sequence alone in its group folds.
+  const int variant = std::get<1>(GetParam());
+  std::vector<int32_t> group_start{0};
+  if (variant == 3) {
+    for (int b = 0, k = 0; b < B; ++k) {
+      const int members = std::min(B - b, k % 3 == 0 ? 3 : (k % 3 == 1 ? 1 : 2));
+      for (int m = 0; m < members; ++m) {
+        slot[b + m] = slot[b];
+        if (members > 1) fold[b + m] = 0;
+      }
+      b += members;
+      group_start.push_back(b);
+    }
+  }
   std::vector<float> state(size_t(slots) * H * P * N);
   for (float& x : state) x = 0.3f * u(g);
   Bf Cm = bf_rand(g, size_t(B) * T * G * N, 1.0f), lx = bf_rand(g, size_t(B) * W * H * P, 1.0f),
@@ -83,16 +98,17 @@ TEST_P(Mamba2CudaReplay, ReplayWithFoldsMatchesTheCpuScan) {
   for (float& v : log_dt) v = ops::softplus(u(g) - 1.0f);
 
   Dev<float> dA(A_log), dD(Dv), dbias(zero), dstate(state), dlogdt(log_dt);
-  Dev<int32_t> dslot(slot), dn(n_log), dfold(fold), dfslot(fold_slot);
+  Dev<int32_t> dslot(slot), dn(n_log), dfold(fold), dfslot(fold_slot), dgroups(group_start);
   Dev<uint16_t> dC(Cm.bits), dlx(lx.bits), dlB(lB.bits), dy(std::vector<uint16_t>(size_t(B) * T * H * P));
   ops::cuda::Mamba2DecodeArgs a;
   a.batch = B, a.H = H, a.P = P, a.N = N, a.G = G, a.W = W, a.T = T;
   a.A_log = dA.p, a.D = dD.p, a.dt_bias = dbias.p, a.state = dstate.p, a.slot = dslot.p, a.Cm = dC.p, a.y = dy.p;
   a.n_log = dn.p, a.log_x = dlx.p, a.log_B = dlB.p, a.log_dt = dlogdt.p;
   a.fold = dfold.p, a.fold_slot = dfslot.p, a.max_fold = W;
-  a.variant = std::get<1>(GetParam());
+  a.variant = variant == 3 ? 0 : variant;
   Dev<float> scratch(std::vector<float>(ops::cuda::mamba2_replay_scratch_floats(B, T, H, P)));
-  if (a.variant == 2) a.scratch = scratch.p;
+  if (variant >= 2) a.scratch = scratch.p;
+  if (variant == 3) a.group_start = dgroups.p, a.n_groups = int(group_start.size()) - 1, a.max_group = 3;
   ASSERT_EQ(ops::cuda::mamba2_replay_cuda(a, nullptr), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const std::vector<uint16_t> y = dy.get();
@@ -257,7 +273,10 @@ TEST(Mamba2CudaArgs, OutOfRangeShapesAreRefused) {
   a.N = 16, a.tile_rows = 3;  // no such tile
   EXPECT_EQ(ops::cuda::mamba2_replay_cuda(a, nullptr), cudaErrorInvalidValue);
   EXPECT_EQ(ops::cuda::mamba2_step_cuda(a, nullptr), cudaErrorInvalidValue);
-  a.tile_rows = 0, a.variant = 2;  // split without scratch
+  const int32_t groups[2] = {0, 1};
+  a.tile_rows = 0, a.group_start = groups, a.n_groups = 1, a.max_group = 1;  // fork groups without scratch
+  EXPECT_EQ(ops::cuda::mamba2_replay_cuda(a, nullptr), cudaErrorInvalidValue);
+  a.group_start = nullptr, a.n_groups = 0, a.variant = 2;  // split without scratch
   EXPECT_EQ(ops::cuda::mamba2_replay_cuda(a, nullptr), cudaErrorInvalidValue);
   a.variant = 0;
   a.T = 1, a.G = 3;  // H not a multiple of G
@@ -274,7 +293,7 @@ const auto kShapes = ::testing::Values(Shape{3, 6, 5, 11, 3, 4, 1},       // odd
                                            Shape{2, 128, 64, 128, 8, 20, 4},  // its verify, T = 4
                                            Shape{2, 96, 80, 128, 8, 16, 1});
 INSTANTIATE_TEST_SUITE_P(Shapes, Mamba2Cuda, kShapes);
-INSTANTIATE_TEST_SUITE_P(Shapes, Mamba2CudaReplay, ::testing::Combine(kShapes, ::testing::Values(1, 2)));
+INSTANTIATE_TEST_SUITE_P(Shapes, Mamba2CudaReplay, ::testing::Combine(kShapes, ::testing::Values(1, 2, 3)));
 
 }  // namespace
 }  // namespace replayssm

@@ -180,8 +180,10 @@ cudaError_t gdn_replay_cuda(const GdnDecodeArgs& a, cudaStream_t stream) {
     if (shm > 48 * 1024) {
       if (cudaError_t e = cudaFuncSetAttribute(gdn_replay_kernel<TileT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                int(shm));
-          e != cudaSuccess)
+          e != cudaSuccess) {
+        cudaGetLastError();  // not left pending for the caller's next launch
         return e;
+      }
     }
     gdn_replay_kernel<TileT><<<dim3(a.Hv, a.batch), 32 * nw, shm, stream>>>(a);
     return cudaGetLastError();

@@ -124,8 +124,10 @@ cudaError_t gdn_replay_sliced(const GdnDecodeArgs& a, cudaStream_t stream) {
     if (shm > 48 * 1024) {
       if (cudaError_t e = cudaFuncSetAttribute(gdn_replay_sliced_kernel<TileT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                int(shm));
-          e != cudaSuccess)
+          e != cudaSuccess) {
+        cudaGetLastError();  // not left pending for the caller's next launch
         return e;
+      }
     }
     const int slices = (a.dv + kS - 1) / kS;
     gdn_replay_sliced_kernel<TileT><<<dim3(a.Hv, a.batch, slices), 32 * nw, shm, stream>>>(a);

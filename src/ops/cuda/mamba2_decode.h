@@ -26,6 +26,7 @@ namespace replayssm::ops::cuda {
 
 constexpr int kMamba2MaxW = 64;
 constexpr int kMamba2MaxT = 8;
+constexpr int kMamba2MaxGroup = 16;
 
 struct Mamba2DecodeArgs {
   int batch = 0, H = 0, P = 0, N = 0, G = 0, T = 1;
@@ -69,6 +70,18 @@ struct Mamba2DecodeArgs {
   // 0 picks (split when scratch is given and batch·H ≥ 16 × SMs); 1 one
   // kernel; 2 split (tests, tuning).
   int variant = 0;
+  // Fork-aware replay: sequences that share a checkpoint (beams, best-of-n
+  // samples) are decoded together, one block per head reading the shared
+  // checkpoint once for all of them. The batch is ordered so that group k
+  // is sequences group_start[k] .. group_start[k+1] − 1 (n_groups + 1
+  // entries): they share slot[] (each has its own log), and a group of
+  // more than one folds nothing this step (a sequence whose window fills
+  // goes in a group of its own). At most kMamba2MaxGroup members. Needs
+  // scratch (the split path runs).
+  const int32_t* group_start = nullptr;
+  int n_groups = 0;
+  int max_group = 0;  // host bound on members per group (1..kMamba2MaxGroup), sizes shared memory
+
   // Exact replay: the log replayed by the sequential recurrence — the same
   // per-token arithmetic as mamba2_step_cuda, so outputs and folds are
   // bit-identical to stepping with the logged dt — at n_log × the FLOPs of

@@ -18,25 +18,29 @@ cudaError_t mamba2_replay_exact(const Mamba2DecodeArgs& a, cudaStream_t stream);
 
 namespace {
 
-// The log's part of one replay block, in shared memory.
+// What a replay block's passes read, in shared memory: the outputs it
+// produces (a token of one sequence each; several sequences when a fork
+// group shares the checkpoint) and the log entries it folds.
 struct ReplayLog {
-  const float* C;   // (T, N)
-  const float* L;   // (W) L_s
-  const float* decay;  // (T) e^{L_t} of each new token
+  const float* C;        // (n_out, N4) C of each output's token
+  const float* decay;    // (n_out) e^{L_t}
+  const float* Y;        // (n_out, ld) the log's part of y, with D·x
+  const int64_t* yoff;   // (n_out) where output u's row of y starts
+  int n_out;
+  const float* L;   // (W) L_s of the folding sequence
   const float* F;   // (W) fold coefficients e^{L_{f−1}−L_s}·dt_s
-  const float* Y;   // (T, P) the log's part of y, with D·x
-  const float* X;   // (W, P) x_s
-  const float* B;   // (W, N) B_s
+  const float* X;   // (W, ld) x_s
+  const float* B;   // (W, N4) B_s
   int ld;           // row stride of Y and X (P rounded up to 4)
-  int base, f;      // first new entry; entries to fold
+  int f;            // entries to fold
 };
 
 // One pass of rows [p0, p0 + rows): their outputs, then their fold.
 template <typename TileT>
 __device__ __forceinline__ void replay_pass(const Mamba2DecodeArgs& a, TileT& cur, const ReplayLog& lg, float* Sf,
-                                            int b, int h, int p0, int rows, int nw, int w, int lane) {
-  const int P = a.P, N = a.N, T = a.T, N4 = (N + 3) & ~3;  // C and B rows are N4 apart
-  for (int t = 0; t < T; ++t) {
+                                            int p0, int rows, int nw, int w, int lane) {
+  const int N = a.N, N4 = (N + 3) & ~3;  // C and B rows are N4 apart
+  for (int t = 0; t < lg.n_out; ++t) {
     float Cc[TileT::kColChunks][TileT::kVec], acc[TileT::kRows];
     TileT::columns(lg.C + t * N4, N, lane, Cc);
 #pragma unroll
@@ -50,8 +54,7 @@ __device__ __forceinline__ void replay_pass(const Mamba2DecodeArgs& a, TileT& cu
     TileT::row_sums(acc, lane);
     const int i = TileT::row(w, nw, TileT::summed_row(lane));
     if (TileT::row_writer(lane) && i < rows)
-      put_bf(a.y, ((int64_t(b) * T + t) * a.H + h) * P + p0 + i,
-             lg.decay[t] * acc[0] + lg.Y[t * lg.ld + p0 + i]);
+      put_bf(a.y, lg.yoff[t] + p0 + i, lg.decay[t] * acc[0] + lg.Y[t * lg.ld + p0 + i]);
   }
   if (lg.f == 0) return;  // block-uniform
   const float decay = expf(lg.L[lg.f - 1]);
@@ -132,25 +135,35 @@ __global__ void __launch_bounds__(256) mamba2_replay_log_kernel(Mamba2DecodeArgs
 }
 
 // kSplit: the log's part of y and the decays come from the scratch that
-// mamba2_replay_log_kernel wrote; the block reads the log only to fold.
+// mamba2_replay_log_kernel wrote, and a block decodes a fork group (the
+// sequences group_start[k] .. group_start[k+1] − 1, sharing a checkpoint):
+// the checkpoint is read once for all of them. The log is read only to
+// fold (a sequence alone in its group). Without kSplit: one sequence, its
+// log's part computed here.
 template <typename TileT, bool kSplit>
 __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_replay_kernel(Mamba2DecodeArgs a) {
-  const int h = blockIdx.x, b = blockIdx.y, g = h / (a.H / a.G);
+  const int h = blockIdx.x, g = h / (a.H / a.G);
   const int nw = blockDim.x / 32, w = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int P = a.P, N = a.N, T = a.T, W = a.W, pass_rows = nw * TileT::kRows;
+  const int first = kSplit && a.group_start != nullptr ? a.group_start[blockIdx.y] : blockIdx.y;
+  const int members = kSplit && a.group_start != nullptr
+                          ? min(max(a.group_start[blockIdx.y + 1] - first, 1), a.max_group)
+                          : 1;
+  const int b = first, n_out = members * T;
   const int n_log = min(max(a.n_log[b], T), W), base = n_log - T;
-  const int f = a.fold != nullptr ? min(max(a.fold[b], 0), min(n_log, a.max_fold)) : 0;
+  const int f = a.fold != nullptr && members == 1 ? min(max(a.fold[b], 0), min(n_log, a.max_fold)) : 0;
   extern __shared__ float shm[];  // every array a multiple of 4 floats from the start: 16-byte aligned
-  const int W4 = (W + 3) & ~3, P4 = (P + 3) & ~3, N4 = (N + 3) & ~3, T4 = (T + 3) & ~3;
-  float* sC = shm;              // (T, N)
-  float* sB = sC + T * N4;      // (W, N) B_s
+  const int W4 = (W + 3) & ~3, P4 = (P + 3) & ~3, N4 = (N + 3) & ~3, O4 = (n_out + 3) & ~3;
+  int64_t* sYoff = reinterpret_cast<int64_t*>(shm);  // (n_out)
+  float* sC = shm + 2 * O4;     // (n_out, N) C of each output's token
+  float* sDecay = sC + n_out * N4;  // (n_out) e^{L_t}
+  float* sY = sDecay + O4;      // (n_out, P)
+  float* sB = sY + n_out * P4;  // (W, N) B_s
   float* sL = sB + W * N4;      // (W) L_s
   float* sDt = sL + W4;         // (W) dt_s
   float* sF = sDt + W4;         // (W) fold coefficients
   float* sWt = sF + W4;         // (T, W) output weights
-  float* sY = sWt + T * W4;     // (T, P)
-  float* sX = sY + T * P4;      // (W, P) x_s
-  float* sDecay = sX + W * P4;  // (T) e^{L_t}
+  float* sX = sWt + T * W4;     // (W, P) x_s
 
   const float* S = a.state + (int64_t(a.slot[b]) * a.H + h) * P * N;
   TileT cur;
@@ -164,14 +177,19 @@ __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_replay_kernel(Mamba2
     sDt[s] = dt;
     sL[s] = dt * A;
   }
-  load_bf_rows(sC, a.Cm + (int64_t(b) * T * a.G + g) * N, T, N, int64_t(a.G) * N, N4);
+  for (int m = 0; m < members; ++m)
+    load_bf_rows(sC + m * T * N4, a.Cm + (int64_t(b + m) * T * a.G + g) * N, T, N, int64_t(a.G) * N, N4);
   load_bf_rows(sB, a.log_B + (int64_t(b) * W * a.G + g) * N, rows_needed, N, int64_t(a.G) * N, N4);
   load_bf_rows(sX, a.log_x + (int64_t(b) * W * a.H + h) * P, rows_needed, P, int64_t(a.H) * P, P4);
+  for (int u = threadIdx.x; u < n_out; u += blockDim.x)
+    sYoff[u] = ((int64_t(b + u / T) * T + u % T) * a.H + h) * P;
   if constexpr (kSplit) {
-    const float* y_log = a.scratch + (int64_t(b) * T * a.H + h) * P;
-    for (int i = threadIdx.x; i < T * P; i += blockDim.x) sY[(i / P) * P4 + i % P] = y_log[int64_t(i / P) * a.H * P + i % P];
-    for (int t = threadIdx.x; t < T; t += blockDim.x)
-      sDecay[t] = a.scratch[int64_t(a.batch) * T * a.H * P + (int64_t(b) * T + t) * a.H + h];
+    for (int i = threadIdx.x; i < n_out * P; i += blockDim.x) {
+      const int u = i / P, p = i % P;  // output u: member u / T, token u % T
+      sY[u * P4 + p] = a.scratch[((int64_t(b + u / T) * T + u % T) * a.H + h) * P + p];
+    }
+    for (int u = threadIdx.x; u < n_out; u += blockDim.x)
+      sDecay[u] = a.scratch[int64_t(a.batch) * T * a.H * P + (int64_t(b + u / T) * T + u % T) * a.H + h];
   }
   __syncthreads();
   if (rows_needed > 0) {  // block-uniform
@@ -203,15 +221,14 @@ __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_replay_kernel(Mamba2
     }
     __syncthreads();
   }
-  (void)T4;
 
-  const ReplayLog lg{sC, sL, sDecay, sF, sY, sX, sB, P4, base, f};
+  const ReplayLog lg{sC, sDecay, sY, sYoff, n_out, sL, sF, sX, sB, P4, f};
   float* Sf = f > 0 ? a.state + (int64_t(a.fold_slot[b]) * a.H + h) * P * N : nullptr;
   for (int p0 = 0; p0 < P; p0 += pass_rows) {
     const int rows = min(pass_rows, P - p0);
     TileT nxt;
     if (p0 + pass_rows < P) nxt.load(S + int64_t(p0 + pass_rows) * N, min(pass_rows, P - p0 - pass_rows), N, N, w, nw, lane);
-    replay_pass(a, cur, lg, Sf, b, h, p0, rows, nw, w, lane);
+    replay_pass(a, cur, lg, Sf, p0, rows, nw, w, lane);
     cur = nxt;
   }
 }
@@ -224,6 +241,8 @@ cudaError_t mamba2_replay_cuda(const Mamba2DecodeArgs& a, cudaStream_t stream) {
       a.W > kMamba2MaxW || a.max_fold < 0 || a.max_fold > a.W || (a.fold != nullptr && a.fold_slot == nullptr))
     return cudaErrorInvalidValue;
   if (a.variant < 0 || a.variant > 2 || (a.variant == 2 && a.scratch == nullptr) || a.N < 1 || a.N > kMaxTileCols ||
+      (a.group_start != nullptr && (a.scratch == nullptr || a.variant == 1 || a.exact || a.n_groups < 1 ||
+                                    a.max_group < 1 || a.max_group > kMamba2MaxGroup)) ||
       (a.tile_rows != 0 && a.tile_rows != 2 && a.tile_rows != kMamba2Rows))
     return cudaErrorInvalidValue;  // every refusal before the device is asked anything
   if (a.exact) return mamba2_replay_exact(a, stream);
@@ -233,12 +252,15 @@ cudaError_t mamba2_replay_cuda(const Mamba2DecodeArgs& a, cudaStream_t stream) {
   int dev = 0, sms = 0;
   if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
   if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev); e != cudaSuccess) return e;
-  const bool split =
-      a.variant == 2 || (a.variant == 0 && a.scratch != nullptr && int64_t(a.batch) * a.H >= 16 * int64_t(sms));
-  const int W4 = (a.W + 3) & ~3, P4 = (a.P + 3) & ~3, N4 = (a.N + 3) & ~3, T4 = (a.T + 3) & ~3;
+  const bool split = a.variant == 2 || a.group_start != nullptr ||
+                     (a.variant == 0 && a.scratch != nullptr && int64_t(a.batch) * a.H >= 16 * int64_t(sms));
+  const int W4 = (a.W + 3) & ~3, P4 = (a.P + 3) & ~3, N4 = (a.N + 3) & ~3;
   auto set_shm = [](auto kernel, size_t shm) {
     if (shm <= 48 * 1024) return cudaSuccess;
-    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm));
+    if (shm > 227 * 1024) return cudaErrorInvalidValue;  // more than an SM has
+    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm));
+    if (e != cudaSuccess) cudaGetLastError();  // not left pending for the caller's next launch
+    return e;
   };
   if (split) {
     const int hpg = a.H / a.G;
@@ -251,11 +273,13 @@ cudaError_t mamba2_replay_cuda(const Mamba2DecodeArgs& a, cudaStream_t stream) {
   return with_mamba2_tile(a, [&](auto tag) {
     using TileT = decltype(tag);
     const int nw = mamba2_warps(a.P, TileT::kRows);
-    const size_t shm =
-        sizeof(float) * (a.T * N4 + a.W * N4 + 3 * W4 + a.T * W4 + a.T * P4 + a.W * P4 + T4);
+    const int n_out = (a.group_start != nullptr ? a.max_group : 1) * a.T, O4 = (n_out + 3) & ~3;
+    const size_t shm = sizeof(float) * (2 * O4 + n_out * N4 + O4 + n_out * P4 + a.W * N4 + 3 * W4 + a.T * W4 +
+                                         a.W * P4);
+    const int blocks_y = a.group_start != nullptr ? a.n_groups : a.batch;
     auto launch = [&](auto kernel) {
       if (cudaError_t e = set_shm(kernel, shm); e != cudaSuccess) return e;
-      kernel<<<dim3(a.H, a.batch), 32 * nw, shm, stream>>>(a);
+      kernel<<<dim3(a.H, blocks_y), 32 * nw, shm, stream>>>(a);
       return cudaGetLastError();
     };
     return split ? launch(mamba2_replay_kernel<TileT, true>) : launch(mamba2_replay_kernel<TileT, false>);

@@ -74,8 +74,10 @@ cudaError_t mamba2_replay_exact(const Mamba2DecodeArgs& a, cudaStream_t stream) 
     if (shm > 48 * 1024) {
       if (cudaError_t e = cudaFuncSetAttribute(mamba2_replay_exact_kernel<TileT>,
                                                cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm));
-          e != cudaSuccess)
+          e != cudaSuccess) {
+        cudaGetLastError();  // not left pending for the caller's next launch
         return e;
+      }
     }
     mamba2_replay_exact_kernel<TileT><<<dim3(a.H, a.batch), 32 * nw, shm, stream>>>(a);
     return cudaGetLastError();

@@ -1,0 +1,83 @@
+// Attention decode on CUDA over a paged KV cache: one query token per
+// sequence, any context length, GQA, optional output gate — the math of
+// ops/cpu/attention.h with T = 1 (query at position seq_len − 1 attends to
+// rows [0, seq_len)) followed by forward.cpp's o ⊙= sigmoid(gate) when a
+// gate is given (Qwen3.5), fused here because the output is written once.
+//
+// The paged layout is ops::KvView on the device: the host translates a
+// sequence's pages into a row of a page table (indices into arrays of page
+// pointers), as the store's KvView lists page pointers per sequence. K and
+// V rows are bf16, Hkv·D wide; a row's K may sit beside its V in the same
+// page (the store's layout: v_pages[i] = k_pages[i] + Hkv·D, row stride 2·Hkv·D).
+//
+// Work split (flash-decoding): one block per (KV head, sequence, split of
+// split_rows context rows) computes, for the Hq/Hkv query heads sharing
+// that KV head, a partial softmax (max, sum, weighted V) — K and V are read
+// once per KV head, not once per query head; a second kernel combines the
+// splits. Without scratch the whole context is one split (no second
+// kernel): right when batch·Hkv already fills the GPU.
+//
+// Shapes: B sequences, Hq query heads, Hkv KV heads (Hq/Hkv ≤ 8), D ≤ 256.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace replayssm::ops::cuda {
+
+constexpr int kAttnMaxRep = 8;
+constexpr int kAttnMaxD = 256;
+constexpr int kAttnDefaultSplitRows = 512;
+
+// Row p of sequence b: K at k_pages[page_table[b·max_pages + p / page_size]]
+// + (p % page_size)·row_stride, V likewise; Hkv·D bf16 each.
+struct PagedKv {
+  uint16_t* const* k_pages = nullptr;   // (n_pages) device pointers
+  uint16_t* const* v_pages = nullptr;   // (n_pages)
+  const int32_t* page_table = nullptr;  // (B, max_pages) page indices
+  int max_pages = 0, page_size = 0;
+  int64_t row_stride = 0;               // elements, ≥ Hkv·D
+};
+
+struct AttentionDecodeArgs {
+  int batch = 0, Hq = 0, Hkv = 0, D = 0;
+  float scale = 1.0f;                 // softmax scale, usually D^-½
+  const uint16_t* q = nullptr;        // (B, Hq, D) bf16 after norm and RoPE: head h of
+  int64_t ldq = 0, q_head_stride = 0; //   sequence b at q + b·ldq + h·q_head_stride
+  const uint16_t* gate = nullptr;     // (B, Hq, D) bf16 or nullptr: out ⊙= sigmoid(gate)
+  int64_t ldg = 0, g_head_stride = 0;
+  uint16_t* out = nullptr;            // (B, Hq·D) bf16, row stride ldo
+  int64_t ldo = 0;
+  PagedKv kv;
+  const int32_t* seq_len = nullptr;   // (B) rows attended, ≥ 1, new token's row included
+  int max_seq_len = 0;                // host bound on seq_len (sizes the splits and scratch)
+  float* scratch = nullptr;           // attention_decode_scratch_floats(), or nullptr: one split
+  int split_rows = 0;                 // context rows per split (0: kAttnDefaultSplitRows)
+};
+
+inline int attention_decode_splits(int max_seq_len, int split_rows) {
+  const int s = split_rows > 0 ? split_rows : kAttnDefaultSplitRows;
+  return max_seq_len <= s ? 1 : (max_seq_len + s - 1) / s;
+}
+inline int64_t attention_decode_scratch_floats(int batch, int Hq, int D, int max_seq_len, int split_rows = 0) {
+  return int64_t(batch) * Hq * attention_decode_splits(max_seq_len, split_rows) * (int64_t(D) + 2);
+}
+
+cudaError_t attention_decode_cuda(const AttentionDecodeArgs& a, cudaStream_t stream);
+
+// The new token's K and V rows into the pages, before attention_decode:
+// k, v: (B, Hkv·D) bf16 (row strides ldk, ldv) written at row pos[b] of
+// sequence b (its page must already be in the table).
+struct KvAppendArgs {
+  int batch = 0, width = 0;  // width = Hkv·D
+  const uint16_t* k = nullptr;
+  const uint16_t* v = nullptr;
+  int64_t ldk = 0, ldv = 0;
+  const int32_t* pos = nullptr;  // (B)
+  PagedKv kv;
+};
+
+cudaError_t kv_append_cuda(const KvAppendArgs& a, cudaStream_t stream);
+
+}  // namespace replayssm::ops::cuda

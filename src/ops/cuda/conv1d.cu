@@ -1,0 +1,118 @@
+// conv1d (see conv1d.h). A thread owns one channel of one sequence and
+// keeps the K−1 rows before the current one in registers (arrays sized
+// kConvMaxK, indexed by unrolled loops so they stay registers). Loads and
+// stores are coalesced across the warp's channels. The terms are summed in
+// the CPU's order (bias, then oldest row first).
+#include "ops/cuda/conv1d.h"
+#include "ops/cuda/row_reduce.cuh"
+#include "ops/cuda/tile.cuh"
+
+namespace replayssm::ops::cuda {
+
+namespace {
+
+constexpr int kConvThreads = 128;
+constexpr int kConvChunk = 16;  // prefill rows per thread
+
+// silu(bias + Σ_{j<K−1} w[j]·prev[j] + w[K−1]·newest); prev[0] is the oldest.
+__device__ __forceinline__ float conv_out(const float* wc, float bias, const float (&prev)[kConvMaxK], float newest,
+                                          int K) {
+  float acc = bias;
+#pragma unroll
+  for (int j = 0; j < kConvMaxK - 1; ++j)
+    if (j < K - 1) acc += wc[j] * prev[j];
+  acc += wc[K - 1] * newest;
+  return silu_f(acc);
+}
+
+// prev ← prev[1..K−2], newest.
+__device__ __forceinline__ void conv_shift(float (&prev)[kConvMaxK], float newest, int K) {
+#pragma unroll
+  for (int j = 0; j < kConvMaxK - 1; ++j) {
+    if (j < K - 2) prev[j] = prev[j + 1];
+    if (j == K - 2) prev[j] = newest;
+  }
+}
+
+__global__ void __launch_bounds__(kConvThreads) conv1d_step_kernel(Conv1dArgs a) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x, b = blockIdx.y, K = a.K;
+  if (c >= a.C) return;
+  uint16_t* win = a.window + int64_t(a.slot[b]) * (K - 1) * a.C + c;
+  float prev[kConvMaxK] = {};
+#pragma unroll
+  for (int j = 0; j < kConvMaxK - 1; ++j)
+    if (j < K - 1) prev[j] = bf(win, int64_t(j) * a.C);
+  const uint16_t xb = a.x[int64_t(b) * a.ldx + c];
+  const float x = bf(&xb, 0);
+  put_bf(a.y, int64_t(b) * a.ldy + c, conv_out(a.weight + int64_t(c) * K, a.bias ? a.bias[c] : 0.0f, prev, x, K));
+  // The window is bf16 like x: shift it by one row, bit for bit.
+  for (int j = 0; j + 1 < K - 1; ++j) win[int64_t(j) * a.C] = win[int64_t(j + 1) * a.C];
+  if (K > 1) win[int64_t(K - 2) * a.C] = xb;
+}
+
+__global__ void __launch_bounds__(kConvThreads) conv1d_prefill_kernel(Conv1dArgs a) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x, b = blockIdx.z, K = a.K;
+  const int64_t r0 = a.cu_rows[b], n = a.cu_rows[b + 1] - r0, t0 = int64_t(blockIdx.y) * kConvChunk;
+  if (c >= a.C || t0 >= n) return;
+  const uint16_t* win = a.window + int64_t(a.slot[b]) * (K - 1) * a.C + c;
+  // Virtual row v of [window; x]: v < K−1 is the window, else x row v − (K−1).
+  // Output t reads virtual rows t .. t+K−1; the chunk starts with t0 .. t0+K−2.
+  float prev[kConvMaxK] = {};
+#pragma unroll
+  for (int j = 0; j < kConvMaxK - 1; ++j) {
+    const int64_t v = t0 + j;
+    if (j < K - 1) prev[j] = v < K - 1 ? bf(win, v * a.C) : bf(a.x, (r0 + v - (K - 1)) * a.ldx + c);
+  }
+  const float* wc = a.weight + int64_t(c) * K;
+  const float bias = a.bias ? a.bias[c] : 0.0f;
+  const int64_t t1 = min(n, t0 + kConvChunk);
+  for (int64_t t = t0; t < t1; ++t) {
+    const float x = bf(a.x, (r0 + t) * a.ldx + c);
+    put_bf(a.y, (r0 + t) * a.ldy + c, conv_out(wc, bias, prev, x, K));
+    conv_shift(prev, x, K);
+  }
+}
+
+// New window row r = virtual row n + r. Ascending r reads rows ahead of the
+// ones it writes, so the update is in place per thread.
+__global__ void __launch_bounds__(kConvThreads) conv1d_window_kernel(Conv1dArgs a) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x, b = blockIdx.y, K = a.K;
+  const int64_t r0 = a.cu_rows[b], n = a.cu_rows[b + 1] - r0;
+  if (c >= a.C || n <= 0) return;
+  uint16_t* win = a.window + int64_t(a.slot[b]) * (K - 1) * a.C + c;
+  for (int r = 0; r < K - 1; ++r) {
+    const int64_t v = n + r;
+    win[int64_t(r) * a.C] = v < K - 1 ? win[v * a.C] : a.x[(r0 + v - (K - 1)) * a.ldx + c];
+  }
+}
+
+cudaError_t check(const Conv1dArgs& a) {
+  if (a.batch < 0 || a.C < 1 || a.K < 1 || a.K > kConvMaxK || a.weight == nullptr || a.x == nullptr ||
+      a.y == nullptr || a.ldx < a.C || a.ldy < a.C || a.batch > 65535 ||  // grid y / z
+      (a.K > 1 && (a.window == nullptr || a.slot == nullptr)))
+    return cudaErrorInvalidValue;
+  return cudaSuccess;
+}
+
+}  // namespace
+
+cudaError_t conv1d_step_cuda(const Conv1dArgs& a, cudaStream_t stream) {
+  if (cudaError_t e = check(a); e != cudaSuccess) return e;
+  if (a.batch == 0) return cudaSuccess;
+  conv1d_step_kernel<<<dim3((a.C + kConvThreads - 1) / kConvThreads, a.batch), kConvThreads, 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+cudaError_t conv1d_prefill_cuda(const Conv1dArgs& a, cudaStream_t stream) {
+  if (cudaError_t e = check(a); e != cudaSuccess) return e;
+  if (a.cu_rows == nullptr || a.max_rows < 0 || a.y == a.x) return cudaErrorInvalidValue;
+  if (a.batch == 0 || a.max_rows == 0) return cudaSuccess;
+  const unsigned cb = (a.C + kConvThreads - 1) / kConvThreads, chunks = (a.max_rows + kConvChunk - 1) / kConvChunk;
+  if (chunks > 65535) return cudaErrorInvalidValue;
+  conv1d_prefill_kernel<<<dim3(cb, chunks, a.batch), kConvThreads, 0, stream>>>(a);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess || a.K == 1) return e;
+  conv1d_window_kernel<<<dim3(cb, a.batch), kConvThreads, 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+}  // namespace replayssm::ops::cuda

@@ -1,0 +1,92 @@
+// Elementwise ops (see elementwise.h). The MLP activation is a grid-stride
+// loop over (row, column); GDN's prepare gives each (row, q-or-k, key head)
+// vector one warp — dk is a head dimension (≤ a few hundred), so one warp
+// sum per vector — and each row's value heads to the block's threads.
+#include "ops/cuda/elementwise.h"
+
+#include <algorithm>
+
+#include "ops/cuda/row_reduce.cuh"
+#include "ops/cuda/tile.cuh"
+
+namespace replayssm::ops::cuda {
+
+namespace {
+
+constexpr int kEltThreads = 256;
+
+__device__ __forceinline__ float activate_f(Activation act, float x) {
+  switch (act) {
+    case Activation::kRelu2: return x > 0.0f ? x * x : 0.0f;
+    case Activation::kSilu: return silu_f(x);
+    case Activation::kRelu: return x > 0.0f ? x : 0.0f;
+    case Activation::kGeluTanh: {
+      const float k = 0.7978845608028654f;  // sqrt(2/pi), as forward.cpp
+      return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+    }
+  }
+  return x;
+}
+
+__global__ void __launch_bounds__(kEltThreads) mlp_activation_kernel(Activation act, const uint16_t* gate, int64_t ldg,
+                                                                     const uint16_t* up, int64_t ldu, int64_t rows,
+                                                                     int64_t n, uint16_t* out, int64_t ldo) {
+  const int64_t total = rows * n;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / n, c = i % n;
+    const float u = bf(up, r * ldu + c);
+    put_bf(out, r * ldo + c, gate != nullptr ? u * activate_f(act, bf(gate, r * ldg + c)) : activate_f(act, u));
+  }
+}
+
+__global__ void __launch_bounds__(kEltThreads) gdn_prepare_kernel(GdnPrepareArgs p) {
+  const int64_t r = blockIdx.x;
+  const int nw = blockDim.x / 32, w = threadIdx.x / 32, lane = threadIdx.x % 32, dk = p.dk;
+  const float q_scale = 1.0f / sqrtf(static_cast<float>(dk));
+  for (int v = w; v < 2 * p.Hk; v += nw) {  // v < Hk: q heads, then k heads
+    const bool is_q = v < p.Hk;
+    const int h = is_q ? v : v - p.Hk;
+    const uint16_t* src = (is_q ? p.q + r * p.ldq : p.k + r * p.ldk) + int64_t(h) * dk;
+    uint16_t* dst = (is_q ? p.q_out : p.k_out) + (r * p.Hk + h) * dk;
+    float ss = 0.0f;
+    for (int i = lane; i < dk; i += 32) ss += bf(src, i) * bf(src, i);
+    ss = warp_sum(ss);
+    const float inv = 1.0f / sqrtf(ss + p.l2_eps), scale = is_q ? q_scale : 1.0f;
+    for (int i = lane; i < dk; i += 32) put_bf(dst, i, (bf(src, i) * inv) * scale);
+  }
+  for (int h = threadIdx.x; h < p.Hv; h += blockDim.x) {
+    p.g[r * p.Hv + h] = -expf(p.A_log[h]) * softplus_f(bf(p.a, r * p.lda + h) + p.dt_bias[h]);
+    p.beta[r * p.Hv + h] = sigmoid_f(bf(p.b, r * p.ldb + h));
+  }
+}
+
+}  // namespace
+
+cudaError_t mlp_activation_cuda(Activation act, const uint16_t* gate, int64_t ldg, const uint16_t* up, int64_t ldu,
+                                int64_t rows, int64_t n, uint16_t* out, int64_t ldo, cudaStream_t stream) {
+  const bool known = act == Activation::kRelu2 || act == Activation::kSilu || act == Activation::kRelu ||
+                     act == Activation::kGeluTanh;
+  if (!known || rows < 0 || n < 1 || up == nullptr || out == nullptr || ldu < n || ldo < n ||
+      (gate != nullptr && ldg < n))
+    return cudaErrorInvalidValue;
+  if (rows == 0) return cudaSuccess;
+  const int64_t blocks = std::min<int64_t>((rows * n + kEltThreads - 1) / kEltThreads, 65536);
+  mlp_activation_kernel<<<unsigned(blocks), kEltThreads, 0, stream>>>(act, gate, ldg, up, ldu, rows, n, out, ldo);
+  return cudaGetLastError();
+}
+
+cudaError_t gdn_prepare_cuda(const GdnPrepareArgs& p, cudaStream_t stream) {
+  const int64_t dqk = int64_t(p.Hk) * p.dk;
+  if (p.rows < 0 || p.Hk < 1 || p.dk < 1 || p.Hv < 1 || p.Hv % p.Hk != 0 || p.A_log == nullptr ||
+      p.dt_bias == nullptr || p.q == nullptr || p.k == nullptr || p.a == nullptr || p.b == nullptr ||
+      p.q_out == nullptr || p.k_out == nullptr || p.g == nullptr || p.beta == nullptr || p.ldq < dqk ||
+      p.ldk < dqk || p.lda < p.Hv || p.ldb < p.Hv || p.rows > 0x7fffffff)
+    return cudaErrorInvalidValue;
+  // In place only over the same dense rows (a warp reads its whole vector before writing it).
+  if ((p.q_out == p.q && p.ldq != dqk) || (p.k_out == p.k && p.ldk != dqk)) return cudaErrorInvalidValue;
+  if (p.rows == 0) return cudaSuccess;
+  gdn_prepare_kernel<<<unsigned(p.rows), kEltThreads, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace replayssm::ops::cuda

@@ -1,0 +1,123 @@
+// RMS norms (see norm.h). One kernel serves all four forms: a row is cut
+// into groups of n elements (one group for a plain norm, one per head or
+// Mamba2 group otherwise), each group is reduced by one warp when it is
+// short (head-sized: 8 groups per block) or by a whole 256-thread block
+// when it is long (hidden-sized), and the values are read twice — the
+// second pass hits L1/L2 — rather than held in registers sized for the
+// longest row.
+#include "ops/cuda/norm.h"
+#include "ops/cuda/row_reduce.cuh"
+#include "ops/cuda/tile.cuh"
+
+namespace replayssm::ops::cuda {
+
+namespace {
+
+enum Gate : int { kNoGate = 0, kGateBefore = 1, kGateAfter = 2 };
+
+struct RowNormArgs {
+  int64_t rows = 0, groups = 1, n = 0;  // groups per row, n elements per group
+  const uint16_t* x = nullptr;          // bf16 input, or
+  float* h = nullptr;                   // fp32 residual stream (+ d, written back)
+  const uint16_t* d = nullptr;
+  int64_t ldx = 0, ldh = 0, ldd = 0;
+  const uint16_t* z = nullptr;
+  int64_t ldz = 0;
+  int gate = kNoGate;
+  const float* w = nullptr;
+  int64_t w_group_stride = 0;  // n: weights span the row (Mamba2); 0: shared per head (GDN)
+  bool unit_offset = false;
+  float eps = 0.0f;
+  uint16_t* y = nullptr;
+  int64_t ldy = 0;
+};
+
+constexpr int kNormThreads = 256;
+constexpr int64_t kWarpGroupMax = 512;  // groups up to this long are reduced by one warp
+
+__global__ void __launch_bounds__(kNormThreads) rownorm_kernel(RowNormArgs a, int tpg) {
+  __shared__ float red[kMaxBlockWarps];
+  const int64_t gi = int64_t(blockIdx.x) * (blockDim.x / tpg) + threadIdx.x / tpg;
+  if (tpg == 32 && gi >= a.rows * a.groups) return;  // whole warps leave; no block barrier on this path
+  const int64_t r = gi / a.groups, g = gi % a.groups, c0 = g * a.n;
+  const int t = threadIdx.x % tpg;
+  auto value = [&](int64_t c) {
+    if (a.h != nullptr) return a.h[r * a.ldh + c];
+    const float v = bf(a.x, r * a.ldx + c);
+    return a.gate == kGateBefore ? v * silu_f(bf(a.z, r * a.ldz + c)) : v;
+  };
+  float ss = 0.0f;
+  for (int64_t i = t; i < a.n; i += tpg) {
+    const int64_t c = c0 + i;
+    if (a.h != nullptr && a.d != nullptr) a.h[r * a.ldh + c] += bf(a.d, r * a.ldd + c);
+    const float v = value(c);
+    ss += v * v;
+  }
+  ss = tpg == 32 ? warp_sum(ss) : block_sum(ss, red);
+  const float inv = 1.0f / sqrtf(ss / static_cast<float>(a.n) + a.eps);
+  for (int64_t i = t; i < a.n; i += tpg) {
+    const int64_t c = c0 + i;
+    float wi = 1.0f;
+    if (a.w != nullptr) wi = a.unit_offset ? 1.0f + a.w[g * a.w_group_stride + i] : a.w[g * a.w_group_stride + i];
+    float out = wi * (value(c) * inv);
+    if (a.gate == kGateAfter) out *= silu_f(bf(a.z, r * a.ldz + c));
+    put_bf(a.y, r * a.ldy + c, out);
+  }
+}
+
+// Common checks; then the launch.
+cudaError_t launch(const RowNormArgs& a, cudaStream_t stream) {
+  const int64_t width = a.groups * a.n;
+  if (a.rows < 0 || a.n < 1 || a.groups < 1 || a.y == nullptr || a.ldy < width) return cudaErrorInvalidValue;
+  if (a.h != nullptr ? (a.ldh < width || (a.d != nullptr && a.ldd < width)) : (a.x == nullptr || a.ldx < width))
+    return cudaErrorInvalidValue;
+  if (a.gate != kNoGate && (a.z == nullptr || a.ldz < width)) return cudaErrorInvalidValue;
+  if (a.rows == 0) return cudaSuccess;
+  const int tpg = a.n <= kWarpGroupMax ? 32 : kNormThreads;
+  const int64_t per_block = kNormThreads / tpg, blocks = (a.rows * a.groups + per_block - 1) / per_block;
+  if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
+  rownorm_kernel<<<unsigned(blocks), kNormThreads, 0, stream>>>(a, tpg);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t rmsnorm_cuda(const uint16_t* x, int64_t ldx, int64_t rows, int64_t dim, const float* w, float eps,
+                         bool unit_offset, uint16_t* y, int64_t ldy, cudaStream_t stream) {
+  RowNormArgs a;
+  a.rows = rows, a.n = dim, a.x = x, a.ldx = ldx, a.w = w, a.eps = eps, a.unit_offset = unit_offset;
+  a.y = y, a.ldy = ldy;
+  return launch(a, stream);
+}
+
+cudaError_t residual_rmsnorm_cuda(float* h, int64_t ldh, const uint16_t* d, int64_t ldd, int64_t rows, int64_t dim,
+                                  const float* w, float eps, bool unit_offset, uint16_t* y, int64_t ldy,
+                                  cudaStream_t stream) {
+  if (h == nullptr) return cudaErrorInvalidValue;
+  RowNormArgs a;
+  a.rows = rows, a.n = dim, a.h = h, a.ldh = ldh, a.d = d, a.ldd = ldd, a.w = w, a.eps = eps;
+  a.unit_offset = unit_offset, a.y = y, a.ldy = ldy;
+  return launch(a, stream);
+}
+
+cudaError_t rmsnorm_gated_group_cuda(const uint16_t* x, int64_t ldx, const uint16_t* z, int64_t ldz, int64_t rows,
+                                     int64_t dim, int64_t group_size, const float* w, float eps, uint16_t* y,
+                                     int64_t ldy, cudaStream_t stream) {
+  if (group_size < 1 || dim < 1 || dim % group_size != 0 || w == nullptr) return cudaErrorInvalidValue;
+  RowNormArgs a;
+  a.rows = rows, a.groups = dim / group_size, a.n = group_size, a.x = x, a.ldx = ldx, a.z = z, a.ldz = ldz;
+  a.gate = kGateBefore, a.w = w, a.w_group_stride = group_size, a.eps = eps, a.y = y, a.ldy = ldy;
+  return launch(a, stream);
+}
+
+cudaError_t rmsnorm_then_gate_cuda(const uint16_t* x, int64_t ldx, const uint16_t* z, int64_t ldz, int64_t rows,
+                                   int64_t heads, int64_t head_dim, const float* w, float eps, uint16_t* y,
+                                   int64_t ldy, cudaStream_t stream) {
+  if (w == nullptr) return cudaErrorInvalidValue;
+  RowNormArgs a;
+  a.rows = rows, a.groups = heads, a.n = head_dim, a.x = x, a.ldx = ldx, a.z = z, a.ldz = ldz;
+  a.gate = kGateAfter, a.w = w, a.w_group_stride = 0, a.eps = eps, a.y = y, a.ldy = ldy;
+  return launch(a, stream);
+}
+
+}  // namespace replayssm::ops::cuda

@@ -1,0 +1,47 @@
+// RMS norms on CUDA: the four forms the models use, with the math of the
+// CPU reference ops/cpu/norm.h (fp32 sums; y = w'·(x·inv) with
+// inv = 1/sqrt(mean(x²) + eps), w' = w or 1 + w with unit_offset).
+//
+//   rmsnorm_cuda             — rows of bf16 x (Qwen3.5's q/k norms, per head:
+//                              rows = tokens·heads, ldx = the head stride);
+//   residual_rmsnorm_cuda    — the block-entry and final norm on the fp32
+//                              residual stream, the previous block's bf16
+//                              output added first (h += d; y = norm(h)), so the
+//                              stream is read once per block;
+//   rmsnorm_gated_group_cuda — Mamba2: x ⊙ silu(z) BEFORE the norm, per group;
+//   rmsnorm_then_gate_cuda   — Gated DeltaNet: per head (shared w), THEN ⊙ silu(z).
+//
+// Activations are bf16 (uint16_t bits), weights fp32 (a norm weight is a
+// few KB; the loader converts it once), strides in elements. y may alias
+// the input (each element is read and written by the same thread, after
+// the row's sum). Shapes are checked before anything touches the device:
+// a bad one returns cudaErrorInvalidValue; rows = 0 is a no-op.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace replayssm::ops::cuda {
+
+// x, y: (rows, dim) bf16, strides ldx, ldy ≥ dim. w: (dim) or nullptr (= 1).
+cudaError_t rmsnorm_cuda(const uint16_t* x, int64_t ldx, int64_t rows, int64_t dim, const float* w, float eps,
+                         bool unit_offset, uint16_t* y, int64_t ldy, cudaStream_t stream);
+
+// h: (rows, dim) fp32, stride ldh, updated to h + d when d is given.
+// d: (rows, dim) bf16 stride ldd, or nullptr. y: (rows, dim) bf16 = norm(h).
+cudaError_t residual_rmsnorm_cuda(float* h, int64_t ldh, const uint16_t* d, int64_t ldd, int64_t rows, int64_t dim,
+                                  const float* w, float eps, bool unit_offset, uint16_t* y, int64_t ldy,
+                                  cudaStream_t stream);
+
+// x, z, y: (rows, dim) bf16; dim a multiple of group_size; w: (dim).
+cudaError_t rmsnorm_gated_group_cuda(const uint16_t* x, int64_t ldx, const uint16_t* z, int64_t ldz, int64_t rows,
+                                     int64_t dim, int64_t group_size, const float* w, float eps, uint16_t* y,
+                                     int64_t ldy, cudaStream_t stream);
+
+// x, z, y: (rows, heads·head_dim) bf16; w: (head_dim), shared by the heads.
+cudaError_t rmsnorm_then_gate_cuda(const uint16_t* x, int64_t ldx, const uint16_t* z, int64_t ldz, int64_t rows,
+                                   int64_t heads, int64_t head_dim, const float* w, float eps, uint16_t* y,
+                                   int64_t ldy, cudaStream_t stream);
+
+}  // namespace replayssm::ops::cuda

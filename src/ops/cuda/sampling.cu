@@ -1,0 +1,65 @@
+// embedding and argmax (see sampling.h). The gather is one thread per
+// element (coalesced along H); the argmax a block per row, each thread
+// scanning a strided slice and keeping its first maximum, then a warp and
+// block reduction ordered by (value, lower index) so the result does not
+// depend on the thread count.
+#include "ops/cuda/sampling.h"
+
+#include <cmath>
+
+#include "ops/cuda/row_reduce.cuh"
+#include "ops/cuda/tile.cuh"
+
+namespace replayssm::ops::cuda {
+
+namespace {
+
+constexpr int kEmbedThreads = 256;
+constexpr int kArgmaxThreads = 512;
+
+__global__ void __launch_bounds__(kEmbedThreads) embedding_kernel(const int32_t* token, const uint16_t* table,
+                                                                  int64_t V, int64_t H, int64_t ldt, float* h,
+                                                                  int64_t ldh) {
+  const int64_t c = int64_t(blockIdx.y) * blockDim.x + threadIdx.x, r = blockIdx.x;
+  if (c >= H) return;
+  const int64_t t = token[r];
+  h[r * ldh + c] = t >= 0 && t < V ? bf(table, t * ldt + c) : 0.0f;
+}
+
+__global__ void __launch_bounds__(kArgmaxThreads) argmax_kernel(const float* logits, int64_t ld, int64_t V,
+                                                                int32_t* out) {
+  __shared__ float rv[kMaxBlockWarps];
+  __shared__ int32_t ri[kMaxBlockWarps];
+  const float* row = logits + int64_t(blockIdx.x) * ld;
+  float bv = -INFINITY;
+  int32_t bi = 0x7fffffff;
+  for (int64_t i = threadIdx.x; i < V; i += blockDim.x) {
+    const float v = row[i];
+    if (argmax_better(v, int32_t(i), bv, bi)) bv = v, bi = int32_t(i);
+  }
+  block_argmax(bv, bi, rv, ri);
+  if (threadIdx.x == 0) out[blockIdx.x] = isnan(row[0]) || bi == 0x7fffffff ? 0 : bi;
+}
+
+}  // namespace
+
+cudaError_t embedding_cuda(const int32_t* token, int64_t rows, const uint16_t* table, int64_t V, int64_t H,
+                           int64_t ldt, float* h, int64_t ldh, cudaStream_t stream) {
+  if (rows < 0 || V < 1 || H < 1 || ldt < H || ldh < H || token == nullptr || table == nullptr || h == nullptr ||
+      rows > 0x7fffffff || (H + kEmbedThreads - 1) / kEmbedThreads > 65535)  // grid x, y
+    return cudaErrorInvalidValue;
+  if (rows == 0) return cudaSuccess;
+  embedding_kernel<<<dim3(unsigned(rows), unsigned((H + kEmbedThreads - 1) / kEmbedThreads)), kEmbedThreads, 0,
+                     stream>>>(token, table, V, H, ldt, h, ldh);
+  return cudaGetLastError();
+}
+
+cudaError_t argmax_cuda(const float* logits, int64_t ld, int64_t rows, int64_t V, int32_t* out, cudaStream_t stream) {
+  if (rows < 0 || V < 1 || V > 0x7fffffff - 1 || ld < V || logits == nullptr || out == nullptr || rows > 0x7fffffff)
+    return cudaErrorInvalidValue;
+  if (rows == 0) return cudaSuccess;
+  argmax_kernel<<<unsigned(rows), kArgmaxThreads, 0, stream>>>(logits, ld, V, out);
+  return cudaGetLastError();
+}
+
+}  // namespace replayssm::ops::cuda

@@ -1,0 +1,31 @@
+// The ends of a decode step on CUDA: the embedding gather that starts it
+// and the greedy pick that ends it.
+//
+//   embedding_cuda — h[r] = table[token[r]] into the fp32 residual stream
+//                    (forward.cpp copies the row likewise);
+//   argmax_cuda    — per row of logits, the index of the largest value,
+//                    the lowest index on ties (decode/sampler.h argmax).
+//
+// Shapes are checked before anything touches the device
+// (cudaErrorInvalidValue); rows = 0 is a no-op.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace replayssm::ops::cuda {
+
+// token: (rows) ids; table: (V, H) bf16, row stride ldt; h: (rows, H) fp32,
+// row stride ldh. Ids are validated by the host at the boundary
+// (Model::forward); a row whose id is outside [0, V) is written as zeros
+// rather than read out of bounds.
+cudaError_t embedding_cuda(const int32_t* token, int64_t rows, const uint16_t* table, int64_t V, int64_t H,
+                           int64_t ldt, float* h, int64_t ldh, cudaStream_t stream);
+
+// logits: (rows, V) fp32, row stride ld; out: (rows). One block per row.
+// NaN never wins, except that a NaN at index 0 gives 0 as on the CPU
+// (whose running best then compares false against everything).
+cudaError_t argmax_cuda(const float* logits, int64_t ld, int64_t rows, int64_t V, int32_t* out, cudaStream_t stream);
+
+}  // namespace replayssm::ops::cuda
