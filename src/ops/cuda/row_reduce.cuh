@@ -1,6 +1,6 @@
 // Device helpers of the row kernels (norms, argmax, GDN prepare): sums and
 // an index-stable argmax over a warp or a whole block, SiLU and sigmoid
-// written as the CPU reference writes them (ops/activation.h). The SSM
+// written as the CPU reference writes them (ops/cpu/activation.h). The SSM
 // kernels' helpers (bf16 access, warp_sum) are in tile.cuh.
 #pragma once
 

@@ -1,0 +1,228 @@
+// CUDA paged attention decode (ops/cuda/attention_decode.h) against the CPU
+// reference (ops/cpu/attention.h, T = 1) plus forward.cpp's output gate.
+// Pages are laid out as the store lays them ([K | V] per row, here with
+// padding), shuffled in the pool, and the new token's row is written by
+// kv_append_cuda (checked bit for bit) before attention reads it. Lengths
+// of one row, page boundaries and long contexts; GQA ratios 1, 3, 4, 6, 8;
+// each shape with one split, the default splits, and small splits (many
+// partials to combine). Real sizes: Nemotron-H-8B (32 heads / 8 KV × 128)
+// and Qwen3.5-27B (24 / 4 × 256, gated). Skipped without a GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <tuple>
+#include <vector>
+
+#include "cuda_test_util.h"
+#include "op_parity_util.h"
+#include "ops/cpu/activation.h"
+#include "ops/cpu/attention.h"
+#include "ops/cuda/attention_decode.h"
+
+namespace replayssm {
+namespace {
+
+using test::Bf;
+using test::Dev;
+
+struct Shape {
+  int Hq, Hkv, D, page_size;
+  std::vector<int> len;  // per sequence, the new row included
+  bool gate;
+};
+void PrintTo(const Shape& s, std::ostream* os) {
+  *os << "Hq" << s.Hq << "_Hkv" << s.Hkv << "_D" << s.D << "_page" << s.page_size << "_len";
+  for (int l : s.len) *os << "_" << l;
+  if (s.gate) *os << "_gated";
+}
+// Splits: 0 none (no scratch), 1 the default split, 2 splits of 24 rows.
+void PrintTo(const std::tuple<Shape, int>& p, std::ostream* os) {
+  PrintTo(std::get<0>(p), os);
+  const int s = std::get<1>(p);
+  *os << (s == 0 ? "_one_split" : s == 1 ? "_default_splits" : "_splits24");
+}
+
+class AttentionDecodeCuda : public ::testing::TestWithParam<std::tuple<Shape, int>> {
+ protected:
+  void SetUp() override {
+    if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+TEST_P(AttentionDecodeCuda, MatchesCpuOverShuffledPages) {
+  const Shape s = std::get<0>(GetParam());
+  const int split_mode = std::get<1>(GetParam());
+  const int B = int(s.len.size()), Hq = s.Hq, Hkv = s.Hkv, D = s.D, ps = s.page_size;
+  const int64_t w = int64_t(Hkv) * D, row_stride = 2 * w + 8, page_elems = ps * row_stride;
+  std::mt19937 g(61 + D + B);
+
+  // Pages: a shuffled pool with spare pages; the table lists each sequence's pages in order.
+  std::vector<int> n_pages(B);
+  int max_pages = 1, total = 3;
+  for (int b = 0; b < B; ++b) n_pages[b] = (s.len[b] + ps - 1) / ps, max_pages = std::max(max_pages, n_pages[b]),
+                              total += n_pages[b];
+  std::vector<int32_t> perm(total);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), g);
+  std::vector<int32_t> table(size_t(B) * max_pages, 0), seq_len(s.len.begin(), s.len.end()), pos(B);
+  for (int b = 0, next = 0; b < B; ++b) {
+    for (int i = 0; i < n_pages[b]; ++i) table[size_t(b) * max_pages + i] = perm[next++];
+    pos[b] = s.len[b] - 1;
+  }
+  // The pool: every row random (bf16-exact); the new rows come separately.
+  Bf pool = test::bf_rand(g, size_t(total) * page_elems, 1.0f);
+  const Bf k_new = test::bf_rand(g, size_t(B) * (w + 2), 1.0f), v_new = test::bf_rand(g, size_t(B) * (w + 3), 1.0f);
+  // q (and gate): [query | gate] per head when gated, as Qwen3.5's q_proj rows.
+  const int64_t qhs = s.gate ? 2 * D : D, ldq = Hq * qhs;
+  const Bf qg = test::bf_rand(g, size_t(B) * ldq, 1.0f);
+  const int64_t ldo = int64_t(Hq) * D + 4;
+
+  Dev<uint16_t> dpool(pool.bits), dk(k_new.bits), dv(v_new.bits), dq(qg.bits),
+      dout(std::vector<uint16_t>(size_t(B) * ldo));
+  std::vector<uint16_t*> kp(total), vp(total);
+  for (int i = 0; i < total; ++i) kp[i] = dpool.p + i * page_elems, vp[i] = kp[i] + w;
+  Dev<uint16_t*> dkp(kp), dvp(vp);
+  Dev<int32_t> dtable(table), dlen(seq_len), dpos(pos);
+  ops::cuda::PagedKv kv;
+  kv.k_pages = dkp.p, kv.v_pages = dvp.p, kv.page_table = dtable.p, kv.max_pages = max_pages, kv.page_size = ps;
+  kv.row_stride = row_stride;
+
+  ops::cuda::KvAppendArgs ap;
+  ap.batch = B, ap.width = int(w), ap.k = dk.p, ap.v = dv.p, ap.ldk = w + 2, ap.ldv = w + 3, ap.pos = dpos.p, ap.kv = kv;
+  ASSERT_EQ(ops::cuda::kv_append_cuda(ap, nullptr), cudaSuccess);
+
+  const int max_len = *std::max_element(s.len.begin(), s.len.end());
+  ops::cuda::AttentionDecodeArgs a;
+  a.batch = B, a.Hq = Hq, a.Hkv = Hkv, a.D = D, a.scale = 1.0f / std::sqrt(float(D));
+  a.q = dq.p, a.ldq = ldq, a.q_head_stride = qhs;
+  if (s.gate) a.gate = dq.p + D, a.ldg = ldq, a.g_head_stride = qhs;
+  a.out = dout.p, a.ldo = ldo, a.kv = kv, a.seq_len = dlen.p, a.max_seq_len = max_len;
+  a.split_rows = split_mode == 2 ? 24 : 0;
+  std::vector<float> scratch_init;
+  if (split_mode != 0)
+    scratch_init.assign(size_t(ops::cuda::attention_decode_scratch_floats(B, Hq, D, max_len, a.split_rows)), NAN);
+  Dev<float> dscratch(scratch_init);
+  if (split_mode != 0) a.scratch = dscratch.p;
+  ASSERT_EQ(ops::cuda::attention_decode_cuda(a, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+
+  // The CPU side: the same pool with the new rows written in, read through KvView.
+  std::vector<float> fpool = pool.f;
+  for (int b = 0; b < B; ++b) {
+    float* row = fpool.data() + table[size_t(b) * max_pages + pos[b] / ps] * page_elems + (pos[b] % ps) * row_stride;
+    for (int64_t i = 0; i < w; ++i) row[i] = k_new.f[b * (w + 2) + i], row[w + i] = v_new.f[b * (w + 3) + i];
+  }
+  std::vector<uint16_t> pool_after = dpool.get();
+  EXPECT_TRUE(test::bf16_close(pool_after, fpool, 0.0f)) << "pages after the append";
+
+  std::vector<float> q(size_t(Hq) * D), want(size_t(B) * ldo, 0.0f);
+  const ops::AttentionParams p{Hq, Hkv, D, 1.0f / std::sqrt(float(D))};
+  for (int b = 0; b < B; ++b) {
+    std::vector<const float*> kpf(n_pages[b]), vpf(n_pages[b]);
+    for (int i = 0; i < n_pages[b]; ++i)
+      kpf[i] = fpool.data() + table[size_t(b) * max_pages + i] * page_elems, vpf[i] = kpf[i] + w;
+    const ops::KvView view{kpf.data(), vpf.data(), ps, row_stride};
+    for (int h = 0; h < Hq; ++h)
+      for (int d = 0; d < D; ++d) q[h * D + d] = qg.f[b * ldq + h * qhs + d];
+    float* o = want.data() + b * ldo;
+    ops::cpu::attention(p, q.data(), int64_t(Hq) * D, pos[b], 1, view, o, ldo);
+    if (s.gate)
+      for (int h = 0; h < Hq; ++h)
+        for (int d = 0; d < D; ++d) o[h * D + d] *= ops::sigmoid(qg.f[b * ldq + h * qhs + D + d]);
+  }
+  EXPECT_TRUE(test::bf16_close(dout.get(), want));
+}
+
+const auto kShapes = ::testing::Values(
+    Shape{6, 2, 40, 5, {1, 5, 23}, false},           // odd: one row, a full page, a partial page
+    Shape{3, 3, 16, 4, {9, 2}, true},                // no sharing (rep 1), tiny Qwen3.5 head, gated
+    Shape{8, 1, 100, 7, {50, 3, 71}, false},         // rep 8, odd D
+    Shape{32, 8, 128, 16, {1, 300, 1000}, false},    // Nemotron-H-8B
+    Shape{24, 4, 256, 16, {513, 2048}, true},        // Qwen3.5-27B, gated
+    Shape{32, 8, 128, 64, {5000}, false});           // one long context
+INSTANTIATE_TEST_SUITE_P(Shapes, AttentionDecodeCuda, ::testing::Combine(kShapes, ::testing::Values(0, 1, 2)));
+
+// Runs without a GPU: every refusal comes before the device is touched.
+TEST(AttentionDecodeCudaArgs, BadShapesAreRefused) {
+  uint16_t* p = reinterpret_cast<uint16_t*>(16);  // never dereferenced: refused first
+  uint16_t* const* pp = reinterpret_cast<uint16_t* const*>(16);
+  const int32_t* i = reinterpret_cast<const int32_t*>(16);
+  float* f = reinterpret_cast<float*>(16);
+  ops::cuda::PagedKv kv;
+  kv.k_pages = pp, kv.v_pages = pp, kv.page_table = i, kv.max_pages = 4, kv.page_size = 16, kv.row_stride = 256;
+  ops::cuda::AttentionDecodeArgs a;
+  a.batch = 2, a.Hq = 8, a.Hkv = 2, a.D = 64, a.scale = 0.125f, a.q = p, a.ldq = 512, a.q_head_stride = 64;
+  a.out = p, a.ldo = 512, a.kv = kv, a.seq_len = i, a.max_seq_len = 64;
+  using ops::cuda::attention_decode_cuda;
+  auto refused = [&](ops::cuda::AttentionDecodeArgs b) { return attention_decode_cuda(b, nullptr) == cudaErrorInvalidValue; };
+  {
+    auto b = a;
+    b.Hq = 36, b.Hkv = 2, b.ldq = 36 * 64, b.ldo = 36 * 64;  // 18 query heads per KV head > 8
+    EXPECT_TRUE(refused(b));
+  }
+  {
+    auto b = a;
+    b.Hq = 7;  // not a multiple of Hkv
+    EXPECT_TRUE(refused(b));
+  }
+  {
+    auto b = a;
+    b.D = 300, b.q_head_stride = 300, b.ldq = 8 * 300, b.ldo = 8 * 300;  // D > 256
+    b.kv.row_stride = 600;
+    EXPECT_TRUE(refused(b));
+  }
+  {
+    auto b = a;
+    b.kv.row_stride = 127;  // < Hkv·D
+    EXPECT_TRUE(refused(b));
+  }
+  {
+    auto b = a;
+    b.ldq = 511;
+    EXPECT_TRUE(refused(b));
+  }
+  {
+    auto b = a;
+    b.gate = p, b.ldg = 512, b.g_head_stride = 32;  // gate head stride < D
+    EXPECT_TRUE(refused(b));
+  }
+  {
+    auto b = a;
+    b.scratch = f, b.max_seq_len = 0;  // splits need the bound
+    EXPECT_TRUE(refused(b));
+  }
+  {
+    auto b = a;
+    b.seq_len = nullptr;
+    EXPECT_TRUE(refused(b));
+  }
+  {
+    auto b = a;
+    b.kv.page_size = 0;
+    EXPECT_TRUE(refused(b));
+  }
+  {
+    auto b = a;
+    b.scale = NAN;
+    EXPECT_TRUE(refused(b));
+  }
+  {
+    auto b = a;
+    b.batch = 0;  // nothing to do
+    EXPECT_EQ(attention_decode_cuda(b, nullptr), cudaSuccess);
+  }
+  ops::cuda::KvAppendArgs ap;
+  ap.batch = 2, ap.width = 128, ap.k = p, ap.v = p, ap.ldk = 128, ap.ldv = 128, ap.pos = i, ap.kv = kv;
+  ap.ldv = 100;
+  EXPECT_EQ(ops::cuda::kv_append_cuda(ap, nullptr), cudaErrorInvalidValue);
+  ap.ldv = 128, ap.width = 300;  // wider than a row
+  EXPECT_EQ(ops::cuda::kv_append_cuda(ap, nullptr), cudaErrorInvalidValue);
+  ap.width = 128, ap.pos = nullptr;
+  EXPECT_EQ(ops::cuda::kv_append_cuda(ap, nullptr), cudaErrorInvalidValue);
+}
+
+}  // namespace
+}  // namespace replayssm

@@ -1,0 +1,176 @@
+// CUDA RMS norms (ops/cuda/norm.h) against the CPU reference
+// (ops/cpu/norm.h): odd sizes on both reduction paths (a warp per group up
+// to 512 elements, a block beyond), strided and in-place rows, and the real
+// sizes of Nemotron-H-8B (hidden 4096, Mamba2 norm over 8192 in 8 groups)
+// and Qwen3.5-27B (hidden 5120 with (1 + w), q/k norms of 256 inside the
+// [query | gate] rows, GDN output norm 48 heads × 128). Skipped without a GPU.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "cuda_test_util.h"
+#include "op_parity_util.h"
+#include "ops/cpu/norm.h"
+#include "ops/cuda/norm.h"
+
+namespace replayssm {
+namespace {
+
+using test::Bf;
+using test::Dev;
+
+class NormCuda : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+// Weights near 1 (or near 0 for the (1 + w) convention).
+std::vector<float> norm_weight(std::mt19937& g, size_t n, bool unit_offset) {
+  std::vector<float> w = test::uniform(g, n, -0.2f, 0.2f);
+  if (!unit_offset)
+    for (float& v : w) v += 1.0f;
+  return w;
+}
+
+struct Plain {
+  int64_t rows, dim, ldx, ldy;
+  bool unit_offset, in_place;
+};
+
+TEST_F(NormCuda, RmsNormMatchesCpu) {
+  const Plain cases[] = {
+      {3, 37, 37, 40, false, false},      // odd, strided output, warp path
+      {5, 700, 703, 700, true, false},    // odd, block path, (1 + w)
+      {4, 4096, 4096, 4096, false, true}, // Nemotron-H-8B hidden, in place
+      {3, 5120, 5120, 5121, true, false}, // Qwen3.5-27B hidden
+      {3 * 24, 256, 512, 512, true, true} // Qwen3.5-27B q norm: 24 heads of 256 in [query | gate] rows, in place
+  };
+  std::mt19937 g(11);
+  for (const Plain& c : cases) {
+    SCOPED_TRACE(testing::Message() << "rows " << c.rows << " dim " << c.dim);
+    const Bf x = test::bf_rand(g, size_t(c.rows) * c.ldx, 1.5f);
+    const std::vector<float> w = norm_weight(g, c.dim, c.unit_offset);
+    Dev<uint16_t> dx(x.bits), dy(std::vector<uint16_t>(size_t(c.rows) * c.ldy));
+    Dev<float> dw(w);
+    uint16_t* y = c.in_place ? dx.p : dy.p;
+    ASSERT_EQ(ops::cuda::rmsnorm_cuda(dx.p, c.ldx, c.rows, c.dim, dw.p, 1e-6f, c.unit_offset, y, c.ldy, nullptr),
+              cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    // The reference over the same buffer: untouched columns keep their input (in place) or zero.
+    std::vector<float> want = c.in_place ? x.f : std::vector<float>(size_t(c.rows) * c.ldy, 0.0f);
+    ops::cpu::rmsnorm(x.f.data(), c.ldx, c.rows, c.dim, w.data(), 1e-6f, c.unit_offset, want.data(), c.ldy);
+    EXPECT_TRUE(test::bf16_close(c.in_place ? dx.get() : dy.get(), want));
+  }
+}
+
+TEST_F(NormCuda, ResidualRmsNormAddsThenNormalisesTheFp32Stream) {
+  struct Case {
+    int64_t rows, dim;
+    bool add, unit_offset;
+  };
+  const Case cases[] = {{3, 37, true, false}, {2, 600, false, true}, {4, 4096, true, false}, {3, 5120, true, true}};
+  std::mt19937 g(12);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(testing::Message() << "rows " << c.rows << " dim " << c.dim);
+    const int64_t ldh = c.dim + 1, ldd = c.dim + 2, ldy = c.dim;
+    std::vector<float> h = test::uniform(g, size_t(c.rows) * ldh, -3.0f, 3.0f);
+    const Bf d = test::bf_rand(g, size_t(c.rows) * ldd, 0.5f);
+    const std::vector<float> w = norm_weight(g, c.dim, c.unit_offset);
+    Dev<float> dh(h), dw(w);
+    Dev<uint16_t> dd(d.bits), dy(std::vector<uint16_t>(size_t(c.rows) * ldy));
+    ASSERT_EQ(ops::cuda::residual_rmsnorm_cuda(dh.p, ldh, c.add ? dd.p : nullptr, ldd, c.rows, c.dim, dw.p, 1e-5f,
+                                               c.unit_offset, dy.p, ldy, nullptr),
+              cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    if (c.add)
+      for (int64_t r = 0; r < c.rows; ++r)
+        for (int64_t i = 0; i < c.dim; ++i) h[r * ldh + i] += d.f[r * ldd + i];
+    std::vector<float> want(size_t(c.rows) * ldy);
+    ops::cpu::rmsnorm(h.data(), ldh, c.rows, c.dim, w.data(), 1e-5f, c.unit_offset, want.data(), ldy);
+    EXPECT_TRUE(test::f32_close(dh.get(), h, 1e-6f)) << "the stream after the add";
+    EXPECT_TRUE(test::bf16_close(dy.get(), want));
+  }
+}
+
+TEST_F(NormCuda, GatedGroupNormGatesBeforeTheNorm) {
+  struct Case {
+    int64_t rows, dim, group;
+  };
+  // odd groups on the warp path; 3 groups of 700 on the block path; Nemotron-H-8B: 128·64 in 8 groups.
+  const Case cases[] = {{5, 60, 20}, {3, 2100, 700}, {3, 8192, 1024}};
+  std::mt19937 g(13);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(testing::Message() << "rows " << c.rows << " dim " << c.dim << " group " << c.group);
+    const int64_t ldx = c.dim + 3, ldz = 2 * c.dim + 1, ldy = c.dim;  // z inside wider in_proj rows
+    const Bf x = test::bf_rand(g, size_t(c.rows) * ldx, 1.0f), z = test::bf_rand(g, size_t(c.rows) * ldz, 2.0f);
+    const std::vector<float> w = norm_weight(g, c.dim, false);
+    Dev<uint16_t> dx(x.bits), dz(z.bits), dy(std::vector<uint16_t>(size_t(c.rows) * ldy));
+    Dev<float> dw(w);
+    ASSERT_EQ(ops::cuda::rmsnorm_gated_group_cuda(dx.p, ldx, dz.p, ldz, c.rows, c.dim, c.group, dw.p, 1e-5f, dy.p,
+                                                  ldy, nullptr),
+              cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<float> want(size_t(c.rows) * ldy);
+    ops::cpu::rmsnorm_gated_group(x.f.data(), ldx, z.f.data(), ldz, c.rows, c.dim, c.group, w.data(), 1e-5f,
+                                  want.data(), ldy);
+    EXPECT_TRUE(test::bf16_close(dy.get(), want));
+  }
+}
+
+TEST_F(NormCuda, NormThenGatePerHeadWithSharedWeight) {
+  struct Case {
+    int64_t rows, heads, head_dim;
+  };
+  const Case cases[] = {{3, 6, 10}, {2, 3, 600}, {3, 48, 128}};  // tiny Qwen3.5, block path, Qwen3.5-27B
+  std::mt19937 g(14);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(testing::Message() << "rows " << c.rows << " heads " << c.heads << " head_dim " << c.head_dim);
+    const int64_t width = c.heads * c.head_dim, ld = width;
+    const Bf x = test::bf_rand(g, size_t(c.rows) * ld, 1.0f), z = test::bf_rand(g, size_t(c.rows) * ld, 2.0f);
+    const std::vector<float> w = norm_weight(g, c.head_dim, false);
+    Dev<uint16_t> dx(x.bits), dz(z.bits);
+    Dev<float> dw(w);
+    // In place, as forward.cpp calls it.
+    ASSERT_EQ(ops::cuda::rmsnorm_then_gate_cuda(dx.p, ld, dz.p, ld, c.rows, c.heads, c.head_dim, dw.p, 1e-6f, dx.p,
+                                                ld, nullptr),
+              cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<float> want(size_t(c.rows) * ld);
+    ops::cpu::rmsnorm_then_gate(x.f.data(), ld, z.f.data(), ld, c.rows, c.heads, c.head_dim, w.data(), 1e-6f,
+                                want.data(), ld);
+    EXPECT_TRUE(test::bf16_close(dx.get(), want));
+  }
+}
+
+// Runs without a GPU: every refusal comes before the device is touched.
+TEST(NormCudaArgs, BadShapesAreRefused) {
+  uint16_t* p = reinterpret_cast<uint16_t*>(16);  // never dereferenced: refused first
+  float* f = reinterpret_cast<float*>(16);
+  using ops::cuda::rmsnorm_cuda;
+  EXPECT_EQ(rmsnorm_cuda(p, 8, 2, 16, f, 1e-6f, false, p, 16, nullptr), cudaErrorInvalidValue);   // ldx < dim
+  EXPECT_EQ(rmsnorm_cuda(p, 16, 2, 16, f, 1e-6f, false, p, 15, nullptr), cudaErrorInvalidValue);  // ldy < dim
+  EXPECT_EQ(rmsnorm_cuda(p, 16, 2, 0, f, 1e-6f, false, p, 16, nullptr), cudaErrorInvalidValue);   // dim 0
+  EXPECT_EQ(rmsnorm_cuda(p, 16, -1, 16, f, 1e-6f, false, p, 16, nullptr), cudaErrorInvalidValue); // rows < 0
+  EXPECT_EQ(rmsnorm_cuda(nullptr, 16, 2, 16, f, 1e-6f, false, p, 16, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(rmsnorm_cuda(p, 16, 2, 16, f, 1e-6f, false, nullptr, 16, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(ops::cuda::residual_rmsnorm_cuda(nullptr, 16, p, 16, 2, 16, f, 1e-6f, false, p, 16, nullptr),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(ops::cuda::residual_rmsnorm_cuda(f, 16, p, 8, 2, 16, f, 1e-6f, false, p, 16, nullptr),
+            cudaErrorInvalidValue);  // ldd < dim
+  EXPECT_EQ(ops::cuda::rmsnorm_gated_group_cuda(p, 60, p, 60, 2, 60, 7, f, 1e-5f, p, 60, nullptr),
+            cudaErrorInvalidValue);  // 7 does not divide 60
+  EXPECT_EQ(ops::cuda::rmsnorm_gated_group_cuda(p, 60, nullptr, 60, 2, 60, 20, f, 1e-5f, p, 60, nullptr),
+            cudaErrorInvalidValue);  // no gate
+  EXPECT_EQ(ops::cuda::rmsnorm_then_gate_cuda(p, 60, p, 60, 2, 6, 10, nullptr, 1e-6f, p, 60, nullptr),
+            cudaErrorInvalidValue);  // no weight
+  EXPECT_EQ(ops::cuda::rmsnorm_then_gate_cuda(p, 60, p, 50, 2, 6, 10, f, 1e-6f, p, 60, nullptr),
+            cudaErrorInvalidValue);  // ldz < width
+  // Zero rows is a no-op, not an error.
+  EXPECT_EQ(rmsnorm_cuda(p, 16, 0, 16, f, 1e-6f, false, p, 16, nullptr), cudaSuccess);
+}
+
+}  // namespace
+}  // namespace replayssm

@@ -1,0 +1,105 @@
+// CUDA embedding and argmax (ops/cuda/sampling.h): the gather bit-exact
+// against the table (ids out of range give zeros), and argmax against the
+// CPU's decode/sampler.h argmax on the vocabularies of Nemotron-H
+// (131072) and Qwen3.5 (248320) and odd sizes, with planted ties (the
+// lowest id wins), a maximum at the last id, all-equal and all −∞ rows,
+// and a NaN at id 0 (the CPU answers 0). Skipped without a GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "cuda_test_util.h"
+#include "decode/sampler.h"
+#include "op_parity_util.h"
+#include "ops/cuda/sampling.h"
+
+namespace replayssm {
+namespace {
+
+using test::Bf;
+using test::Dev;
+
+class SamplingCuda : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+TEST_F(SamplingCuda, EmbeddingGathersRowsIntoTheFp32Stream) {
+  struct Case {
+    int64_t V, H;
+  };
+  const Case cases[] = {{89, 40}, {1000, 4096}, {300, 5120}};
+  std::mt19937 g(41);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(testing::Message() << "V " << c.V << " H " << c.H);
+    const int64_t ldt = c.H + 8, ldh = c.H + 3;
+    const Bf table = test::bf_rand(g, size_t(c.V) * ldt, 1.0f);
+    std::vector<int32_t> tok = {0, int32_t(c.V - 1), 7, 7, -1, int32_t(c.V), int32_t(c.V / 2)};
+    const int64_t rows = int64_t(tok.size());
+    Dev<uint16_t> dt(table.bits);
+    Dev<int32_t> dtok(tok);
+    Dev<float> dh(std::vector<float>(size_t(rows) * ldh, 5.0f));
+    ASSERT_EQ(ops::cuda::embedding_cuda(dtok.p, rows, dt.p, c.V, c.H, ldt, dh.p, ldh, nullptr), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<float> want(size_t(rows) * ldh, 5.0f);  // padding untouched
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t i = 0; i < c.H; ++i)
+        want[r * ldh + i] = tok[r] >= 0 && tok[r] < c.V ? table.f[tok[r] * ldt + i] : 0.0f;
+    EXPECT_TRUE(test::f32_close(dh.get(), want, 0.0f));
+  }
+}
+
+TEST_F(SamplingCuda, ArgmaxMatchesCpuLowestIdOnTies) {
+  for (const int64_t V : {37L, 1000L, 131072L, 248320L}) {
+    SCOPED_TRACE(testing::Message() << "V " << V);
+    std::mt19937 g(42 + V);
+    const int64_t ld = V + 1, rows = 8;
+    std::vector<float> logits = test::uniform(g, size_t(rows) * ld, -4.0f, 4.0f);
+    auto row = [&](int64_t r) { return logits.data() + r * ld; };
+    // row 0: random; 1: a tie of the maximum at two ids; 2: at three ids incl. 0;
+    // 3: maximum at the last id; 4: all equal; 5: all −∞; 6: NaN at id 0; 7: NaNs elsewhere.
+    row(1)[V / 3] = 10.0f, row(1)[V - 2] = 10.0f;
+    row(2)[0] = 9.0f, row(2)[V / 2] = 9.0f, row(2)[V - 1] = 9.0f;
+    row(3)[V - 1] = 50.0f;
+    std::fill(row(4), row(4) + V, 1.25f);
+    std::fill(row(5), row(5) + V, -std::numeric_limits<float>::infinity());
+    row(6)[0] = std::nanf("");
+    row(7)[1] = std::nanf(""), row(7)[V - 1] = std::nanf("");
+    Dev<float> dl(logits);
+    Dev<int32_t> dout(std::vector<int32_t>(rows, -7));
+    ASSERT_EQ(ops::cuda::argmax_cuda(dl.p, ld, rows, V, dout.p, nullptr), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<int32_t> got = dout.get();
+    for (int64_t r = 0; r < rows; ++r)
+      EXPECT_EQ(got[r], argmax(std::span<const float>(row(r), size_t(V)))) << "row " << r;
+  }
+}
+
+// Runs without a GPU: every refusal comes before the device is touched.
+TEST(SamplingCudaArgs, BadShapesAreRefused) {
+  const uint16_t* t = reinterpret_cast<const uint16_t*>(16);  // never dereferenced: refused first
+  const int32_t* i = reinterpret_cast<const int32_t*>(16);
+  float* f = reinterpret_cast<float*>(16);
+  int32_t* o = reinterpret_cast<int32_t*>(16);
+  using ops::cuda::argmax_cuda;
+  using ops::cuda::embedding_cuda;
+  EXPECT_EQ(embedding_cuda(i, 2, t, 10, 8, 7, f, 8, nullptr), cudaErrorInvalidValue);  // ldt < H
+  EXPECT_EQ(embedding_cuda(i, 2, t, 10, 8, 8, f, 7, nullptr), cudaErrorInvalidValue);  // ldh < H
+  EXPECT_EQ(embedding_cuda(i, 2, t, 0, 8, 8, f, 8, nullptr), cudaErrorInvalidValue);   // V = 0
+  EXPECT_EQ(embedding_cuda(nullptr, 2, t, 10, 8, 8, f, 8, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(embedding_cuda(i, 0, t, 10, 8, 8, f, 8, nullptr), cudaSuccess);  // no rows
+  EXPECT_EQ(argmax_cuda(f, 9, 2, 10, o, nullptr), cudaErrorInvalidValue);  // ld < V
+  EXPECT_EQ(argmax_cuda(f, 10, 2, 0, o, nullptr), cudaErrorInvalidValue);  // V = 0
+  EXPECT_EQ(argmax_cuda(f, 10, -1, 10, o, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(argmax_cuda(f, 10, 2, 10, nullptr, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(argmax_cuda(f, 10, 0, 10, o, nullptr), cudaSuccess);
+}
+
+}  // namespace
+}  // namespace replayssm
