@@ -58,7 +58,7 @@ TEST_P(Conv1dCuda, DecodeStepsMatchCpuAndShiftTheWindow) {
     Dev<uint16_t> dx(x.bits), dy(std::vector<uint16_t>(size_t(B) * ldy));
     ops::cuda::Conv1dArgs a;
     a.batch = B, a.C = C, a.K = K, a.weight = dw.p, a.bias = s.bias ? dbias.p : nullptr;
-    a.window = dwin.p, a.slot = dslot.p, a.x = dx.p, a.ldx = ldx, a.y = dy.p, a.ldy = ldy;
+    a.window = K > 1 ? dwin.p : nullptr, a.slot = K > 1 ? dslot.p : nullptr, a.x = dx.p, a.ldx = ldx, a.y = dy.p, a.ldy = ldy;
     ASSERT_EQ(ops::cuda::conv1d_step_cuda(a, nullptr), cudaSuccess);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     std::vector<float> want(size_t(B) * ldy, 0.0f);
@@ -89,7 +89,7 @@ TEST_P(Conv1dCuda, PrefillOfRaggedSegmentsMatchesCpu) {
   Dev<int32_t> dslot(slot), dcu(cu_rows);
   ops::cuda::Conv1dArgs a;
   a.batch = B, a.C = C, a.K = K, a.weight = dw.p, a.bias = s.bias ? dbias.p : nullptr;
-  a.window = dwin.p, a.slot = dslot.p, a.x = dx.p, a.ldx = ldx, a.y = dy.p, a.ldy = ldy;
+  a.window = K > 1 ? dwin.p : nullptr, a.slot = K > 1 ? dslot.p : nullptr, a.x = dx.p, a.ldx = ldx, a.y = dy.p, a.ldy = ldy;
   a.cu_rows = dcu.p, a.max_rows = max_rows;
   ASSERT_EQ(ops::cuda::conv1d_prefill_cuda(a, nullptr), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -106,7 +106,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Conv1dCuda,
                          ::testing::Values(Shape{3, 37, 4, false},     // odd, no bias
                                            Shape{2, 50, 2, true},      // window of one row
                                            Shape{3, 45, 3, true},      // odd K
-                                           Shape{1, 33, 1, true},      // no window at all
+                                           Shape{1, 33, 1, true},      // no window at all (nullptr)
                                            Shape{3, 10240, 4, true},   // Nemotron-H-8B xBC
                                            Shape{2, 10240, 4, false})  // Qwen3.5-27B qkv (no conv bias)
 );

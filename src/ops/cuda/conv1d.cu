@@ -37,7 +37,8 @@ __device__ __forceinline__ void conv_shift(float (&prev)[kConvMaxK], float newes
 __global__ void __launch_bounds__(kConvThreads) conv1d_step_kernel(Conv1dArgs a) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x, b = blockIdx.y, K = a.K;
   if (c >= a.C) return;
-  uint16_t* win = a.window + int64_t(a.slot[b]) * (K - 1) * a.C + c;
+  // K = 1 has no window (window and slot may be nullptr).
+  uint16_t* win = K > 1 ? a.window + int64_t(a.slot[b]) * (K - 1) * a.C + c : nullptr;
   float prev[kConvMaxK] = {};
 #pragma unroll
   for (int j = 0; j < kConvMaxK - 1; ++j)
@@ -54,7 +55,7 @@ __global__ void __launch_bounds__(kConvThreads) conv1d_prefill_kernel(Conv1dArgs
   const int c = blockIdx.x * blockDim.x + threadIdx.x, b = blockIdx.z, K = a.K;
   const int64_t r0 = a.cu_rows[b], n = a.cu_rows[b + 1] - r0, t0 = int64_t(blockIdx.y) * kConvChunk;
   if (c >= a.C || t0 >= n) return;
-  const uint16_t* win = a.window + int64_t(a.slot[b]) * (K - 1) * a.C + c;
+  const uint16_t* win = K > 1 ? a.window + int64_t(a.slot[b]) * (K - 1) * a.C + c : nullptr;
   // Virtual row v of [window; x]: v < K−1 is the window, else x row v − (K−1).
   // Output t reads virtual rows t .. t+K−1; the chunk starts with t0 .. t0+K−2.
   float prev[kConvMaxK] = {};

@@ -29,8 +29,8 @@ struct Conv1dArgs {
   int batch = 0, C = 0, K = 0;
   const float* weight = nullptr;   // (C, K); weight[c·K + K−1] multiplies the newest row
   const float* bias = nullptr;     // (C) or nullptr
-  uint16_t* window = nullptr;      // (slots, K−1, C) bf16, updated in place
-  const int32_t* slot = nullptr;   // (B) window slot of each sequence
+  uint16_t* window = nullptr;      // (slots, K−1, C) bf16, updated in place (K = 1: none, may be nullptr)
+  const int32_t* slot = nullptr;   // (B) window slot of each sequence (K = 1: may be nullptr)
   const uint16_t* x = nullptr;     // (rows, C) bf16 pre-conv, row stride ldx
   int64_t ldx = 0;
   uint16_t* y = nullptr;           // (rows, C) bf16 post-conv, row stride ldy

@@ -2,8 +2,11 @@
 // CPU reference ops/cpu/norm.h (fp32 sums; y = w'·(x·inv) with
 // inv = 1/sqrt(mean(x²) + eps), w' = w or 1 + w with unit_offset).
 //
-//   rmsnorm_cuda             — rows of bf16 x (Qwen3.5's q/k norms, per head:
-//                              rows = tokens·heads, ldx = the head stride);
+//   rmsnorm_cuda             — rows of bf16 x; also Qwen3.5's q/k norms, per
+//                              head, where a token's heads are evenly spaced:
+//                              rows = tokens·heads, ldx = the head stride (q in
+//                              its [query | gate] rows: 2·D; k in its own
+//                              buffer: D);
 //   residual_rmsnorm_cuda    — the block-entry and final norm on the fp32
 //                              residual stream, the previous block's bf16
 //                              output added first (h += d; y = norm(h)), so the
