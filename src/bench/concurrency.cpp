@@ -4,9 +4,10 @@
 //
 // The answer is bracketed by measured runs only: the largest batch seen
 // within both limits (ok) and the smallest seen breaking one (fail), until
-// fail − ok ≤ max(1, ok/8). Probes are one run each (the process is warm
-// from the sweep), so they are what the search costs. To spend few of them
-// the first probe goes where the sweep's own results point: time per token
+// fail − ok ≤ max(1, ok/4): finer than that is below the run-to-run noise
+// of latency on a CPU. Probes are one run each (the process is warm from
+// the sweep), so they are what the search costs. To spend few of them the
+// first probe goes where the sweep's own results point: time per token
 // and store bytes are close to linear in the batch, so the line through the
 // two largest measured batches predicts where a limit is crossed; the next
 // probe sits one resolution step beyond that guess (or below it, if the
@@ -89,7 +90,7 @@ Result<ConcurrencyResult> search_max_concurrency(BenchContext& ctx, const Config
     record(b, breaks_limit(opt, m.store.state_bytes_peak + m.store.kv_bytes_peak, m.time_per_output_token(b)));
     return {};
   };
-  auto step = [](int64_t b) { return std::max<int64_t>(1, b / 8); };
+  auto step = [](int64_t b) { return std::max<int64_t>(1, b / 4); };
   auto done = [&] { return ok >= opt.concurrency_limit || (fail != kNone && fail - ok <= step(ok)); };
 
   // The guess: where the sweep's own trend crosses the nearer limit.

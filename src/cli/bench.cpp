@@ -34,7 +34,7 @@ using namespace replayssm::bench;
 
 struct BenchArgs {
   std::string workload, strategy = "replay,snapshot,recompute", batch = "1,8", spec_t = "4", window = "16";
-  std::string draft = "oracle", accuracy = "0.9,0.6,0.3";
+  std::string draft = "oracle", accuracy = "0.9,0.7,0.5";
   std::string device = "cpu", preset, model, out;
   int64_t runs = 3, warmup = 1, prompt_tokens = 32, new_tokens = 32;
   std::string memory_budget = "host";
