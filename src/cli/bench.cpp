@@ -148,8 +148,8 @@ std::string command_line(const BenchArgs& a) {
 Status run_bench(const BenchArgs& a) {
   // Options first, all of them, before any model is built.
   if (a.device == "cuda")
-    return unsupported("--device cuda: the CUDA model path is not built yet (only standalone CUDA SSM kernels "
-                       "exist); use --device cpu");
+    return unsupported("--device cuda: the CUDA model path is not built yet (only standalone CUDA kernels "
+                       "exist, docs/cuda.md); use --device cpu");
   if (a.device != "cpu") return invalid_argument("--device: unknown device '" + a.device + "' (expected cpu or cuda)");
   if (a.workload.empty())
     return invalid_argument("--workload: missing (ar, spec, beam, best-of-n, tree, restore, a comma list, or all)");
