@@ -144,6 +144,41 @@ std::vector<Plan> cycle(Arena& ar, int batch, bool verify, bool fold_new_token) 
   return c;
 }
 
+// Mamba2 arguments at Nemotron-H-8B shapes over zeroed device buffers:
+// `state_slots` states, T tokens per sequence, log capacity W.
+replayssm::ops::cuda::Mamba2DecodeArgs mamba2_args(Arena& ar, int batch, int T, int W, size_t state_slots) {
+  const int H = 128, P = 64, N = 128, G = 8;
+  replayssm::ops::cuda::Mamba2DecodeArgs a;
+  a.batch = batch, a.H = H, a.P = P, a.N = N, a.G = G, a.T = T, a.W = W, a.max_fold = W;
+  a.A_log = ar.zeros<float>(H), a.D = ar.zeros<float>(H), a.dt_bias = ar.zeros<float>(H);
+  a.state = ar.zeros<float>(state_slots * H * P * N);
+  a.x = ar.zeros<uint16_t>(size_t(batch) * T * H * P), a.Bm = ar.zeros<uint16_t>(size_t(batch) * T * G * N);
+  a.Cm = ar.zeros<uint16_t>(size_t(batch) * T * G * N), a.dt_raw = ar.zeros<float>(size_t(batch) * T * H);
+  a.y = ar.zeros<uint16_t>(size_t(batch) * T * H * P);
+  a.log_x = ar.zeros<uint16_t>(size_t(batch) * W * H * P), a.log_B = ar.zeros<uint16_t>(size_t(batch) * W * G * N);
+  a.log_dt = ar.zeros<float>(size_t(batch) * W * H);
+  a.scratch = ar.zeros<float>(replayssm::ops::cuda::mamba2_replay_scratch_floats(batch, T, H, P));
+  return a;
+}
+
+// Median µs of one standard step and of one step of the replay cycle
+// (the whole cycle's time over its steps), args from at(i).
+template <typename AtFn, typename StepFn, typename ReplayFn>
+std::pair<double, double> time_standard_and_replay(AtFn&& at, const std::vector<Plan>& plan, StepFn&& step,
+                                                   ReplayFn&& replay) {
+  const double std_us = median_us([&](int i) { CK(step(at(i))); }, 20);
+  const double cyc_us = median_us(
+      [&](int i) {
+        auto r = at(i);
+        for (const Plan& p : plan) {
+          r.n_log = p.n_log, r.fold = p.fold;
+          CK(replay(r, p));
+        }
+      },
+      4);
+  return {std_us, cyc_us / plan.size()};
+}
+
 Row run_mamba2(int batch, bool verify, int variant) {
   using replayssm::ops::cuda::Mamba2DecodeArgs;
   const int H = 128, P = 64, N = 128, G = 8, T = verify ? kT : 1, W = verify ? kW + kT : kW;
@@ -151,16 +186,8 @@ Row run_mamba2(int batch, bool verify, int variant) {
                entry = H * P * 2.0 + G * N * 2.0 + H * 4.0;
   Arena ar;
   Slots sl = make_slots(ar, batch, S);
-  Mamba2DecodeArgs a;
-  a.batch = batch, a.H = H, a.P = P, a.N = N, a.G = G, a.T = T, a.W = W, a.max_fold = W, a.variant = variant;
-  a.scratch = ar.zeros<float>(replayssm::ops::cuda::mamba2_replay_scratch_floats(batch, T, H, P));
-  a.A_log = ar.zeros<float>(H), a.D = ar.zeros<float>(H), a.dt_bias = ar.zeros<float>(H);
-  a.state = ar.zeros<float>(size_t(sl.rot) * batch * (1 + kT) * H * P * N);
-  a.x = ar.zeros<uint16_t>(size_t(batch) * T * H * P), a.Bm = ar.zeros<uint16_t>(size_t(batch) * T * G * N);
-  a.Cm = ar.zeros<uint16_t>(size_t(batch) * T * G * N), a.dt_raw = ar.zeros<float>(size_t(batch) * T * H);
-  a.y = ar.zeros<uint16_t>(size_t(batch) * T * H * P);
-  a.log_x = ar.zeros<uint16_t>(size_t(batch) * W * H * P), a.log_B = ar.zeros<uint16_t>(size_t(batch) * W * G * N);
-  a.log_dt = ar.zeros<float>(size_t(batch) * W * H);
+  Mamba2DecodeArgs a = mamba2_args(ar, batch, T, W, size_t(sl.rot) * batch * (1 + kT));
+  a.variant = variant;
   const std::vector<Plan> plan = cycle(ar, batch, verify, true);
   auto at = [&](int i) {
     Mamba2DecodeArgs r = a;
@@ -169,16 +196,9 @@ Row run_mamba2(int batch, bool verify, int variant) {
     r.fold_slot = r.slot;
     return r;
   };
-  const double std_us = median_us([&](int i) { CK(replayssm::ops::cuda::mamba2_step_cuda(at(i), nullptr)); }, 20);
-  const double cyc_us = median_us(
-      [&](int i) {
-        Mamba2DecodeArgs r = at(i);
-        for (const Plan& p : plan) {
-          r.n_log = p.n_log, r.fold = p.fold;
-          CK(replayssm::ops::cuda::mamba2_replay_cuda(r, nullptr));
-        }
-      },
-      4);
+  const auto [std_us, rep_us] = time_standard_and_replay(
+      at, plan, [](const Mamba2DecodeArgs& r) { return replayssm::ops::cuda::mamba2_step_cuda(r, nullptr); },
+      [](const Mamba2DecodeArgs& r, const Plan&) { return replayssm::ops::cuda::mamba2_replay_cuda(r, nullptr); });
   double rep_bytes = 0;
   for (const Plan& p : plan) rep_bytes += S + p.n * entry + T * (G * N * 2.0 + H * P * 2.0) + (p.f ? S : 0);
   if (!verify && variant == 0) {  // diagnostic: the state stream alone (a log of one entry, no fold)
@@ -204,7 +224,7 @@ Row run_mamba2(int batch, bool verify, int variant) {
                 batch, us, batch * S / (us * 1e3), us_c, batch * S / (us_c * 1e3), us_s);
   }
   return {variant == 1 ? "mamba2-1k" : "mamba2", verify ? "verify" : "ar", batch, std_us, batch * ((1 + T) * S + T * in_tok),
-          cyc_us / plan.size(), batch * rep_bytes / plan.size()};
+          rep_us, batch * rep_bytes / plan.size()};
 }
 
 // Beam search with 8 beams sharing a checkpoint (a fork group), AR with
@@ -220,16 +240,7 @@ Row run_mamba2_beams(int batch) {
                entry = H * P * 2.0 + G * N * 2.0 + H * 4.0;
   Arena ar;
   Slots sl = make_slots(ar, batch, S);
-  Mamba2DecodeArgs a;
-  a.batch = batch, a.H = H, a.P = P, a.N = N, a.G = G, a.T = 1, a.W = W, a.max_fold = W;
-  a.A_log = ar.zeros<float>(H), a.D = ar.zeros<float>(H), a.dt_bias = ar.zeros<float>(H);
-  a.state = ar.zeros<float>(size_t(sl.rot) * batch * (1 + kT) * H * P * N);
-  a.x = ar.zeros<uint16_t>(size_t(batch) * H * P), a.Bm = ar.zeros<uint16_t>(size_t(batch) * G * N);
-  a.Cm = ar.zeros<uint16_t>(size_t(batch) * G * N), a.dt_raw = ar.zeros<float>(size_t(batch) * H);
-  a.y = ar.zeros<uint16_t>(size_t(batch) * H * P);
-  a.log_x = ar.zeros<uint16_t>(size_t(batch) * W * H * P), a.log_B = ar.zeros<uint16_t>(size_t(batch) * W * G * N);
-  a.log_dt = ar.zeros<float>(size_t(batch) * W * H);
-  a.scratch = ar.zeros<float>(replayssm::ops::cuda::mamba2_replay_scratch_floats(batch, 1, H, P));
+  Mamba2DecodeArgs a = mamba2_args(ar, batch, 1, W, size_t(sl.rot) * batch * (1 + kT));
   // Per rotation: each beam's own slot (standard; replay's fold target) and
   // the group's shared checkpoint (the group's first beam's slot).
   std::vector<int32_t*> shared;
@@ -243,32 +254,30 @@ Row run_mamba2_beams(int batch) {
   for (int b = 0; b <= batch; b += kBeams) gs.push_back(b);
   int32_t* groups = ar.ints(gs);
   const std::vector<Plan> plan = cycle(ar, batch, false, true);
-  const double std_us = median_us(
-      [&](int i) {
-        Mamba2DecodeArgs r = a;
-        r.slot = r.out_slot = sl.read[i % sl.rot];
-        CK(replayssm::ops::cuda::mamba2_step_cuda(r, nullptr));
+  auto at = [&](int i) {
+    Mamba2DecodeArgs r = a;
+    r.out_slot = sl.read[i % sl.rot];  // standard: each beam's own state, in place
+    r.slot = shared[i % sl.rot];       // replay: the group's checkpoint…
+    r.fold_slot = r.out_slot;          // …folded into each beam's own
+    return r;
+  };
+  const auto [std_us, rep_us] = time_standard_and_replay(
+      at, plan,
+      [](Mamba2DecodeArgs r) {
+        r.slot = r.out_slot;
+        return replayssm::ops::cuda::mamba2_step_cuda(r, nullptr);
       },
-      20);
-  const double cyc_us = median_us(
-      [&](int i) {
-        Mamba2DecodeArgs r = a;
-        r.slot = shared[i % sl.rot];
-        r.fold_slot = sl.read[i % sl.rot];
-        for (const Plan& p : plan) {
-          r.n_log = p.n_log, r.fold = p.fold;
-          r.group_start = p.f == 0 ? groups : nullptr;
-          r.n_groups = p.f == 0 ? int(gs.size()) - 1 : 0, r.max_group = kBeams;
-          r.variant = p.f == 0 ? 0 : 2;
-          CK(replayssm::ops::cuda::mamba2_replay_cuda(r, nullptr));
-        }
-      },
-      4);
+      [&](Mamba2DecodeArgs r, const Plan& p) {
+        r.group_start = p.f == 0 ? groups : nullptr;  // a filling window: every beam folds alone
+        r.n_groups = p.f == 0 ? int(gs.size()) - 1 : 0, r.max_group = kBeams;
+        r.variant = p.f == 0 ? 0 : 2;
+        return replayssm::ops::cuda::mamba2_replay_cuda(r, nullptr);
+      });
   double rep_bytes = 0;  // per cycle, the whole batch
   for (const Plan& p : plan)
     rep_bytes += p.f == 0 ? batch / kBeams * S + batch * (p.n * entry + G * N * 2.0 + H * P * 2.0)
                           : batch * (2 * S + p.n * entry + G * N * 2.0 + H * P * 2.0);
-  return {"mamba2", "beam8", batch, std_us, batch * (2 * S + in_tok), cyc_us / plan.size(), rep_bytes / plan.size()};
+  return {"mamba2", "beam8", batch, std_us, batch * (2 * S + in_tok), rep_us, rep_bytes / plan.size()};
 }
 
 Row run_gdn(int batch, bool verify) {
@@ -294,20 +303,13 @@ Row run_gdn(int batch, bool verify) {
     r.fold_slot = r.slot;
     return r;
   };
-  const double std_us = median_us([&](int i) { CK(replayssm::ops::cuda::gdn_step_cuda(at(i), nullptr)); }, 20);
-  const double cyc_us = median_us(
-      [&](int i) {
-        GdnDecodeArgs r = at(i);
-        for (const Plan& p : plan) {
-          r.n_log = p.n_log, r.fold = p.fold;
-          CK(replayssm::ops::cuda::gdn_replay_cuda(r, nullptr));
-        }
-      },
-      4);
+  const auto [std_us, rep_us] = time_standard_and_replay(
+      at, plan, [](const GdnDecodeArgs& r) { return replayssm::ops::cuda::gdn_step_cuda(r, nullptr); },
+      [](const GdnDecodeArgs& r, const Plan&) { return replayssm::ops::cuda::gdn_replay_cuda(r, nullptr); });
   double rep_bytes = 0;
   for (const Plan& p : plan) rep_bytes += S + p.n * entry + T * (qv + Hv * dv * 4.0) + (p.f ? S : 0);
-  return {"gdn", verify ? "verify" : "ar", batch, std_us, batch * ((1 + T) * S + T * in_tok),
-          cyc_us / plan.size(), batch * rep_bytes / plan.size()};
+  return {"gdn", verify ? "verify" : "ar", batch, std_us, batch * ((1 + T) * S + T * in_tok), rep_us,
+          batch * rep_bytes / plan.size()};
 }
 
 }  // namespace
@@ -315,20 +317,13 @@ Row run_gdn(int batch, bool verify) {
 // --profile: a few launches of each Mamba2 kernel at batch 256 (for ncu).
 int profile() {
   using replayssm::ops::cuda::Mamba2DecodeArgs;
-  const int batch = 256, H = 128, P = 64, N = 128, G = 8, W = 16;
+  const int batch = 256, W = 16;
   Arena ar;
-  Mamba2DecodeArgs a;
-  a.batch = batch, a.H = H, a.P = P, a.N = N, a.G = G, a.T = 1, a.W = W, a.max_fold = W;
-  a.A_log = ar.zeros<float>(H), a.D = ar.zeros<float>(H), a.dt_bias = ar.zeros<float>(H);
-  a.state = ar.zeros<float>(size_t(batch) * H * P * N);
+  Mamba2DecodeArgs a = mamba2_args(ar, batch, 1, W, batch);
+  a.scratch = nullptr;  // the one-kernel replay
   std::vector<int32_t> seq(batch);
   for (int b = 0; b < batch; ++b) seq[b] = b;
   a.slot = a.out_slot = a.fold_slot = ar.ints(seq);
-  a.x = ar.zeros<uint16_t>(size_t(batch) * H * P), a.Bm = ar.zeros<uint16_t>(size_t(batch) * G * N);
-  a.Cm = ar.zeros<uint16_t>(size_t(batch) * G * N), a.dt_raw = ar.zeros<float>(size_t(batch) * H);
-  a.y = ar.zeros<uint16_t>(size_t(batch) * H * P);
-  a.log_x = ar.zeros<uint16_t>(size_t(batch) * W * H * P), a.log_B = ar.zeros<uint16_t>(size_t(batch) * W * G * N);
-  a.log_dt = ar.zeros<float>(size_t(batch) * W * H);
   a.n_log = ar.ints(std::vector<int32_t>(batch, 8)), a.fold = ar.ints(std::vector<int32_t>(batch, 0));
   for (int i = 0; i < 3; ++i) {
     CK(replayssm::ops::cuda::mamba2_replay_cuda(a, nullptr));
