@@ -254,12 +254,18 @@ TEST_P(StoreModel, PerRequestBudget) {
   ReplayStore& st = (*s)->store();
   const std::vector<int32_t> p = prompt(f, 2);
   std::vector<float> l;
-  // Probe what one prefill needs, then give request A exactly that.
+  // Probe what one prefill and a window of decoding need (the prefill
+  // alone holds just its checkpoint: its log is folded as it is written),
+  // then give request A exactly that.
   const int64_t probe = st.add_sequence();
   const StepInput ip{probe, p};
   ASSERT_TRUE((*s)->step({&ip, 1}, &l).ok());
-  const int64_t need = st.stats().state_bytes_peak;
   const std::vector<float> want = l;
+  for (int64_t t = 0; t < o.window; ++t) {
+    const StepInput dp{probe, {&p[t % p.size()], 1}};
+    ASSERT_TRUE((*s)->step({&dp, 1}, &l).ok());
+  }
+  const int64_t need = st.stats().state_bytes_peak;
   ASSERT_TRUE(st.release(probe).ok());
 
   const int64_t a = st.add_sequence(need), tiny = st.add_sequence(16), b = st.add_sequence();

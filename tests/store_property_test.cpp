@@ -441,5 +441,63 @@ std::vector<Config> configs() {
 INSTANTIATE_TEST_SUITE_P(Random, StoreProperty, ::testing::ValuesIn(configs()),
                          [](const ::testing::TestParamInfo<Config>& i) { return i.param.name; });
 
+// A long committed step folds its log into its own checkpoint as it goes:
+// pages wholly below the step's write get no log (docs/store.md, a step).
+// A 128-token prefill with W = 16, B = 4 holds exactly its checkpoint S
+// (before: S + 32 pages, the whole prompt's log); decoding then holds at
+// most S + the W/B pages of one window. Outputs and states are bit for bit
+// those of a store that keeps every log (log_retention −1: nothing folded).
+TEST(StoreMemory, PrefillFoldsItsLogAsItGoes) {
+  std::mt19937 g(7);
+  for (CacheLayerSpec::Kind kind : {CacheLayerSpec::kMamba2, CacheLayerSpec::kGatedDeltaNet}) {
+    Layers L(kind, g);
+    StoreOptions opt;
+    opt.window = 16;
+    opt.page_size = 4;
+    opt.exact = true;
+    StoreOptions keep = opt;
+    keep.log_retention = -1;
+    ReplayStore st(L.spec(), opt), ref(L.spec(), keep);
+    const int64_t S = st.checkpoint_bytes(), pg = st.page_log_bytes();
+    std::vector<int32_t> prompt(128);
+    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(g() % kVocab);
+    const int64_t a = st.add_sequence(), b = ref.add_sequence();
+    std::vector<float> att, y, att_ref, y_ref;
+    ASSERT_TRUE(L.step(st, {SeqSlice{a, 0, 128, 0, true}}, prompt, &att, &y).ok());
+    ASSERT_TRUE(L.step(ref, {SeqSlice{b, 0, 128, 0, true}}, prompt, &att_ref, &y_ref).ok());
+    EXPECT_EQ(y, y_ref);
+    EXPECT_EQ(st.stats().state_bytes_peak, S);
+    EXPECT_EQ(ref.stats().state_bytes_peak, S + 32 * pg);  // the old figure
+    for (int t = 0; t < 40; ++t) {
+      const std::vector<int32_t> tok{static_cast<int32_t>(g() % kVocab)};
+      ASSERT_TRUE(L.step(st, {SeqSlice{a, st.length(a), 1, 0, true}}, tok, &att, &y).ok());
+      ASSERT_TRUE(L.step(ref, {SeqSlice{b, ref.length(b), 1, 0, true}}, tok, &att_ref, &y_ref).ok());
+      ASSERT_EQ(y, y_ref) << "token " << t;
+    }
+    EXPECT_LE(st.stats().state_bytes_peak, S + (opt.window / opt.page_size) * pg);
+    std::vector<float> w, s, w_ref, s_ref;
+    const bool m2 = kind == CacheLayerSpec::kMamba2;
+    ASSERT_TRUE((m2 ? st.materialize_mamba2(a, 1, L.conv, L.mp, &w, &s) : st.materialize_gdn(a, 1, L.conv, L.gp, &w, &s)).ok());
+    ASSERT_TRUE((m2 ? ref.materialize_mamba2(b, 1, L.conv, L.mp, &w_ref, &s_ref)
+                    : ref.materialize_gdn(b, 1, L.conv, L.gp, &w_ref, &s_ref)).ok());
+    EXPECT_EQ(w, w_ref);
+    EXPECT_EQ(s, s_ref);
+
+    // A prefill that does not end on a page boundary keeps the page of its
+    // tail; drafts are never folded; a prompt shorter than W is not either.
+    ReplayStore st2(L.spec(), opt);
+    const int64_t c = st2.add_sequence(), d = st2.add_sequence(), e = st2.add_sequence();
+    std::vector<int32_t> p130(130, 3);
+    ASSERT_TRUE(L.step(st2, {SeqSlice{c, 0, 130, 0, true}}, p130, &att, &y).ok());
+    EXPECT_EQ(st2.stats().state_bytes_peak, S + pg);
+    ASSERT_TRUE(st2.release(c).ok());
+    ASSERT_TRUE(L.step(st2, {SeqSlice{d, 0, 128, 0, false}}, prompt, &att, &y).ok());
+    EXPECT_EQ(st2.stats().state_bytes, 32 * pg);  // every draft's entry, no checkpoint
+    ASSERT_TRUE(st2.release(d).ok());
+    ASSERT_TRUE(L.step(st2, {SeqSlice{e, 0, 15, 0, true}}, std::vector<int32_t>(15, 5), &att, &y).ok());
+    EXPECT_EQ(st2.stats().state_bytes, 4 * pg);
+  }
+}
+
 }  // namespace
 }  // namespace replayssm

@@ -250,6 +250,17 @@ bool ReplayStore::Impl::log_unneeded(const Seq& s, int64_t pi) const {
   return true;
 }
 
+int64_t ReplayStore::Impl::fold_below(const SlicePlan& sp) const {
+  // After end_step the slice stands on a checkpoint at or above its highest
+  // write (the log covers [write, end): every page from there on gets one),
+  // so trim_log would drop every page wholly below write − log_retention.
+  // Writes never pass the committed cursor, so drafts are never folded.
+  if (!logs || sp.rebuild || opt.log_retention < 0 || sp.write_pos.empty()) return 0;
+  const int64_t f = *std::max_element(sp.write_pos.begin(), sp.write_pos.end());
+  RSSM_CHECK(f <= sp.committed_after);
+  return f - opt.log_retention;
+}
+
 void ReplayStore::Impl::trim_log(Seq& s) {
   if (!logs || opt.log_retention < 0) return;
   const int64_t limit = s.expect_base - opt.log_retention;

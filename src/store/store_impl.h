@@ -79,6 +79,12 @@ struct SlicePlan {
   // base holding the same prefix; store_flush.cpp). Empty: a private write.
   std::vector<std::vector<int64_t>> share_with;
   std::vector<int32_t> tokens;  // the slice's token ids, appended at end_step
+  // Pages wholly below this position get no log in this step (Impl::fold_below):
+  // their entries are folded into the step's own checkpoint and would be
+  // trimmed at end_step; the kernels read new entries from the step's
+  // scratch, never from the pages they write.
+  int64_t fold_below = 0;
+  bool folds(int64_t pi, int64_t B) const { return (pi + 1) * B <= fold_below; }
 };
 
 // A sentinel checkpoint id: the zero state at position 0, never stored.
@@ -151,6 +157,11 @@ struct ReplayStore::Impl {
   // lone sequences flush every W; families of forks get checkpoints at
   // the nodes of their token tree. Sets write_pos, share_with and reuse.
   void plan_replay_step(std::vector<SlicePlan>* plan) const;
+  // Where a planned slice's log may start (SlicePlan::fold_below): its
+  // highest write minus log_retention — trim_log's limit once the slice
+  // stands on that write — or 0 (log everything) for a rebuild, without a
+  // write, or with log_retention < 0.
+  int64_t fold_below(const SlicePlan& sp) const;
   // Frees log pages wholly below the live checkpoint − log_retention, of
   // every sequence that holds them (a shared page goes when it is below
   // every sharer's limit).

@@ -109,10 +109,11 @@ Status ReplayStore::begin_step(std::span<const SeqSlice> step, std::span<const i
       if (reuse) sp.reuse = 0;
     }
     const Seq* s = m.find(sl.seq);
+    sp.fold_below = m.fold_below(sp);
     int64_t need = static_cast<int64_t>(sp.write_pos.size() - (sp.reuse >= 0)) * m.ckpt_bytes();
     for (int64_t pi = sl.pos / m.B; pi <= (end - 1) / m.B; ++pi) {
       if (pi >= static_cast<int64_t>(s->pages.size())) {
-        if (m.logs) need += m.log_bytes();
+        if (m.logs && !sp.folds(pi, m.B)) need += m.log_bytes();
         continue;
       }
       // A rebuild needs only its checkpoint at the end: it refills logs that
@@ -120,7 +121,8 @@ Status ReplayStore::begin_step(std::span<const SeqSlice> step, std::span<const i
       // for later restores, and memory is what it is short of).
       const Page& pg = m.pages.at(s->pages[pi]);
       if (sp.rebuild) continue;
-      if ((pg.refs > 1 && !pg.log.empty()) || (m.logs && pg.log.empty())) need += m.log_bytes();
+      if ((pg.refs > 1 && !pg.log.empty()) || (m.logs && pg.log.empty() && !sp.folds(pi, m.B)))
+        need += m.log_bytes();
     }
     need_total += need;
     need_req[s->request] += need;
@@ -138,13 +140,15 @@ Status ReplayStore::begin_step(std::span<const SeqSlice> step, std::span<const i
     for (int64_t pi = sp.s.pos / m.B; pi <= (end - 1) / m.B; ++pi) {
       if (pi >= static_cast<int64_t>(s.pages.size())) {
         RSSM_CHECK(!sp.rebuild);
-        s.pages.push_back(m.new_page(m.logs));
+        s.pages.push_back(m.new_page(m.logs && !sp.folds(pi, m.B)));
         continue;
       }
       if (sp.rebuild) continue;
+      // A shared page is copied with its log: this step still reads the
+      // entries below pos from it.
       if (m.pages.at(s.pages[pi]).refs > 1) s.pages[pi] = m.copy_page(s.pages[pi]);
       Page& pg = m.pages.at(s.pages[pi]);
-      if (m.logs && pg.log.empty()) m.alloc_log(pg);
+      if (m.logs && pg.log.empty() && !sp.folds(pi, m.B)) m.alloc_log(pg);
     }
     for (size_t w = 0; w < sp.write_pos.size(); ++w)
       sp.write_ckpt.push_back(static_cast<int>(w) == sp.reuse ? sp.base : m.new_ckpt(sp.write_pos[w]));
