@@ -163,16 +163,16 @@ void plan_family(const ReplayStore::Impl& m, int64_t base, const std::vector<Mem
   // The nodes to checkpoint, when that saves memory.
   std::vector<int> chosen;
   if (std::min(keep, leave) < base_cost + logged) {
-    std::vector<std::pair<int, bool>> todo;  // (node, served from at or below it)
-    for (int k : nodes[0].kids) todo.push_back({k, leaves_base});
-    while (!todo.empty()) {
-      auto [v, covered] = todo.back();
-      todo.pop_back();
+    std::vector<std::pair<int, bool>> pending;  // (node, served from at or below it)
+    for (int k : nodes[0].kids) pending.push_back({k, leaves_base});
+    while (!pending.empty()) {
+      auto [v, covered] = pending.back();
+      pending.pop_back();
       const Node& n = nodes[v];
       if (!covered && n.u_covered) covered = true;
       if (covered && n.d_ckpt) chosen.push_back(v);
       const bool kids_covered = covered && !n.d_ckpt;
-      for (int k : n.kids) todo.push_back({k, kids_covered});
+      for (int k : n.kids) pending.push_back({k, kids_covered});
     }
   }
 
