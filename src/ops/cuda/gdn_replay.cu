@@ -176,15 +176,7 @@ cudaError_t gdn_replay_cuda(const GdnDecodeArgs& a, cudaStream_t stream) {
     const int W4 = (a.W + 3) & ~3, K4 = (a.dk + 3) & ~3, V4 = (a.dv + 3) & ~3;
     const size_t shm = sizeof(float) * (a.W * V4 + a.T * V4 + 2 * a.T * V4 + 2 * a.T * nw * V4 + a.W * K4 +
                                         a.T * K4 + 2 * W4 + 2 * a.T * W4 + a.T);
-    if (shm > 227 * 1024) return cudaErrorInvalidValue;
-    if (shm > 48 * 1024) {
-      if (cudaError_t e = cudaFuncSetAttribute(gdn_replay_kernel<TileT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               int(shm));
-          e != cudaSuccess) {
-        cudaGetLastError();  // not left pending for the caller's next launch
-        return e;
-      }
-    }
+    if (cudaError_t e = allow_dynamic_smem(gdn_replay_kernel<TileT>, shm); e != cudaSuccess) return e;
     gdn_replay_kernel<TileT><<<dim3(a.Hv, a.batch), 32 * nw, shm, stream>>>(a);
     return cudaGetLastError();
   });

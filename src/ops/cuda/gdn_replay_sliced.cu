@@ -121,14 +121,7 @@ cudaError_t gdn_replay_sliced(const GdnDecodeArgs& a, cudaStream_t stream) {
     constexpr int kS = kColumnSlice;
     const size_t shm = sizeof(float) * (2 * a.W + a.W * (a.dk + kS) + a.T * (a.dk + kS + 1) + 2 * a.T * a.W +
                                         2 * a.T * kS * (1 + nw));
-    if (shm > 48 * 1024) {
-      if (cudaError_t e = cudaFuncSetAttribute(gdn_replay_sliced_kernel<TileT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               int(shm));
-          e != cudaSuccess) {
-        cudaGetLastError();  // not left pending for the caller's next launch
-        return e;
-      }
-    }
+    if (cudaError_t e = allow_dynamic_smem(gdn_replay_sliced_kernel<TileT>, shm); e != cudaSuccess) return e;
     const int slices = (a.dv + kS - 1) / kS;
     gdn_replay_sliced_kernel<TileT><<<dim3(a.Hv, a.batch, slices), 32 * nw, shm, stream>>>(a);
     return cudaGetLastError();

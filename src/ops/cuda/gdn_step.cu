@@ -162,14 +162,7 @@ cudaError_t gdn_step_cuda(const GdnDecodeArgs& a, cudaStream_t stream) {
   if (a.variant == 2 || !fits || (a.variant == 0 && small)) return gdn_step_sliced(a, stream);
   return with_row_slice_tile<4>(a.dv, [&](auto tag) {
     using TileT = decltype(tag);
-    if (shm > 48 * 1024) {
-      if (cudaError_t e = cudaFuncSetAttribute(gdn_step_kernel<TileT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               int(shm));
-          e != cudaSuccess) {
-        cudaGetLastError();  // not left pending for the caller's next launch
-        return e;
-      }
-    }
+    if (cudaError_t e = allow_dynamic_smem(gdn_step_kernel<TileT>, shm); e != cudaSuccess) return e;
     gdn_step_kernel<TileT><<<dim3(a.Hv, a.batch), 32 * nw, shm, stream>>>(a);
     return cudaGetLastError();
   });

@@ -255,18 +255,10 @@ cudaError_t mamba2_replay_cuda(const Mamba2DecodeArgs& a, cudaStream_t stream) {
   const bool split = a.variant == 2 || a.group_start != nullptr ||
                      (a.variant == 0 && a.scratch != nullptr && int64_t(a.batch) * a.H >= 16 * int64_t(sms));
   const int W4 = (a.W + 3) & ~3, P4 = (a.P + 3) & ~3, N4 = (a.N + 3) & ~3;
-  auto set_shm = [](auto kernel, size_t shm) {
-    if (shm <= 48 * 1024) return cudaSuccess;
-    if (shm > 227 * 1024) return cudaErrorInvalidValue;  // more than an SM has
-    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm));
-    if (e != cudaSuccess) cudaGetLastError();  // not left pending for the caller's next launch
-    return e;
-  };
   if (split) {
     const int hpg = a.H / a.G;
     const size_t shm = sizeof(float) * (a.T * N4 + a.W * N4 + a.T * W4 + 2 * hpg * W4 + hpg * a.T * W4);
-    if (shm > 227 * 1024) return cudaErrorInvalidValue;
-    if (cudaError_t e = set_shm(mamba2_replay_log_kernel, shm); e != cudaSuccess) return e;
+    if (cudaError_t e = allow_dynamic_smem(mamba2_replay_log_kernel, shm); e != cudaSuccess) return e;
     mamba2_replay_log_kernel<<<dim3(a.G, a.batch), 256, shm, stream>>>(a);
     if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
@@ -278,7 +270,7 @@ cudaError_t mamba2_replay_cuda(const Mamba2DecodeArgs& a, cudaStream_t stream) {
                                          a.W * P4);
     const int blocks_y = a.group_start != nullptr ? a.n_groups : a.batch;
     auto launch = [&](auto kernel) {
-      if (cudaError_t e = set_shm(kernel, shm); e != cudaSuccess) return e;
+      if (cudaError_t e = allow_dynamic_smem(kernel, shm); e != cudaSuccess) return e;
       kernel<<<dim3(a.H, blocks_y), 32 * nw, shm, stream>>>(a);
       return cudaGetLastError();
     };

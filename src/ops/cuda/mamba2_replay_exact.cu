@@ -71,14 +71,7 @@ cudaError_t mamba2_replay_exact(const Mamba2DecodeArgs& a, cudaStream_t stream) 
     const int nw = mamba2_warps(a.P, TileT::kRows);
     const int W4 = (a.W + 3) & ~3, P4 = (a.P + 3) & ~3, N4 = (a.N + 3) & ~3;
     const size_t shm = sizeof(float) * (a.T * N4 + a.W * N4 + a.W * P4 + 2 * W4);
-    if (shm > 48 * 1024) {
-      if (cudaError_t e = cudaFuncSetAttribute(mamba2_replay_exact_kernel<TileT>,
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm));
-          e != cudaSuccess) {
-        cudaGetLastError();  // not left pending for the caller's next launch
-        return e;
-      }
-    }
+    if (cudaError_t e = allow_dynamic_smem(mamba2_replay_exact_kernel<TileT>, shm); e != cudaSuccess) return e;
     mamba2_replay_exact_kernel<TileT><<<dim3(a.H, a.batch), 32 * nw, shm, stream>>>(a);
     return cudaGetLastError();
   });

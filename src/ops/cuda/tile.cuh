@@ -230,4 +230,17 @@ __device__ void column_sums(int n, Part&& part, float* red, float* out, int nw, 
   __syncthreads();
 }
 
+// Lets `kernel` launch with `bytes` of dynamic shared memory: above the
+// 48 KB default it must be raised per kernel; above what an SM has it
+// cannot. A failure is returned and not left pending for the caller's
+// next launch (cudaGetLastError would report it there).
+template <typename Kernel>
+cudaError_t allow_dynamic_smem(Kernel kernel, size_t bytes) {
+  if (bytes <= 48 * 1024) return cudaSuccess;
+  if (bytes > 227 * 1024) return cudaErrorInvalidValue;
+  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+  if (e != cudaSuccess) cudaGetLastError();
+  return e;
+}
+
 }  // namespace replayssm::ops::cuda
