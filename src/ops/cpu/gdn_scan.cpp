@@ -22,15 +22,17 @@ void l2norm_scaled(float* x, int64_t n, float eps, float scale) {
 
 }  // namespace
 
+void gdn_normalize_k(const GdnParams& p, float* k) {
+  for (int64_t h = 0; h < p.n_k_heads; ++h) l2norm_scaled(k + h * p.k_dim, p.k_dim, p.l2_eps, 1.0f);
+}
+
 void gdn_prepare(const GdnParams& p, float* q, float* k, int64_t ldqk, const float* a,
                  int64_t lda, const float* b, int64_t ldb, int64_t T, float* g, float* beta) {
   const int64_t Hk = p.n_k_heads, Hv = p.n_v_heads, dk = p.k_dim;
   const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
   for (int64_t t = 0; t < T; ++t) {
-    for (int64_t h = 0; h < Hk; ++h) {
-      l2norm_scaled(q + t * ldqk + h * dk, dk, p.l2_eps, scale);
-      l2norm_scaled(k + t * ldqk + h * dk, dk, p.l2_eps, 1.0f);
-    }
+    for (int64_t h = 0; h < Hk; ++h) l2norm_scaled(q + t * ldqk + h * dk, dk, p.l2_eps, scale);
+    gdn_normalize_k(p, k + t * ldqk);
     for (int64_t h = 0; h < Hv; ++h) {
       g[t * Hv + h] = -std::exp(p.A_log[h]) * softplus(a[t * lda + h] + p.dt_bias[h]);
       beta[t * Hv + h] = sigmoid(b[t * ldb + h]);

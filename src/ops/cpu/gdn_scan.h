@@ -13,6 +13,11 @@ namespace replayssm::ops::cpu {
 void gdn_prepare(const GdnParams& p, float* q, float* k, int64_t ldqk, const float* a,
                  int64_t lda, const float* b, int64_t ldb, int64_t T, float* g, float* beta);
 
+// One token's keys k: (Hk·dk), l2-normalised in place per key head — the k
+// half of gdn_prepare, which replay calls to rebuild logged keys from the
+// pre-conv rows with the same arithmetic (ops/cpu/replay.cpp).
+void gdn_normalize_k(const GdnParams& p, float* k);
+
 // For t in [0, T), per value head h with key head kh = h / (Hv/Hk):
 //   S ← exp(g)·S ;  u = beta·(v − Sᵀk) ;  S ← S + k·uᵀ ;  o = Sᵀq
 // state: (Hv, dk, dv) fp32, in place. q, k: (T, Hk·dk) stride ldqk (prepared);
