@@ -433,6 +433,10 @@ std::vector<Config> configs() {
     c.push_back({k + "_beams_interval_keeplog", kind, Strategy::kReplay, true, 4, 3, 4, -1, 0, EvictionPolicy::kLru, 23, 2500, true});
     c.push_back({k + "_beams_budget", kind, Strategy::kReplay, true, 3, 0, 3, 0, 20000, EvictionPolicy::kCostAware, 24, 2500, true});
     c.push_back({k + "_beams_budget_lru", kind, Strategy::kReplay, false, 2, 4, 2, 2, 20000, EvictionPolicy::kLru, 25, 2500, true, 6});
+    // Long branching runs with long replays: every replayed token's conv
+    // outputs (x | B, or k) are rebuilt from the logged pre-conv rows and
+    // must round exactly as when the token was new.
+    c.push_back({k + "_beams_exact_long", kind, Strategy::kReplay, true, 6, 0, 5, 0, 0, EvictionPolicy::kCostAware, 27, 8000, true, 40});
     c.push_back({k + "_beams_snapshot", kind, Strategy::kSnapshot, true, 3, 0, 3, 0, 0, EvictionPolicy::kCostAware, 26, 2500, true});
   }
   return c;

@@ -423,9 +423,10 @@ struct TrieFloor {
 // state per beam (pruned beams are released before the survivors are
 // copied); replay holds the beam tree — checkpoints at its nodes and the
 // log of its live branches — and writes a small fraction of snapshot's
-// state bytes. The target of 1/3 of snapshot's bytes is below what
-// any replay layout can hold for these trees, so the floor is checked
-// too (docs/workloads.md).
+// state bytes. The floor of any replay layout is printed and checked
+// against too: with log entries that leave the post-conv rows to replay,
+// it lies below the target of 1/3 of snapshot's bytes, which the
+// store itself does not reach (docs/workloads.md).
 struct BeamMemoryCase {
   std::string model;
   std::vector<int32_t> prompt;
@@ -444,7 +445,9 @@ TEST_P(BeamMemory, FamiliesHoldTheTreeNotOneStatePerBeam) {
   ReplayStore probe(cache_spec((*m)->config()), StoreOptions{});
   const double S = static_cast<double>(probe.checkpoint_bytes());
   const double e = static_cast<double>(probe.page_log_bytes()) / probe.options().page_size;
-  double floor_peak = 0.0, floor_8b = 0.0;  // floor_8b: were an entry S/53, as in Nemotron-H-8B
+  // floor_8b: were an entry S/101, as in Nemotron-H-8B (a layer's state
+  // 128·64·128 floats, its entry C + H = 10,240 + 128).
+  double floor_peak = 0.0, floor_8b = 0.0;
   auto run = [&](Strategy s, bool floor) {
     BeamOptions b;
     b.width = w;
@@ -460,7 +463,7 @@ TEST_P(BeamMemory, FamiliesHoldTheTreeNotOneStatePerBeam) {
           t.add(path);
         }
         floor_peak = std::max(floor_peak, t.floor_bytes());
-        t.e = S / 53;
+        t.e = S / 101;
         floor_8b = std::max(floor_8b, t.floor_bytes());
       };
     SearchStats st;
@@ -474,7 +477,7 @@ TEST_P(BeamMemory, FamiliesHoldTheTreeNotOneStatePerBeam) {
   for (size_t i = 0; i < snap_hyps.size(); ++i) EXPECT_EQ(replay_hyps[i].tokens, snap_hyps[i].tokens);
   const double rp = static_cast<double>(replay.state_bytes_peak), sp = static_cast<double>(snap.state_bytes_peak);
   std::printf("%s, beam %lld x 256: replay peak %.0f (%.2f states), snapshot %.0f (%.2f), ratio %.3f; floor of "
-              "any replay layout %.0f (%.2f states, %.3f of snapshot; %.2f states were an entry S/53); "
+              "any replay layout %.0f (%.2f states, %.3f of snapshot; %.2f states were an entry S/101); "
               "writes replay %lld snapshot %lld\n",
               c.model.c_str(), (long long)w, rp, rp / S, sp, sp / S, rp / sp, floor_peak, floor_peak / S,
               floor_peak / sp, floor_8b / S, (long long)replay.state_writes_bytes, (long long)snap.state_writes_bytes);
@@ -482,17 +485,17 @@ TEST_P(BeamMemory, FamiliesHoldTheTreeNotOneStatePerBeam) {
   EXPECT_LE(rp, c.max_of_snapshot * sp);
   EXPECT_LE(rp, c.max_of_floor * floor_peak);  // pages, the transient of a flush, W between writes
   EXPECT_LE(50 * replay.state_writes_bytes, snap.state_writes_bytes);
-  // Why the 1/3 target is not met on these proportions: if this fails, the
-  // floor dropped (smaller log entries?) and docs/workloads.md should be
-  // revisited.
-  EXPECT_GT(floor_peak, sp / 3) << "the 1/3 target is now reachable in principle";
+  // The 1/3 target is within reach of a layout on these proportions; what
+  // keeps the store above it is its own (docs/workloads.md). If this
+  // fails, the floor rose (larger log entries?) and the docs should say so.
+  EXPECT_LT(floor_peak, sp / 3) << "the 1/3 target is below any replay layout again";
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Models, BeamMemory,
-    ::testing::Values(BeamMemoryCase{"nemotron_h_ratio", {4, 8, 15, 16}, 0.6, 1.5},
+    ::testing::Values(BeamMemoryCase{"nemotron_h_ratio", {4, 8, 15, 16}, 0.48, 1.6},
                       // "The Python standard library"
-                      BeamMemoryCase{"../../models/nemotron_h_small", {501, 477, 1218, 1073}, 0.75, 1.9}),
+                      BeamMemoryCase{"../../models/nemotron_h_small", {501, 477, 1218, 1073}, 0.63, 2.0}),
     [](const ::testing::TestParamInfo<BeamMemoryCase>& i) {
       return i.param.model.find("ratio") != std::string::npos ? std::string("ratio") : std::string("trained");
     });

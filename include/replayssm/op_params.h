@@ -83,13 +83,17 @@ struct KvView {
 };
 
 // Log entry layouts (floats), DESIGN.md §2:
-//   Mamba2:          pre-conv xBC (C) | x (H·P) | B (G·N) | dt (H, post-softplus)
-//   Gated DeltaNet:  pre-conv qkv (C) | k (Hk·dk, normalised) | u (Hv·dv) | g (Hv)
+//   Mamba2:          pre-conv xBC (C) | dt (H, post-softplus)
+//   Gated DeltaNet:  pre-conv qkv (C) | u (Hv·dv) | g (Hv)
+// The post-conv x | B (Mamba2) and normalised k (GDN) that the recurrence
+// consumes are not stored: replay recomputes them from the entry's pre-conv
+// row and the K-1 rows before it (earlier entries, or the checkpoint's conv
+// window) with the forward's own arithmetic, so they round identically.
 inline int64_t mamba2_entry_floats(const Mamba2Params& p, int64_t conv_channels) {
-  return conv_channels + p.n_heads * p.head_dim + p.n_groups * p.state_size + p.n_heads;
+  return conv_channels + p.n_heads;
 }
 inline int64_t gdn_entry_floats(const GdnParams& p, int64_t conv_channels) {
-  return conv_channels + p.n_k_heads * p.k_dim + p.n_v_heads * p.v_dim + p.n_v_heads;
+  return conv_channels + p.n_v_heads * p.v_dim + p.n_v_heads;
 }
 
 // One sequence's part of a replay step for one SSM layer (DESIGN.md §1):

@@ -12,15 +12,21 @@ namespace replayssm {
 
 namespace {
 
-// Log entry floats of an SSM layer, from its cache shape (op_params.h).
+// Log entry floats of an SSM layer, from its cache shape (op_params.h):
+// Mamba2 pre-conv xBC | dt, GDN pre-conv qkv | u | g.
 int64_t entry_floats(const CacheLayerSpec& l) {
-  const int64_t C = l.conv_channels, H = l.n_heads, rows = l.state_rows, cols = l.state_cols;
-  if (l.kind == CacheLayerSpec::kMamba2) {
-    const int64_t gn = (C - H * rows) / 2;  // C = H·P + 2·G·N
-    return C + H * rows + gn + H;
-  }
-  const int64_t kd = (C - H * cols) / 2;  // C = 2·Hk·dk + Hv·dv
-  return C + kd + H * cols + H;
+  const int64_t C = l.conv_channels, H = l.n_heads;
+  if (l.kind == CacheLayerSpec::kMamba2) return C + H;
+  return C + H * l.state_cols + H;
+}
+
+// Channels replay recomputes per logged token (the conv outputs an entry
+// does not store): Mamba2 x | B, H·P + G·N of C = H·P + 2·G·N; GDN k,
+// Hk·dk of C = 2·Hk·dk + Hv·dv.
+int64_t recomputed_channels(const CacheLayerSpec& l) {
+  const int64_t C = l.conv_channels, H = l.n_heads;
+  if (l.kind == CacheLayerSpec::kMamba2) return H * l.state_rows + (C - H * l.state_rows) / 2;
+  return (C - H * l.state_cols) / 2;
 }
 
 }  // namespace
@@ -44,7 +50,10 @@ ReplayStore::Impl::Impl(CacheSpec s, StoreOptions o) : spec(std::move(s)), opt(o
       L.win_off = ckpt_floats;
       L.state_off = ckpt_floats + L.win_floats;
       ckpt_floats += L.win_floats + L.state_floats;
-      replay_flops += 2.0 * static_cast<double>(L.state_floats);
+      // A replayed token: one update per state element, and the conv (K
+      // multiply-adds per recomputed channel) that rebuilds its inputs.
+      replay_flops += 2.0 * static_cast<double>(L.state_floats) +
+                      2.0 * static_cast<double>(l.conv_width * recomputed_channels(l));
     }
     layers.push_back(L);
   }
@@ -168,7 +177,8 @@ RestorePlan ReplayStore::Impl::plan_resume(const Seq& s) const {
   const int64_t any = best_any_base(s, len), any_pos = ckpt_pos(any);
   const std::optional<int64_t> lg = best_log_base(s, len);
   // Cost model: replaying a log entry touches every state element of every
-  // SSM layer once; re-prefilling a token costs a model forward.
+  // SSM layer once and recomputes its conv outputs; re-prefilling a token
+  // costs a model forward.
   if (lg) {
     const int64_t lg_pos = ckpt_pos(*lg);
     const double replay_cost = static_cast<double>(len - lg_pos) * replay_flops;

@@ -8,6 +8,16 @@
 // (3) state writes (flushes, snapshots) by the sequential recurrence. The
 // dual form costs O(span) per token, so spans beyond kDualMaxSpan — long
 // prefills — take the sequential path, which is exact anyway.
+//
+// A log entry holds the pre-conv row, not the post-conv x | B (Mamba2) or
+// normalised k (GDN) the recurrence consumes: those are recomputed here,
+// per channel the same sum as conv1d_silu over the same rows, so a logged
+// token's inputs round exactly as when it was new. This trades a conv of
+// K·(H·P+G·N) (or K·Hk·dk) multiply-adds per replayed token — about K/N of
+// the state update — for an entry about half the size. The dual form
+// reuses a span's recomputed rows (span ≤ kDualMaxSpan); the sequential
+// pass recomputes one row at a time, so a long replay needs no span-sized
+// buffer.
 #include "ops/cpu/replay.h"
 
 #include <algorithm>
@@ -30,6 +40,7 @@ struct RowSource {
   const ReplayArgs& a;
   int64_t K, C, E;
   const float* zeros;
+  mutable std::vector<const float*> taps;  // conv's K rows, oldest first
   const float* row(int64_t r) const {
     if (r >= a.pos) return a.new_entries + (r - a.pos) * E;
     if (r >= a.base_pos) return a.log.entry(r);
@@ -38,15 +49,15 @@ struct RowSource {
   }
   // Any field of the entry of position s ≥ base_pos.
   const float* entry(int64_t s) const { return s >= a.pos ? a.new_entries + (s - a.pos) * E : a.log.entry(s); }
-  // conv1d_silu's arithmetic for the row at position t (its own row `x`).
-  void conv(const Conv1dParams& p, int64_t t, const float* x, float* out) const {
-    for (int64_t c = 0; c < C; ++c) {
+  // conv1d_silu's arithmetic for channels [c0, c1) of position t ≥ base_pos
+  // (out[c − c0]); the pre-conv rows of new tokens must already be in place.
+  void conv(const Conv1dParams& p, int64_t t, int64_t c0, int64_t c1, float* out) const {
+    taps.resize(static_cast<size_t>(K));
+    for (int64_t j = 0; j < K; ++j) taps[j] = row(t - (K - 1) + j);
+    for (int64_t c = c0; c < c1; ++c) {
       float acc = p.bias != nullptr ? p.bias[c] : 0.0f;
-      for (int64_t j = 0; j < K; ++j) {
-        const float* rr = j == K - 1 ? x : row(t - (K - 1) + j);
-        acc += p.weight[c * K + j] * rr[c];
-      }
-      out[c] = silu(acc);
+      for (int64_t j = 0; j < K; ++j) acc += p.weight[c * K + j] * taps[j][c];
+      out[c - c0] = silu(acc);
     }
   }
   void write_window(int64_t f, float* dst) const {
@@ -76,31 +87,35 @@ void mamba2_replay(const Conv1dParams& conv, const Mamba2Params& p, const Replay
                    int64_t ldy, std::vector<float>* scratch) {
   const int64_t H = p.n_heads, P = p.head_dim, N = p.state_size, G = p.n_groups, C = conv.channels;
   const int64_t K = conv.width, HP = H * P, GN = G * N, hpg = H / G;
-  const int64_t E = mamba2_entry_floats(p, C), o_x = C, o_B = C + HP, o_dt = C + HP + GN;
+  const int64_t E = mamba2_entry_floats(p, C), o_dt = C, o_B = HP, o_C = HP + GN;
   const int64_t end = a.pos + a.n, span = end - a.base_pos;
-  // scratch: zeros (C) | post-conv C rows of the new tokens (n, GN) | S | decays
-  scratch->assign(static_cast<size_t>(C + a.n * GN), 0.0f);
+  const bool sequential_outputs = a.exact || span > kDualMaxSpan;
+  // scratch: zeros (C) | post-conv rows x | B | C (C), one per position of
+  // the span for the dual form, one at a time for the sequential pass.
+  const int64_t n_post = sequential_outputs ? 1 : span;
+  scratch->assign(static_cast<size_t>(C + n_post * C), 0.0f);
   const float* zeros = scratch->data();
-  float* Cnew = scratch->data() + C;
-  RowSource src{a, K, C, E, zeros};
+  float* post = scratch->data() + C;
+  RowSource src{a, K, C, E, zeros, {}};
 
-  // (1) New entries: pre-conv row, conv, split, dt.
-  std::vector<float> post(static_cast<size_t>(C));
+  // (1) New entries: the pre-conv row and dt (every row first: a new
+  // token's conv reads the rows of the new tokens before it).
   for (int64_t j = 0; j < a.n; ++j) {
     float* e = a.new_entries + j * E;
     std::memcpy(e, xbc + j * ldxbc, sizeof(float) * C);
-    src.conv(conv, a.pos + j, e, post.data());
-    std::memcpy(e + o_x, post.data(), sizeof(float) * (HP + GN));  // x | B
-    std::memcpy(Cnew + j * GN, post.data() + HP + GN, sizeof(float) * GN);
     for (int64_t h = 0; h < H; ++h) {
       const float dt = softplus(dt_raw[j * lddt + h] + p.dt_bias[h]);
       e[o_dt + h] = std::min(std::max(dt, p.dt_min), p.dt_max);
     }
   }
+  // The post-conv row of position s into out: x | B for a logged token,
+  // x | B | C for a new one (its output reads C_t).
+  auto conv_row = [&](int64_t s, float* out) { src.conv(conv, s, 0, s >= a.pos ? C : HP + GN, out); };
 
-  const bool sequential_outputs = a.exact || span > kDualMaxSpan;
   // (2b) Dual-form outputs: y_t = e^{L_t}·S_c·C_t + Σ_s e^{L_t−L_s}·dt_s·(B_s·C_t)·x_s + D·x_t.
   if (!sequential_outputs) {
+    for (int64_t s = a.base_pos; s < end; ++s) conv_row(s, post + (s - a.base_pos) * C);
+    auto post_of = [&](int64_t s) { return post + (s - a.base_pos) * C; };
     std::vector<float> L(static_cast<size_t>(span * H)), dots(static_cast<size_t>(span));
     for (int64_t h = 0; h < H; ++h) {
       const float A = -std::exp(p.A_log[h]);
@@ -112,11 +127,11 @@ void mamba2_replay(const Conv1dParams& conv, const Mamba2Params& p, const Replay
     }
     for (int64_t j = 0; j < a.n; ++j) {
       const int64_t t = a.pos + j, tt = t - a.base_pos;
-      const float* xt = src.entry(t) + o_x;
+      const float* xt = post_of(t);
       for (int64_t g = 0; g < G; ++g) {
-        const float* Ct = Cnew + j * GN + g * N;
+        const float* Ct = post_of(t) + o_C + g * N;
         for (int64_t s = a.base_pos; s <= t; ++s) {
-          const float* Bs = src.entry(s) + o_B + g * N;
+          const float* Bs = post_of(s) + o_B + g * N;
           float d = 0.0f;
           for (int64_t n = 0; n < N; ++n) d += Bs[n] * Ct[n];
           dots[s - a.base_pos] = d;
@@ -136,10 +151,9 @@ void mamba2_replay(const Conv1dParams& conv, const Mamba2Params& p, const Replay
             std::fill(yt, yt + P, 0.0f);
           }
           for (int64_t s = a.base_pos; s <= t; ++s) {
-            const float* es = src.entry(s);
             const int64_t ss = s - a.base_pos;
-            const float w = std::exp(Lt - L[ss * H + h]) * es[o_dt + h] * dots[ss];
-            const float* xs = es + o_x + h * P;
+            const float w = std::exp(Lt - L[ss * H + h]) * src.entry(s)[o_dt + h] * dots[ss];
+            const float* xs = post_of(s) + h * P;
             for (int64_t i = 0; i < P; ++i) yt[i] += w * xs[i];
           }
           for (int64_t i = 0; i < P; ++i) yt[i] += p.D[h] * xt[h * P + i];
@@ -157,16 +171,18 @@ void mamba2_replay(const Conv1dParams& conv, const Mamba2Params& p, const Replay
   for (int64_t s = a.base_pos; s < last; ++s) {
     flush_writes(a, src, s, S, &wi);
     const float* e = src.entry(s);
+    const float* xb = post;  // x | B (| C) of position s
+    if (sequential_outputs) conv_row(s, post);
+    else xb = post + (s - a.base_pos) * C;
     for (int64_t h = 0; h < H; ++h) {
       const int64_t g = h / hpg;
       const float A = -std::exp(p.A_log[h]);
       const float dt = e[o_dt + h];
       const float dA = std::exp(dt * A);
       float* Sh = S.data() + h * P * N;
-      mamba2_update_head(Sh, P, N, dA, dt, e + o_B + g * N, e + o_x + h * P);
+      mamba2_update_head(Sh, P, N, dA, dt, xb + o_B + g * N, xb + h * P);
       if (sequential_outputs && s >= a.pos)
-        mamba2_output_head(Sh, P, N, Cnew + (s - a.pos) * GN + g * N, p.D[h], e + o_x + h * P,
-                           y + (s - a.pos) * ldy + h * P);
+        mamba2_output_head(Sh, P, N, xb + o_C + g * N, p.D[h], xb + h * P, y + (s - a.pos) * ldy + h * P);
     }
   }
   flush_writes(a, src, last, S, &wi);
@@ -177,26 +193,39 @@ void gdn_replay(const Conv1dParams& conv, const GdnParams& p, const ReplayArgs& 
                 float* o, int64_t ldo, std::vector<float>* scratch) {
   const int64_t Hk = p.n_k_heads, Hv = p.n_v_heads, dk = p.k_dim, dv = p.v_dim, C = conv.channels;
   const int64_t K = conv.width, rep = Hv / Hk, Kd = Hk * dk;
-  const int64_t E = gdn_entry_floats(p, C), o_k = C, o_u = C + Kd, o_g = C + Kd + Hv * dv;
-  const int64_t end = a.pos + a.n, span = end - a.base_pos;
-  scratch->assign(static_cast<size_t>(C), 0.0f);
-  RowSource src{a, K, C, E, scratch->data()};
+  const int64_t E = gdn_entry_floats(p, C), o_u = C, o_g = C + Hv * dv;
+  const int64_t end = a.pos + a.n, span = end - a.base_pos, logged = a.pos - a.base_pos;
   const bool sequential = a.exact || span > kDualMaxSpan;
+  // scratch: zeros (C) | normalised k (Kd) of logged tokens: all of them
+  // for the dual form, one at a time for the sequential pass.
+  const int64_t n_keys = sequential ? 1 : logged;
+  scratch->assign(static_cast<size_t>(C + n_keys * Kd), 0.0f);
+  float* keys = scratch->data() + C;
+  RowSource src{a, K, C, E, scratch->data(), {}};
 
-  // Per new token: post-conv q | k | v, then q, k normalised, g, β.
+  // Per new token: post-conv q | k | v, then q, k normalised, g, β (every
+  // pre-conv row first: a new token's conv reads the new rows before it).
   std::vector<float> post(static_cast<size_t>(a.n * C)), beta(static_cast<size_t>(a.n * Hv));
+  for (int64_t j = 0; j < a.n; ++j) std::memcpy(a.new_entries + j * E, qkv + j * ldqkv, sizeof(float) * C);
   for (int64_t j = 0; j < a.n; ++j) {
-    float* e = a.new_entries + j * E;
     float* pj = post.data() + j * C;
-    std::memcpy(e, qkv + j * ldqkv, sizeof(float) * C);
-    src.conv(conv, a.pos + j, e, pj);
-    gdn_prepare(p, pj, pj + Kd, C, a_in + j * lda, lda, b_in + j * ldb, ldb, 1, e + o_g, beta.data() + j * Hv);
-    std::memcpy(e + o_k, pj + Kd, sizeof(float) * Kd);
+    src.conv(conv, a.pos + j, 0, C, pj);
+    gdn_prepare(p, pj, pj + Kd, C, a_in + j * lda, lda, b_in + j * ldb, ldb, 1, a.new_entries + j * E + o_g,
+                beta.data() + j * Hv);
   }
   auto q_of = [&](int64_t j, int64_t h) { return post.data() + j * C + (h / rep) * dk; };
   auto v_of = [&](int64_t j, int64_t h) { return post.data() + j * C + 2 * Kd + h * dv; };
+  // The normalised k of a logged token, as gdn_prepare made it when it was new.
+  auto recompute_k = [&](int64_t s, float* out) {
+    src.conv(conv, s, Kd, 2 * Kd, out);
+    gdn_normalize_k(p, out);
+  };
 
   if (!sequential) {
+    for (int64_t s = a.base_pos; s < a.pos; ++s) recompute_k(s, keys + (s - a.base_pos) * Kd);
+    auto k_of = [&](int64_t s) {
+      return s >= a.pos ? post.data() + (s - a.pos) * C + Kd : keys + (s - a.base_pos) * Kd;
+    };
     // Dual form per value head h, token t, with G_s = Σ_{r=base..s} g_r:
     //   mem = e^{G_t}·S_cᵀk_t + Σ_{s<t} e^{G_t−G_s}(k_s·k_t)·u_s ;  u_t = β(v_t − mem)
     //   o_t = e^{G_t}·S_cᵀq_t + Σ_{s≤t} e^{G_t−G_s}(k_s·q_t)·u_s
@@ -222,12 +251,11 @@ void gdn_replay(const Conv1dParams& conv, const GdnParams& p, const ReplayArgs& 
         std::fill(out, out + dv, 0.0f);
       }
       for (int64_t s = a.base_pos; s < upto; ++s) {
-        const float* es = src.entry(s);
-        const float* ks = es + o_k + (h / rep) * dk;
+        const float* ks = k_of(s) + (h / rep) * dk;
         float kx = 0.0f;
         for (int64_t i = 0; i < dk; ++i) kx += ks[i] * x[i];
         const float w = std::exp(Gt - Gc[(s - a.base_pos) * Hv + h]) * kx;
-        const float* us = es + o_u + h * dv;
+        const float* us = src.entry(s) + o_u + h * dv;
         for (int64_t j = 0; j < dv; ++j) out[j] += w * us[j];
       }
     };
@@ -237,7 +265,7 @@ void gdn_replay(const Conv1dParams& conv, const GdnParams& p, const ReplayArgs& 
       for (int64_t h = 0; h < Hv; ++h) {
         Gc[tt * Hv + h] = (tt > 0 ? Gc[(tt - 1) * Hv + h] : 0.0f) + e[o_g + h];
         const float Gt = Gc[tt * Hv + h];
-        read(e + o_k + (h / rep) * dk, Gt, h, t, acc.data());
+        read(k_of(t) + (h / rep) * dk, Gt, h, t, acc.data());
         const float* v = v_of(j, h);
         float* u = e + o_u + h * dv;
         for (int64_t c = 0; c < dv; ++c) u[c] = (v[c] - acc[c]) * beta[j * Hv + h];
@@ -256,9 +284,13 @@ void gdn_replay(const Conv1dParams& conv, const GdnParams& p, const ReplayArgs& 
     const bool fresh = sequential && s >= a.pos;  // a new token whose u is still to compute
     const int64_t j = s - a.pos;
     float* e = const_cast<float*>(src.entry(s));  // only new entries are written
+    const float* k = keys;  // normalised k of position s
+    if (s >= a.pos) k = post.data() + j * C + Kd;
+    else if (sequential) recompute_k(s, keys);
+    else k = keys + (s - a.base_pos) * Kd;
     for (int64_t h = 0; h < Hv; ++h) {
       float* Sh = S.data() + h * dk * dv;
-      const float* kh = e + o_k + (h / rep) * dk;
+      const float* kh = k + (h / rep) * dk;
       float* u = e + o_u + h * dv;
       gdn_decay_head(Sh, dk, dv, std::exp(e[o_g + h]));
       if (fresh) gdn_correct_head(Sh, dk, dv, kh, v_of(j, h), beta[j * Hv + h], u);
