@@ -50,9 +50,18 @@ class Model {
   // machine, whatever the thread count. Allocates 4 bytes per parameter
   // (parameter_count); callers check that this fits first.
   static Result<std::unique_ptr<Model>> random(const ModelConfig& config, uint64_t seed);
+  // random() without its matrices (projections, embedding, LM head): their
+  // pointers are null and no host memory is spent on them — for a device
+  // that fills its own (runtime/cuda/device_model.h) at a 27B model's
+  // shapes. forward() refuses such a model.
+  static Result<std::unique_ptr<Model>> random_without_matrices(const ModelConfig& config, uint64_t seed);
   ~Model();
 
   const ModelConfig& config() const { return config_; }
+  bool has_matrices() const { return has_matrices_; }
+  // The bound weights, block by block (model/program.h), for backends that
+  // copy them (the CUDA runtime).
+  const Program& program() const { return *program_; }
 
   // Runs one step over `step` (slices of consecutive rows; slice i covers
   // tokens[row .. row+n)). Writes logits (vocab floats) for each row listed
@@ -62,9 +71,11 @@ class Model {
 
  private:
   Model() = default;
+  static Result<std::unique_ptr<Model>> make_random(const ModelConfig& config, uint64_t seed, bool matrices);
   ModelConfig config_;
   std::unique_ptr<Program> program_;
   std::vector<std::vector<float>> storage_;  // fp32 copies of every tensor
+  bool has_matrices_ = true;
 };
 
 }  // namespace replayssm

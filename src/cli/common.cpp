@@ -29,9 +29,18 @@ Result<std::vector<int32_t>> parse_ids(const std::string& text, const std::strin
   return ids;
 }
 
-Status check_device(const std::string& device) {
+Status check_device(const std::string& device, const char* command) {
   if (device == "cpu") return {};
-  if (device == "cuda") return unsupported("--device cuda: this build has no CUDA backend yet");
+  if (device == "cuda") {
+#if REPLAYSSM_HAVE_CUDA
+    if (command == nullptr) return {};
+    return unsupported(std::string("--device cuda: `") + command +
+                       "` runs on the CPU only so far (on cuda: generate and bench; docs/cuda.md)");
+#else
+    (void)command;
+    return unsupported("--device cuda: this build has no CUDA backend (nvcc was not found at configure time)");
+#endif
+  }
   return invalid_argument("--device: unknown device '" + device + "' (expected cpu or cuda)");
 }
 

@@ -16,8 +16,9 @@ namespace replayssm::cli {
 // "3,17,5" → {3, 17, 5}. Errors name the option and the bad entry.
 Result<std::vector<int32_t>> parse_ids(const std::string& text, const std::string& option);
 
-// Only "cpu" runs in this build; anything else is a clear error.
-Status check_device(const std::string& device);
+// cpu, or cuda where this build has the CUDA backend; `command`: a command
+// that has no CUDA path yet, refused on cuda by name (nullptr: it has one).
+Status check_device(const std::string& device, const char* command = nullptr);
 
 // The store's knobs, shared by every command that decodes.
 struct StoreArgs {

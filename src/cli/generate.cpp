@@ -10,6 +10,9 @@
 #include "decode/beam_search.h"
 #include "decode/generate.h"
 #include "io/tokenizer.h"
+#if REPLAYSSM_HAVE_CUDA
+#include "runtime/cuda/generate_cuda.h"
+#endif
 
 namespace replayssm::cli {
 
@@ -129,6 +132,52 @@ Status run_search(const GenerateArgs& a, const Model& model, const std::vector<i
   return {};
 }
 
+// --device cuda: plain AR decoding (greedy or sampled) of one prompt on the
+// GPU. Store options other than the strategy and the window configure the
+// CPU store and are refused rather than ignored.
+Status check_cuda_request(const GenerateArgs& a) {
+  if (a.beam > 0 || a.n > 0 || !a.spec.empty())
+    return unsupported("--device cuda: --beam, --n and --spec run on the CPU only so far (the CUDA decoder has no "
+                       "fork or rollback yet)");
+  const StoreArgs d;
+  if (a.store.strategy == "recompute")
+    return unsupported("--device cuda: --strategy recompute is CPU only (cuda: replay, or snapshot = the standard "
+                       "in-place state)");
+  if (a.store.exact || a.store.checkpoint_interval != d.checkpoint_interval || a.store.state_budget != d.state_budget ||
+      a.store.log_retention != d.log_retention || a.store.replay_limit != d.replay_limit ||
+      a.store.eviction != d.eviction || a.store.page_size != d.page_size)
+    return unsupported("--device cuda: only --strategy and --window apply on cuda (--exact, --checkpoint-interval, "
+                       "--state-budget, --log-retention, --replay-limit, --eviction and --page-size configure the CPU "
+                       "store)");
+  if (a.store.window < 2 || a.store.window > 64)
+    return invalid_argument("--window: " + std::to_string(a.store.window) + " out of range [2, 64] on cuda");
+  return {};
+}
+
+Result<GenerateResult> generate_on_cuda(const GenerateArgs& a, const Model& model, const std::vector<int32_t>& ids,
+                                        const std::function<void(int32_t)>& stream) {
+#if REPLAYSSM_HAVE_CUDA
+  RSSM_ASSIGN_OR_RETURN(auto dm, cuda::DeviceModel::create(model));
+  cuda::CudaGenerateOptions o;
+  o.max_new_tokens = a.max_new_tokens;
+  o.sampling = {a.temperature, a.top_p, a.seed};
+  o.stop_at_eos = !a.ignore_eos;
+  o.strategy = a.store.strategy == "snapshot" ? cuda::DecodeStrategy::kStandard : cuda::DecodeStrategy::kReplay;
+  o.window = int(a.store.window);
+  const std::vector<std::vector<int32_t>> prompts = {ids};
+  RSSM_ASSIGN_OR_RETURN(BatchResult b, cuda::generate_batch_cuda(*dm, prompts, o, [&](int64_t, int32_t t) {
+                          if (stream) stream(t);
+                        }));
+  GenerateResult r;
+  r.tokens = std::move(b.tokens[0]);
+  r.prefill_s = b.prefill_s, r.decode_s = b.decode_s, r.store = b.store;
+  return r;
+#else
+  (void)a, (void)model, (void)ids, (void)stream;
+  return unsupported("--device cuda: this build has no CUDA backend");
+#endif
+}
+
 Status run_generate(const GenerateArgs& a) {
   RSSM_RETURN_IF_ERROR(check_device(a.device));
   if (a.max_new_tokens < 0) return invalid_argument("--max-new-tokens: must be >= 0");
@@ -150,6 +199,7 @@ Status run_generate(const GenerateArgs& a) {
   if (a.n < 0) return invalid_argument("--n: must be >= 1");
   if ((a.beam > 0) + (a.n > 0) + !a.spec.empty() > 1)
     return invalid_argument("--beam, --n and --spec cannot be combined");
+  if (a.device == "cuda") RSSM_RETURN_IF_ERROR(check_cuda_request(a));
   SpecOptions spec;
   std::string draft_dir;
   if (!a.spec.empty()) RSSM_RETURN_IF_ERROR(parse_spec(a.spec, &spec, &draft_dir));
@@ -197,7 +247,12 @@ Status run_generate(const GenerateArgs& a) {
       }
     };
   }
-  RSSM_ASSIGN_OR_RETURN(GenerateResult r, generate(*model, ids, opt, stream));
+  GenerateResult r;
+  if (a.device == "cuda") {
+    RSSM_ASSIGN_OR_RETURN(r, generate_on_cuda(a, *model, ids, stream));
+  } else {
+    RSSM_ASSIGN_OR_RETURN(r, generate(*model, ids, opt, stream));
+  }
   const int64_t n = static_cast<int64_t>(r.tokens.size());
   const int64_t steps = n > 1 ? n - 1 : 0;  // the first token comes from the prefill
   const double tpot = steps ? r.decode_s / steps : 0.0;
@@ -219,10 +274,10 @@ Status run_generate(const GenerateArgs& a) {
   std::snprintf(stats, sizeof stats,
                 "], \"stats\": {\"prompt_tokens\": %zu, \"new_tokens\": %lld, \"prefill_ms\": %.3f, "
                 "\"decode_ms\": %.3f, \"time_per_output_token_ms\": %.4f, \"tokens_per_s\": %.2f, "
-                "\"strategy\": \"%s\", \"acceptance_rate\": %.4f, \"mean_accepted\": %.4f, "
+                "\"strategy\": \"%s\", \"device\": \"%s\", \"acceptance_rate\": %.4f, \"mean_accepted\": %.4f, "
                 "\"rollback_us\": %.1f, ",
                 ids.size(), (long long)n, r.prefill_s * 1e3, r.decode_s * 1e3, tpot * 1e3,
-                tpot > 0 ? 1.0 / tpot : 0.0, strategy_name(sopt.strategy), r.spec.acceptance_rate(),
+                tpot > 0 ? 1.0 / tpot : 0.0, strategy_name(sopt.strategy), a.device.c_str(), r.spec.acceptance_rate(),
                 r.spec.mean_accepted(), r.spec.rollback_s * 1e6);
   out += stats + store_stats_json(r.store) + "}}\n";
   std::fwrite(out.data(), 1, out.size(), stdout);
@@ -247,7 +302,7 @@ Runner add_generate(CLI::App& app) {
   app.add_option("--beam", a->beam, "Beam search of width W (tokens = the best beam)");
   app.add_option("--length-penalty", a->length_penalty, "Beam score = logprob / length^P")->capture_default_str();
   app.add_option("--n", a->n, "Best-of-n: N samples sharing the prompt (seeds seed..seed+N-1)");
-  app.add_option("--device", a->device, "Device: cpu (this build has no CUDA backend)")->capture_default_str();
+  app.add_option("--device", a->device, "Device: cpu or cuda (cuda: plain AR decoding; snapshot = the standard in-place state)")->capture_default_str();
   add_store_options(app, &a->store);
   return [a] { return run_generate(*a); };
 }

@@ -20,7 +20,7 @@ struct LogitsArgs {
 };
 
 Status run_logits(const LogitsArgs& a) {
-  RSSM_RETURN_IF_ERROR(check_device(a.device));
+  RSSM_RETURN_IF_ERROR(check_device(a.device, "logits"));
   if (a.path != "prefill" && a.path != "decode")
     return invalid_argument("--path: '" + a.path + "' (expected prefill or decode)");
   RSSM_ASSIGN_OR_RETURN(std::vector<int32_t> ids, parse_ids(a.prompt_ids, "--prompt-ids"));
@@ -67,7 +67,7 @@ Runner add_logits(CLI::App& app) {
   app.add_option("--model", a->model, "Model directory")->required();
   app.add_option("--prompt-ids", a->prompt_ids, "Comma-separated token ids, e.g. 3,17,5")->required();
   app.add_option("--path", a->path, "prefill (one step) or decode (one token per step)")->capture_default_str();
-  app.add_option("--device", a->device, "Device: cpu (this build has no CUDA backend)")->capture_default_str();
+  app.add_option("--device", a->device, "Device: cpu (cuda: not for this command yet)")->capture_default_str();
   add_store_options(app, &a->store);
   return [a] { return run_logits(*a); };
 }

@@ -146,6 +146,8 @@ void run_mlp(const ModelConfig& cfg, const Block& blk, const float* xn, int64_t 
 Status Model::forward(std::span<const SeqSlice> step, std::span<const int32_t> tokens,
                       StateCache& cache, std::span<const int64_t> logit_rows, float* logits) const {
   const ModelConfig& cfg = config_;
+  if (!has_matrices_)
+    return unsupported("forward: this model's matrices live on a device (random_without_matrices), not on the CPU");
   const int64_t rows = static_cast<int64_t>(tokens.size()), H = cfg.hidden_size;
   int64_t covered = 0;
   for (const SeqSlice& sl : step) {

@@ -123,13 +123,14 @@ void fill_chunk(const Fill& f, uint64_t seed, float* out, int64_t n) {
 // Fills every tensor, chunks spread over the cores.
 class RandomBinder final : public WeightBinder {
  public:
-  RandomBinder(const ModelConfig& c, uint64_t seed, std::vector<std::vector<float>>* storage)
-      : c_(c), seed_(seed), storage_(storage) {}
+  RandomBinder(const ModelConfig& c, uint64_t seed, bool matrices, std::vector<std::vector<float>>* storage)
+      : c_(c), seed_(seed), matrices_(matrices), storage_(storage) {}
 
   void tensor(const std::string& name, const std::vector<int64_t>& shape, const float** ptr,
               bool optional) override {
     *ptr = nullptr;
     if (optional) return;  // random models carry only the required tensors
+    if (!matrices_ && shape.size() == 2) return;  // left to the device
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
     storage_->emplace_back(static_cast<size_t>(n));
@@ -167,13 +168,14 @@ class RandomBinder final : public WeightBinder {
   };
   const ModelConfig& c_;
   uint64_t seed_;
+  bool matrices_;
   std::vector<std::vector<float>>* storage_;
   std::vector<Job> jobs_;
 };
 
 }  // namespace
 
-Result<std::unique_ptr<Model>> Model::random(const ModelConfig& config, uint64_t seed) {
+Result<std::unique_ptr<Model>> Model::make_random(const ModelConfig& config, uint64_t seed, bool matrices) {
   if (config.blocks.empty() || config.block_layer.size() != config.blocks.size())
     return invalid_argument("random model: the config has no layers (or a block without its layer index)");
   if (config.vocab_size < 1 || config.hidden_size < 1)
@@ -181,10 +183,19 @@ Result<std::unique_ptr<Model>> Model::random(const ModelConfig& config, uint64_t
   std::unique_ptr<Model> m(new Model());
   m->config_ = config;
   m->program_ = std::make_unique<Program>();
-  RandomBinder b(m->config_, seed, &m->storage_);
+  m->has_matrices_ = matrices;
+  RandomBinder b(m->config_, seed, matrices, &m->storage_);
   bind_program(m->config_, b, m->program_.get());
   b.run();
   return m;
+}
+
+Result<std::unique_ptr<Model>> Model::random(const ModelConfig& config, uint64_t seed) {
+  return make_random(config, seed, true);
+}
+
+Result<std::unique_ptr<Model>> Model::random_without_matrices(const ModelConfig& config, uint64_t seed) {
+  return make_random(config, seed, false);
 }
 
 }  // namespace replayssm

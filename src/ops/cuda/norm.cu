@@ -33,9 +33,11 @@ struct RowNormArgs {
 };
 
 constexpr int kNormThreads = 256;
+constexpr int kNormThreadsWide = 1024;  // few long groups (decode at small batch): one wide block each
 constexpr int64_t kWarpGroupMax = 512;  // groups up to this long are reduced by one warp
+constexpr int64_t kWideBelowGroups = 256;  // fewer groups than this leave most SMs idle
 
-__global__ void __launch_bounds__(kNormThreads) rownorm_kernel(RowNormArgs a, int tpg) {
+__global__ void __launch_bounds__(kNormThreadsWide) rownorm_kernel(RowNormArgs a, int tpg) {
   __shared__ float red[kMaxBlockWarps];
   const int64_t gi = int64_t(blockIdx.x) * (blockDim.x / tpg) + threadIdx.x / tpg;
   if (tpg == 32 && gi >= a.rows * a.groups) return;  // whole warps leave; no block barrier on this path
@@ -73,10 +75,15 @@ cudaError_t launch(const RowNormArgs& a, cudaStream_t stream) {
     return cudaErrorInvalidValue;
   if (a.gate != kNoGate && (a.z == nullptr || a.ldz < width)) return cudaErrorInvalidValue;
   if (a.rows == 0) return cudaSuccess;
-  const int tpg = a.n <= kWarpGroupMax ? 32 : kNormThreads;
-  const int64_t per_block = kNormThreads / tpg, blocks = (a.rows * a.groups + per_block - 1) / per_block;
+  // A long group's two passes are latency-bound loops: at 256 threads a
+  // 4096-wide decode row took 16 µs on the H200, so when the groups are too
+  // few to fill the GPU each gets a block of 1024.
+  const int64_t n_groups = a.rows * a.groups;
+  const int threads = a.n > kWarpGroupMax && n_groups < kWideBelowGroups ? kNormThreadsWide : kNormThreads;
+  const int tpg = a.n <= kWarpGroupMax ? 32 : threads;
+  const int64_t per_block = threads / tpg, blocks = (n_groups + per_block - 1) / per_block;
   if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
-  rownorm_kernel<<<unsigned(blocks), kNormThreads, 0, stream>>>(a, tpg);
+  rownorm_kernel<<<unsigned(blocks), threads, 0, stream>>>(a, tpg);
   return cudaGetLastError();
 }
 

@@ -15,7 +15,7 @@ namespace replayssm::ops::cuda {
 namespace {
 
 constexpr int kEmbedThreads = 256;
-constexpr int kArgmaxThreads = 512;
+constexpr int kArgmaxThreads = 1024;  // one block scans a 131k-vocab row: as many threads as a block has
 
 __global__ void __launch_bounds__(kEmbedThreads) embedding_kernel(const int32_t* token, const uint16_t* table,
                                                                   int64_t V, int64_t H, int64_t ldt, float* h,

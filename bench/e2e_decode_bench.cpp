@@ -1,0 +1,184 @@
+// End-to-end decode on the GPU: a preset model with random bf16 weights (or
+// a checkpoint), a batch of random prompts, then new tokens — tokens/s of
+// the decode steps under the standard and the replay state layouts,
+// measured side by side in one process (issue #4's end-to-end targets).
+//
+//   replayssm_e2e_bench [--preset NAME | --model DIR] [--batch 1,8,64,256]
+//                       [--prompt 128] [--new 128] [--window 16] [--runs 3]
+//                       [--no-graphs] [--json FILE]
+//
+// Per (batch, strategy): one discarded warm-up run (it captures the
+// graphs), then --runs runs; each resets the decoder, prefills the prompt
+// one token per step, and times the --new decode steps. Reported: the
+// median tokens/s over runs with min–max, ms per step, the device bytes a
+// decode step must move (weights + SSM state traffic; KV and activations
+// are small here and left out) and the achieved GB/s.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench/presets.h"
+#include "replayssm/model.h"
+#include "runtime/cuda/decoder.h"
+#include "runtime/cuda/device_model.h"
+
+using namespace replayssm;
+
+namespace {
+
+std::vector<int64_t> parse_list(const std::string& s) {
+  std::vector<int64_t> v;
+  std::stringstream ss(s);
+  for (std::string x; std::getline(ss, x, ',');) v.push_back(std::stoll(x));
+  return v;
+}
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: replayssm_e2e_bench [--preset NAME | --model DIR] [--batch 1,8,64,256] [--prompt 128]\n"
+               "                           [--new 128] [--window 16] [--runs 3] [--no-graphs] [--json FILE]\n");
+  return 2;
+}
+
+// Bytes a decode step must move at batch B: every weight once, and per SSM
+// layer the state (standard: read + write) or the checkpoint plus the log
+// (replay: read).
+double step_bytes(const ModelConfig& c, int64_t weight_bytes, int64_t B, cuda::DecodeStrategy s, int W) {
+  double state = 0.0, log = 0.0;
+  for (BlockKind k : c.blocks) {
+    if (k == BlockKind::kMamba2) {
+      const double HP = double(c.mamba.n_heads * c.mamba.head_dim), GN = double(c.mamba.n_groups * c.mamba.state_size);
+      state += HP * double(c.mamba.state_size) * 4.0;
+      log += (HP * 2 + GN * 2 + double(c.mamba.n_heads) * 4) * (W + 1) / 2.0;  // mean log length
+    } else if (k == BlockKind::kGatedDeltaNet) {
+      const double K = double(c.gdn.n_k_heads * c.gdn.k_dim), V = double(c.gdn.n_v_heads * c.gdn.v_dim);
+      state += double(c.gdn.n_v_heads * c.gdn.k_dim * c.gdn.v_dim) * 4.0;
+      log += (K * 2 + V * 4 + double(c.gdn.n_v_heads) * 4) * (W + 1) / 2.0;
+    }
+  }
+  const double per_seq = s == cuda::DecodeStrategy::kStandard ? 2.0 * state : state + log;
+  return double(weight_bytes) + double(B) * per_seq;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string preset = "nemotron-h-8b", model_dir, json_path;
+  std::vector<int64_t> batches = {1, 8, 64, 256};
+  int64_t prompt = 128, n_new = 128, runs = 3;
+  int window = 16;
+  bool graphs = true;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto val = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", a.c_str());
+        std::exit(usage());
+      }
+      return argv[++i];
+    };
+    if (a == "--preset") preset = val();
+    else if (a == "--model") model_dir = val();
+    else if (a == "--batch") batches = parse_list(val());
+    else if (a == "--prompt") prompt = std::stoll(val());
+    else if (a == "--new") n_new = std::stoll(val());
+    else if (a == "--window") window = std::stoi(val());
+    else if (a == "--runs") runs = std::stoll(val());
+    else if (a == "--no-graphs") graphs = false;
+    else if (a == "--json") json_path = val();
+    else return usage();
+  }
+  if (prompt < 1 || n_new < 1 || runs < 1 || batches.empty()) return usage();
+
+  std::unique_ptr<Model> model;
+  if (!model_dir.empty()) {
+    auto m = Model::load(model_dir);
+    if (!m.ok()) return std::fprintf(stderr, "error: %s\n", m.status().message().c_str()), 1;
+    model = std::move(m).value();
+  } else {
+    auto c = bench::preset_config(preset);
+    if (!c.ok()) return std::fprintf(stderr, "error: %s\n", c.status().message().c_str()), 1;
+    auto m = Model::random_without_matrices(*c, 1);
+    if (!m.ok()) return std::fprintf(stderr, "error: %s\n", m.status().message().c_str()), 1;
+    model = std::move(m).value();
+  }
+  const ModelConfig& cfg = model->config();
+  const double t0 = now_s();
+  auto dm = cuda::DeviceModel::create(*model, 1);
+  if (!dm.ok()) return std::fprintf(stderr, "error: %s\n", dm.status().message().c_str()), 1;
+  std::printf("model %s: %.2f GB of device weights (%.1f s to place)\n", model_dir.empty() ? preset.c_str() : model_dir.c_str(),
+              double((*dm)->bytes()) / 1e9, now_s() - t0);
+  std::printf("prompt %lld, %lld new tokens, window %d, %s, median of %lld runs after a warm-up\n\n", (long long)prompt,
+              (long long)n_new, window, graphs ? "CUDA graphs" : "eager launches", (long long)runs);
+  std::printf("%6s %-9s %12s %19s %9s %9s %9s %11s\n", "batch", "strategy", "tok/s", "min-max", "ms/step", "GB/step",
+              "GB/s", "state GB");
+
+  std::string json = "[";
+  for (int64_t B : batches) {
+    double standard_tps = 0.0;
+    for (cuda::DecodeStrategy s : {cuda::DecodeStrategy::kStandard, cuda::DecodeStrategy::kReplay}) {
+      cuda::DecoderOptions o;
+      o.strategy = s, o.batch = B, o.max_context = prompt + n_new, o.window = window, o.graphs = graphs;
+      auto dec = cuda::Decoder::create(**dm, o);
+      if (!dec.ok()) {
+        std::printf("%6lld %-9s  skipped: %s\n", (long long)B, cuda::decode_strategy_name(s), dec.status().message().c_str());
+        continue;
+      }
+      std::mt19937 rng(42);
+      std::uniform_int_distribution<int32_t> id(0, int32_t(cfg.vocab_size - 1));
+      std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(B), std::vector<int32_t>(static_cast<size_t>(prompt)));
+      for (auto& p : prompts)
+        for (int32_t& t : p) t = id(rng);
+      std::vector<double> tps;
+      std::vector<int32_t> tok(static_cast<size_t>(B)), next(static_cast<size_t>(B));
+      for (int64_t r = 0; r < runs + 1; ++r) {
+        Status st = (*dec)->reset();
+        for (int64_t t = 0; st.ok() && t < prompt; ++t) {
+          for (int64_t b = 0; b < B; ++b) tok[size_t(b)] = prompts[size_t(b)][size_t(t)];
+          st = (*dec)->step(tok, next);
+        }
+        const double start = now_s();
+        for (int64_t t = 0; st.ok() && t < n_new; ++t) {
+          tok = next;
+          st = (*dec)->step(tok, next);
+        }
+        const double el = now_s() - start;
+        if (!st.ok()) return std::fprintf(stderr, "error: %s\n", st.message().c_str()), 1;
+        if (r > 0) tps.push_back(double(B * n_new) / el);
+      }
+      std::sort(tps.begin(), tps.end());
+      const double med = tps[tps.size() / 2], ms = 1e3 * double(B) / med;
+      const double bytes = step_bytes(cfg, (*dm)->bytes(), B, s, window);
+      if (s == cuda::DecodeStrategy::kStandard) standard_tps = med;
+      char ratio[32] = "";
+      if (s == cuda::DecodeStrategy::kReplay && standard_tps > 0) std::snprintf(ratio, sizeof ratio, "  %.2fx", med / standard_tps);
+      std::printf("%6lld %-9s %12.1f %9.1f-%-9.1f %9.3f %9.2f %9.0f %11.2f%s\n", (long long)B,
+                  cuda::decode_strategy_name(s), med, tps.front(), tps.back(), ms, bytes / 1e9, bytes / (ms * 1e-3) / 1e9,
+                  double((*dec)->memory().state_bytes) / 1e9, ratio);
+      std::fflush(stdout);
+      char obj[512];
+      std::snprintf(obj, sizeof obj,
+                    "%s{\"batch\": %lld, \"strategy\": \"%s\", \"tokens_per_s\": %.2f, \"tokens_per_s_min\": %.2f, "
+                    "\"tokens_per_s_max\": %.2f, \"ms_per_step\": %.4f, \"bytes_per_step\": %.0f, \"state_bytes\": %lld, "
+                    "\"kv_bytes\": %lld}",
+                    json.size() > 1 ? ", " : "", (long long)B, cuda::decode_strategy_name(s), med, tps.front(),
+                    tps.back(), ms, bytes, (long long)(*dec)->memory().state_bytes,
+                    (long long)(*dec)->memory().kv_bytes);
+      json += obj;
+    }
+  }
+  json += "]\n";
+  if (!json_path.empty()) std::ofstream(json_path) << json;
+  return 0;
+}

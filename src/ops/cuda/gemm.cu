@@ -1,0 +1,70 @@
+// Gemm (see gemm.h).
+#include "ops/cuda/gemm.h"
+
+#include <cublas_v2.h>
+
+#include <climits>
+
+#include "ops/cuda/tile.cuh"
+
+namespace replayssm::ops::cuda {
+
+namespace {
+
+// cuBLAS's documented recommendation for Hopper: 32 MiB of workspace.
+constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+
+__global__ void add_bias_kernel(void* y, int64_t ldy, bool y_fp32, int64_t rows, int64_t n, const float* bias) {
+  const int64_t total = rows * n;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / n, c = i % n;
+    if (y_fp32) {
+      static_cast<float*>(y)[r * ldy + c] += bias[c];
+    } else {
+      uint16_t* yb = static_cast<uint16_t*>(y);
+      put_bf(yb, r * ldy + c, bf(yb, r * ldy + c) + bias[c]);
+    }
+  }
+}
+
+}  // namespace
+
+Gemm::~Gemm() {
+  if (handle_ != nullptr) cublasDestroy(static_cast<cublasHandle_t>(handle_));
+  if (workspace_ != nullptr) cudaFree(workspace_);
+}
+
+cudaError_t Gemm::init(cudaStream_t stream) {
+  if (handle_ != nullptr) return cudaErrorInvalidValue;
+  cublasHandle_t h = nullptr;
+  if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) return cudaErrorUnknown;
+  handle_ = h;
+  stream_ = stream;
+  if (cudaError_t e = cudaMalloc(&workspace_, kWorkspaceBytes); e != cudaSuccess) return e;
+  if (cublasSetStream(h, stream) != CUBLAS_STATUS_SUCCESS ||
+      cublasSetWorkspace(h, workspace_, kWorkspaceBytes) != CUBLAS_STATUS_SUCCESS)
+    return cudaErrorUnknown;
+  return cudaSuccess;
+}
+
+cudaError_t Gemm::linear(const uint16_t* x, int64_t ldx, int64_t rows, const uint16_t* w, int64_t n_out, int64_t n_in,
+                         const float* bias, void* y, int64_t ldy, bool y_fp32) {
+  if (handle_ == nullptr || rows < 0 || n_out < 1 || n_in < 1 || ldx < n_in || ldy < n_out || n_out > INT_MAX ||
+      n_in > INT_MAX || rows > INT_MAX || ldx > INT_MAX || ldy > INT_MAX)
+    return cudaErrorInvalidValue;
+  if (rows == 0) return cudaSuccess;
+  if (x == nullptr || w == nullptr || y == nullptr) return cudaErrorInvalidValue;
+  const float one = 1.0f, zero = 0.0f;
+  const cublasStatus_t s =
+      cublasGemmEx(static_cast<cublasHandle_t>(handle_), CUBLAS_OP_T, CUBLAS_OP_N, int(n_out), int(rows), int(n_in),
+                   &one, w, CUDA_R_16BF, int(n_in), x, CUDA_R_16BF, int(ldx), &zero, y,
+                   y_fp32 ? CUDA_R_32F : CUDA_R_16BF, int(ldy), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  if (s != CUBLAS_STATUS_SUCCESS) return cudaErrorUnknown;
+  if (bias == nullptr) return cudaSuccess;
+  const int64_t total = rows * n_out;
+  const int blocks = int((total + 255) / 256 < 4096 ? (total + 255) / 256 : 4096);
+  add_bias_kernel<<<blocks, 256, 0, stream_>>>(y, ldy, y_fp32, rows, n_out, bias);
+  return cudaGetLastError();
+}
+
+}  // namespace replayssm::ops::cuda

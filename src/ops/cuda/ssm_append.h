@@ -1,0 +1,73 @@
+// From a projection's post-conv rows to what the SSM decode kernels read
+// (mamba2_decode.h, gdn_decode.h): the inputs of each new token, dense,
+// either into a step's compact buffers (standard: entry[r] = r) or into the
+// sequence's log (replay: entry[r] = b·W + its log position). One kernel
+// per layer and step, so a decode step does not pay a launch per array.
+//
+//   mamba2_append_cuda — x, B (bf16) and dt = clamp(softplus(dt_raw + dt_bias),
+//                        dt_min, dt_max) (fp32) to `entry[r]`; C (bf16) to row r;
+//   gdn_append_cuda    — v (bf16) to row r; with a log, k (bf16) and g (fp32)
+//                        to `entry[r]` as well (q, β stay in gdn_prepare's dense rows);
+//   gdn_log_move_cuda  — after a fold that left the newest entries at the
+//                        end of a GDN log, moves them to its front.
+//
+// Shapes are checked before anything touches the device (cudaErrorInvalidValue);
+// rows = 0 is a no-op.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace replayssm::ops::cuda {
+
+struct Mamba2AppendArgs {
+  int64_t rows = 0;
+  int H = 0, P = 0, G = 0, N = 0;
+  const uint16_t* xbc = nullptr;   // (rows, H·P + 2·G·N) post-conv x | B | C, row stride ldxbc
+  int64_t ldxbc = 0;
+  const uint16_t* dt_raw = nullptr;  // (rows, H) bf16 before softplus, row stride lddt
+  int64_t lddt = 0;
+  const float* dt_bias = nullptr;  // (H)
+  float dt_min = 0.0f, dt_max = 3.4e38f;
+  const int32_t* entry = nullptr;  // (rows) destination entry of row r
+  uint16_t* x = nullptr;           // (entries, H·P)
+  uint16_t* Bm = nullptr;          // (entries, G·N)
+  float* dt = nullptr;             // (entries, H)
+  uint16_t* Cm = nullptr;          // (rows, G·N)
+};
+
+cudaError_t mamba2_append_cuda(const Mamba2AppendArgs& a, cudaStream_t stream);
+
+struct GdnAppendArgs {
+  int64_t rows = 0;
+  int Hk = 0, Hv = 0, dk = 0, dv = 0;
+  const uint16_t* v_in = nullptr;  // (rows, Hv·dv) post-conv v, row stride ldv
+  int64_t ldv = 0;
+  uint16_t* v = nullptr;           // (rows, Hv·dv) dense
+  // Replay only (entry nullptr: none): gdn_prepare's dense k and g into the log.
+  const int32_t* entry = nullptr;  // (rows)
+  const uint16_t* k = nullptr;     // (rows, Hk·dk) dense
+  const float* g = nullptr;        // (rows, Hv) dense
+  uint16_t* log_k = nullptr;       // (entries, Hk·dk)
+  float* log_g = nullptr;          // (entries, Hv)
+};
+
+cudaError_t gdn_append_cuda(const GdnAppendArgs& a, cudaStream_t stream);
+
+// Sequence b's log entries [from[b], from[b] + count[b]) move to [0, count[b])
+// (count[b] = 0: untouched), in k (Hk·dk bf16), u (Hv·dv fp32) and g (Hv fp32)
+// of its W-entry log. from[b] ≥ count[b], so a source is never overwritten
+// before it is read.
+struct GdnLogMoveArgs {
+  int batch = 0, W = 0, Hk = 0, Hv = 0, dk = 0, dv = 0;
+  const int32_t* from = nullptr;   // (B)
+  const int32_t* count = nullptr;  // (B)
+  uint16_t* log_k = nullptr;       // (B, W, Hk·dk)
+  float* log_u = nullptr;          // (B, W, Hv·dv)
+  float* log_g = nullptr;          // (B, W, Hv)
+};
+
+cudaError_t gdn_log_move_cuda(const GdnLogMoveArgs& a, cudaStream_t stream);
+
+}  // namespace replayssm::ops::cuda

@@ -1,0 +1,36 @@
+// Autoregressive generation on the GPU: generate_batch's contract
+// (decode/generate.h) over a cuda::Decoder — each prompt its own sequence,
+// prefilled and decoded in batched steps until it has max_new_tokens or
+// emits EOS. Greedy picks on the device; sampling (temperature > 0) copies
+// each step's logits back and draws with prompt i's Sampler seeded
+// seed + i, as the CPU path does.
+//
+// No speculation, beams or forks here: the Decoder has no rollback or fork
+// (docs/cuda.md). The store counters of the result report the Decoder's
+// device memory: state_bytes_peak (states or checkpoints + logs + conv
+// windows), kv_bytes_peak (K/V pages for the whole context).
+#pragma once
+
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "decode/generate.h"
+#include "runtime/cuda/decoder.h"
+
+namespace replayssm::cuda {
+
+struct CudaGenerateOptions {
+  int64_t max_new_tokens = 16;
+  SamplingParams sampling;
+  bool stop_at_eos = true;
+  DecodeStrategy strategy = DecodeStrategy::kReplay;
+  int window = 16;
+  bool graphs = true;
+};
+
+Result<BatchResult> generate_batch_cuda(const DeviceModel& model, std::span<const std::vector<int32_t>> prompts,
+                                        const CudaGenerateOptions& opt,
+                                        const std::function<void(int64_t, int32_t)>& on_token = {});
+
+}  // namespace replayssm::cuda
