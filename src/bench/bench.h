@@ -79,6 +79,11 @@ struct Measurement {
   SpecStats spec;                  // spec only
   std::vector<RestoreSample> restores;
   int64_t rss_peak_bytes = -1;     // VmHWM during the run (-1: unavailable)
+  // A device backend (runtime/cuda/bench_decode.h) sets these; the CPU
+  // reference leaves them empty.
+  const char* device_strategy = nullptr;  // the device layout run for the strategy
+  int64_t device_bytes = -1;       // weights + every buffer the run held on the device
+  int64_t folds = -1;              // replay: steps that folded the log (whole run)
   double time_per_output_token(int64_t batch) const {
     return emitted > 0 ? decode_s * static_cast<double>(batch) / static_cast<double>(emitted) : 0.0;
   }
@@ -99,7 +104,7 @@ struct RestorePoint {
 
 struct ConcurrencyResult {
   int64_t value = 0;       // the largest batch meeting both limits (0: not even 1)
-  std::string limited_by;  // "memory", "latency", "device memory" or "limit"
+  std::string limited_by;  // "memory", "latency", "host memory", "device memory" or "limit"
   int64_t probes = 0;      // runs the search made beyond the sweep's own
 };
 
@@ -109,6 +114,8 @@ struct ConfigResult {
   Summary time_per_output_token, tokens_per_s;  // seconds; tokens per second
   int64_t peak_state_bytes = 0, peak_kv_bytes = 0, peak_device_bytes = 0, peak_rss_bytes = -1;
   int64_t state_writes_bytes = 0;
+  std::string device_strategy;                   // device runs: the layout run ("" on the CPU)
+  std::optional<int64_t> folds;                  // device replay runs: log folds per run
   int64_t restores_checkpoint = 0, restores_log_replay = 0, restores_reprefill = 0;
   std::optional<ConcurrencyResult> max_concurrency;
   std::optional<double> acceptance_rate;         // spec

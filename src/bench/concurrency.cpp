@@ -14,16 +14,18 @@
 // guess failed), which usually closes the bracket in two runs. Whenever a
 // guess is wrong the search falls back to doubling from ok, then bisecting.
 // Memory is the store's peak (state + KV): what grows with concurrency,
-// weights aside. A probe that would not fit in host memory by estimate is
-// not run and counts as "host memory". Both limits are assumed monotone in
-// the batch.
+// weights aside. A probe the runner says cannot be held (CPU: it would not
+// fit in host memory by estimate) is not run, and one whose run fails out
+// of budget (CUDA: the decoder cannot allocate it) is not measured; both
+// count as that limit ("host memory", "device memory"). Both limits are
+// assumed monotone in the batch.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
 
-#include "bench/memory.h"
 #include "bench/sweep.h"
+#include "bench/workloads.h"
 
 namespace replayssm::bench {
 
@@ -54,7 +56,13 @@ std::optional<double> crossing(const std::vector<Observed>& obs, double limit, d
 
 Result<ConcurrencyResult> search_max_concurrency(BenchContext& ctx, const Config& series,
                                                  const std::vector<const ConfigResult*>& measured) {
-  const SweepOptions& opt = ctx.options();
+  CpuRunner runner(ctx);
+  return search_max_concurrency(runner, series, measured);
+}
+
+Result<ConcurrencyResult> search_max_concurrency(Runner& runner, const Config& series,
+                                                 const std::vector<const ConfigResult*>& measured) {
+  const SweepOptions& opt = runner.options();
   constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
   ConcurrencyResult res;
   int64_t ok = 0, fail = kNone;
@@ -80,13 +88,17 @@ Result<ConcurrencyResult> search_max_concurrency(BenchContext& ctx, const Config
   auto probe = [&](int64_t b) -> Status {
     Config c = series;
     c.batch = b;
-    const int64_t need = estimate_run_bytes(ctx.model().config(), c, opt), avail = available_memory_bytes();
-    if (avail >= 0 && need > avail) {
-      record(b, "host memory");
+    if (const std::string why = runner.cannot_hold(c); !why.empty()) {
+      record(b, why);
       return {};
     }
     res.probes++;
-    RSSM_ASSIGN_OR_RETURN(Measurement m, run_once(ctx, c));
+    Result<Measurement> run = runner.run(c);
+    if (!run.ok() && run.status().code() == StatusCode::kOutOfBudget) {
+      record(b, runner.out_of_budget_limit());
+      return {};
+    }
+    RSSM_ASSIGN_OR_RETURN(Measurement m, std::move(run));
     record(b, breaks_limit(opt, m.store.state_bytes_peak + m.store.kv_bytes_peak, m.time_per_output_token(b)));
     return {};
   };

@@ -1,4 +1,4 @@
-// BenchContext and run_once (see workloads.h).
+// BenchContext, run_once and CpuRunner (see workloads.h).
 #include <algorithm>
 #include <random>
 
@@ -71,6 +71,11 @@ Result<Measurement> run_once(BenchContext& ctx, const Config& c) {
   }();
   if (m.ok()) m->rss_peak_bytes = reset ? peak_rss_bytes() : -1;
   return m;
+}
+
+std::string CpuRunner::cannot_hold(const Config& c) {
+  const int64_t need = estimate_run_bytes(ctx_.model().config(), c, ctx_.options()), avail = available_memory_bytes();
+  return avail >= 0 && need > avail ? "host memory" : "";
 }
 
 }  // namespace replayssm::bench

@@ -105,6 +105,46 @@ int64_t estimate_run_bytes(const ModelConfig& c, const Config& cfg, const SweepO
   return static_cast<int64_t>(std::ceil((store + act) * 1.1)) + (int64_t{64} << 20);
 }
 
+int64_t device_weight_bytes(const ModelConfig& c) { return parameter_count(c) * 2; }
+
+int64_t estimate_device_run_bytes(const ModelConfig& c, const Config& cfg, const SweepOptions& opt) {
+  // Mirrors Decoder::create's buffers, with 4 bytes wherever it uses 2 or 4.
+  const double B = static_cast<double>(cfg.batch), W = static_cast<double>(cfg.window);
+  const double L = static_cast<double>(opt.prompt_tokens + opt.new_tokens);
+  const double pages = std::ceil(L / 64.0) * 64.0;  // the decoder's KV page is 64 rows
+  const bool replay = cfg.strategy == Strategy::kReplay;
+  const Mamba2Config& m = c.mamba;
+  const GdnConfig& g = c.gdn;
+  const AttentionConfig& a = c.attn;
+  double per_seq = 0.0, m_scratch = 0.0, g_scratch = 0.0, a_scratch = 0.0;  // scratch: once per kind
+  for (BlockKind k : c.blocks) {
+    if (k == BlockKind::kMamba2) {
+      const double HP = static_cast<double>(m.n_heads * m.head_dim);
+      const double GN = static_cast<double>(m.n_groups * m.state_size);
+      per_seq += HP * static_cast<double>(m.state_size) * 4.0 +
+                 static_cast<double>((m.conv_width - 1) * m.conv_channels()) * 2.0;
+      if (replay) per_seq += W * (HP + GN + static_cast<double>(m.n_heads)) * 4.0;
+      m_scratch = std::max(m_scratch, (2.0 * HP + 2.0 * GN + 2.0 * static_cast<double>(m.n_heads)) * 4.0);
+    } else if (k == BlockKind::kGatedDeltaNet) {
+      const double K = static_cast<double>(g.n_k_heads * g.k_dim), V = static_cast<double>(g.n_v_heads * g.v_dim);
+      per_seq += static_cast<double>(g.n_v_heads * g.k_dim * g.v_dim) * 4.0 +
+                 static_cast<double>((g.conv_width - 1) * g.conv_channels()) * 2.0;
+      if (replay) per_seq += W * (K + V + static_cast<double>(g.n_v_heads)) * 4.0;
+      g_scratch = std::max(g_scratch, (2.0 * K + V + 2.0 * static_cast<double>(g.n_v_heads)) * 4.0);
+    } else if (k == BlockKind::kAttention) {
+      const double D = static_cast<double>(a.head_dim);
+      per_seq += pages * 2.0 * static_cast<double>(a.n_kv_heads) * D * 2.0 + pages / 64.0 * 20.0;
+      // Flash-decoding scratch: a split per 512 context rows (only at small batches, counted always).
+      const double Hq = static_cast<double>(a.n_heads), Hkv = static_cast<double>(a.n_kv_heads);
+      a_scratch = std::max(a_scratch, Hq * std::ceil(L / 512.0) * (D + 2.0) * 4.0 + (3.0 * Hq + 2.0 * Hkv) * D * 4.0);
+    }
+  }
+  const double act = (3.0 * static_cast<double>(c.hidden_size) + 2.0 * static_cast<double>(widest_row(c)) +
+                      static_cast<double>(c.vocab_size)) * 4.0 + m_scratch + g_scratch + a_scratch + 64.0;
+  const double cublas = static_cast<double>(32 << 20);
+  return static_cast<int64_t>(std::ceil((B * (per_seq + act) + cublas) * 1.1)) + (int64_t{256} << 20);
+}
+
 namespace {
 
 int64_t read_int_file(const std::string& path) {

@@ -21,6 +21,16 @@ int64_t weight_bytes(const ModelConfig& c);
 // weights: store (checkpoints, logs, KV) and step activations.
 int64_t estimate_run_bytes(const ModelConfig& c, const Config& cfg, const SweepOptions& opt);
 
+// The same for the CUDA decoder (runtime/cuda/decoder.h), whose weights
+// are bf16 matrices: 2 bytes per parameter (the fp32 norms, conv taps and
+// biases are a few MiB, inside the margin below).
+int64_t device_weight_bytes(const ModelConfig& c);
+// An upper estimate of the device bytes cuda::Decoder allocates for `cfg`
+// beyond the weights: fp32 SSM states and bf16 conv windows, replay's logs
+// of W entries, K/V pages for prompt + new tokens, activations, logits and
+// the cuBLAS workspace; +10% and 256 MiB (graphs, cuBLAS handles).
+int64_t estimate_device_run_bytes(const ModelConfig& c, const Config& cfg, const SweepOptions& opt);
+
 // Bytes this process may still allocate: MemAvailable, lowered by a cgroup
 // (v2 or v1) limit if one is set. -1 when neither can be read.
 int64_t available_memory_bytes();

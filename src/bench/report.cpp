@@ -26,6 +26,11 @@ nlohmann::json config_json(const ConfigResult& r) {
   nlohmann::json j;
   j["workload"] = workload_name(c.workload);
   j["strategy"] = strategy_name(c.strategy);
+  // Device runs only: which layout ran the strategy, and how often it folded.
+  if (!r.device_strategy.empty()) {
+    j["device_strategy"] = r.device_strategy;
+    j["folds"] = r.folds ? nlohmann::json(*r.folds) : nlohmann::json();
+  }
   j["batch"] = c.batch;
   j["window"] = c.window;
   j["spec_t"] = c.workload == Workload::kSpec ? nlohmann::json(c.spec_t) : nlohmann::json();
@@ -95,10 +100,11 @@ std::string format_table(const std::vector<ConfigResult>& results) {
     else std::snprintf(accept, sizeof accept, "-");
     if (r.max_concurrency)
       std::snprintf(conc, sizeof conc, "%lld%s", static_cast<long long>(r.max_concurrency->value),
-                    r.max_concurrency->limited_by == "latency"  ? "L"
-                    : r.max_concurrency->limited_by == "memory" ? "M"
-                    : r.max_concurrency->limited_by == "limit"  ? "+"
-                                                                : "H");
+                    r.max_concurrency->limited_by == "latency"         ? "L"
+                    : r.max_concurrency->limited_by == "memory"        ? "M"
+                    : r.max_concurrency->limited_by == "limit"         ? "+"
+                    : r.max_concurrency->limited_by == "device memory" ? "D"
+                                                                       : "H");
     else std::snprintf(conc, sizeof conc, "-");
     std::snprintf(log, sizeof log, "%s",
                   c.workload == Workload::kRestore && c.strategy == Strategy::kReplay
@@ -111,7 +117,8 @@ std::string format_table(const std::vector<ConfigResult>& results) {
                   r.rollback_cost ? ms_range(*r.rollback_cost).c_str() : "-");
     s += line;
   }
-  s += "max conc: L = latency target reached, M = memory budget, H = host memory, + = search limit\n";
+  s += "max conc: L = latency target reached, M = memory budget, H = host memory, D = device memory, "
+       "+ = search limit\n";
   bool any_restore = false;
   for (const ConfigResult& r : results) any_restore |= !r.restore_latency.empty();
   if (!any_restore) return s;

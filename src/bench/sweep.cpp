@@ -57,13 +57,17 @@ ConfigResult summarize(const Config& c, const std::vector<Measurement>& runs, in
     r.restores_checkpoint = m.store.restores_checkpoint;
     r.restores_log_replay = m.store.restores_log_replay;
     r.restores_reprefill = m.store.restores_reprefill;
+    if (m.device_strategy != nullptr) r.device_strategy = m.device_strategy;
+    if (m.device_bytes >= 0) r.peak_device_bytes = std::max(r.peak_device_bytes, m.device_bytes);
+    if (m.folds >= 0) r.folds = m.folds;
     drafted += m.spec.drafted;
     accepted += m.spec.accepted;
     if (m.spec.rejections > 0) rollback.push_back(m.spec.rollback_s / static_cast<double>(m.spec.rejections));
   }
   r.time_per_output_token = Summary::of(tpot);
   r.tokens_per_s = Summary::of(tps);
-  r.peak_device_bytes = weights + r.peak_state_bytes + r.peak_kv_bytes;
+  // A device run counts what it held; on the CPU, what a device would hold.
+  if (r.peak_device_bytes == 0) r.peak_device_bytes = weights + r.peak_state_bytes + r.peak_kv_bytes;
   if (c.workload == Workload::kSpec) {
     r.acceptance_rate = drafted > 0 ? static_cast<double>(accepted) / static_cast<double>(drafted) : 0.0;
     if (!rollback.empty()) r.rollback_cost = Summary::of(rollback);
@@ -100,11 +104,16 @@ double run_units(const Config& c, const SweepOptions& opt) {
 
 Result<std::vector<ConfigResult>> run_sweep(BenchContext& ctx, const std::vector<Config>& configs,
                                             Progress& progress, SweepCost* cost) {
-  const SweepOptions& opt = ctx.options();
+  CpuRunner runner(ctx);
+  return run_sweep(runner, weight_bytes(ctx.model().config()), configs, progress, cost);
+}
+
+Result<std::vector<ConfigResult>> run_sweep(Runner& runner, int64_t weights, const std::vector<Config>& configs,
+                                            Progress& progress, SweepCost* cost) {
+  const SweepOptions& opt = runner.options();
   SweepCost local;
   SweepCost& spent = cost ? *cost : local;
   double t0 = now_seconds();
-  const int64_t weights = weight_bytes(ctx.model().config());
   double total = 0.0, done = 0.0;
   for (const Config& c : configs) total += run_units(c, opt) * static_cast<double>(opt.warmup + opt.runs);
   progress.start("bench", total);
@@ -115,7 +124,7 @@ Result<std::vector<ConfigResult>> run_sweep(BenchContext& ctx, const std::vector
     for (int64_t r = 0; r < opt.warmup + opt.runs; ++r) {
       progress.update(done, std::to_string(i + 1) + "/" + std::to_string(configs.size()) + " " + c.describe() +
                                 (r < opt.warmup ? " (warm-up)" : " run " + std::to_string(r - opt.warmup + 1)));
-      Result<Measurement> m = run_once(ctx, c);
+      Result<Measurement> m = runner.run(c);
       if (!m.ok()) return Status(m.status().code(), c.describe() + ": " + m.status().message());
       if (r >= opt.warmup) kept.push_back(std::move(m).value());
       done += run_units(c, opt);
@@ -143,7 +152,7 @@ Result<std::vector<ConfigResult>> run_sweep(BenchContext& ctx, const std::vector
     progress.update(static_cast<double>(k), std::to_string(k + 1) + "/" + std::to_string(order.size()) + " " + order[k]);
     std::vector<const ConfigResult*> measured;
     for (size_t i : idx) measured.push_back(&results[i]);
-    RSSM_ASSIGN_OR_RETURN(ConcurrencyResult cr, search_max_concurrency(ctx, results[idx[0]].config, measured));
+    RSSM_ASSIGN_OR_RETURN(ConcurrencyResult cr, search_max_concurrency(runner, results[idx[0]].config, measured));
     for (size_t i : idx) results[i].max_concurrency = cr;
     spent.probes += cr.probes;
   }

@@ -1,6 +1,9 @@
 // A sweep: the configurations a bench command crosses, each run `warmup`
 // times (discarded) and `runs` times (kept), summarised; then the
-// max_concurrency search per series (concurrency.cpp).
+// max_concurrency search per series (concurrency.cpp). Who runs a
+// configuration is a Runner: the CPU reference (run_once) or a device
+// backend (runtime/cuda/bench_decode.h), so both share the sweep, the
+// summaries and the search.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +11,7 @@
 
 #include "bench/bench.h"
 #include "bench/progress.h"
+#include "bench/runner.h"
 #include "bench/workloads.h"
 
 namespace replayssm::bench {
@@ -25,7 +29,7 @@ struct Axes {
 std::vector<Config> enumerate_configs(const Axes& a, DraftKind draft);
 
 // Summarises the kept runs of one configuration. weights: bytes of the
-// model's weights (for peak_device_bytes).
+// model's weights (for peak_device_bytes where a run does not measure it).
 ConfigResult summarize(const Config& c, const std::vector<Measurement>& runs, int64_t weights);
 
 // What a sweep cost, for the record.
@@ -35,6 +39,9 @@ struct SweepCost {
 };
 
 // Runs every configuration, then (if enabled) the max_concurrency search.
+Result<std::vector<ConfigResult>> run_sweep(Runner& runner, int64_t weights, const std::vector<Config>& configs,
+                                            Progress& progress, SweepCost* cost = nullptr);
+// The CPU reference: run_once on ctx, fp32 weights.
 Result<std::vector<ConfigResult>> run_sweep(BenchContext& ctx, const std::vector<Config>& configs,
                                             Progress& progress, SweepCost* cost = nullptr);
 
@@ -44,6 +51,9 @@ std::string breaks_limit(const SweepOptions& opt, int64_t store_bytes, double ti
 
 // The max_concurrency search of one series (concurrency.cpp). `measured`
 // are the sweep's own results for the series, used as starting points.
+Result<ConcurrencyResult> search_max_concurrency(Runner& runner, const Config& series,
+                                                 const std::vector<const ConfigResult*>& measured);
+// The same on the CPU reference.
 Result<ConcurrencyResult> search_max_concurrency(BenchContext& ctx, const Config& series,
                                                  const std::vector<const ConfigResult*>& measured);
 

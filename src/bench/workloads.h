@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bench/bench.h"
+#include "bench/runner.h"
 #include "replayssm/model.h"
 
 namespace replayssm::bench {
@@ -42,6 +43,20 @@ class BenchContext {
 
 // One run of `c`, with the process's peak RSS reset before it.
 Result<Measurement> run_once(BenchContext& ctx, const Config& c);
+
+// The CPU reference as a sweep's Runner: run_once; a search probe that
+// would not fit in host memory by estimate is not run ("host memory").
+class CpuRunner : public Runner {
+ public:
+  explicit CpuRunner(BenchContext& ctx) : ctx_(ctx) {}
+  const SweepOptions& options() const override { return ctx_.options(); }
+  Result<Measurement> run(const Config& c) override { return run_once(ctx_, c); }
+  std::string cannot_hold(const Config& c) override;
+  std::string out_of_budget_limit() const override { return "host memory"; }
+
+ private:
+  BenchContext& ctx_;
+};
 
 // Per workload (workload_decode.cpp, workload_search.cpp, workload_restore.cpp).
 Result<Measurement> run_decode(BenchContext& ctx, const Config& c);   // ar, spec

@@ -1,7 +1,8 @@
 // `replayssm bench`: the seed's before/after measurements for every workload
 // and storage strategy in one command (docs/bench.md). This file only reads
 // and checks the options, refuses what cannot fit in memory, and writes
-// the outputs; the sweep itself is src/bench/.
+// the outputs; the sweep itself is src/bench/, and --device cuda's part
+// is bench_cuda.cpp.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -24,6 +25,7 @@
 #include "bench/presets.h"
 #include "bench/report.h"
 #include "bench/sweep.h"
+#include "cli/bench_cuda.h"
 #include "cli/commands.h"
 
 namespace replayssm::cli {
@@ -33,11 +35,11 @@ namespace {
 using namespace replayssm::bench;
 
 struct BenchArgs {
-  std::string workload, strategy = "replay,snapshot,recompute", batch = "1,8", spec_t = "4", window = "16";
+  std::string workload, strategy, batch = "1,8", spec_t = "4", window = "16";  // strategy: by device
   std::string draft = "oracle", accuracy = "0.9,0.7,0.5";
   std::string device = "cpu", preset, model, out;
   int64_t runs = 3, warmup = 1, prompt_tokens = 32, new_tokens = 32;
-  std::string memory_budget = "host";
+  std::string memory_budget;  // by device: host (cpu), device (cuda)
   double latency_target_ms = 20.0;
   int64_t concurrency_limit = 512;
   bool no_concurrency = false, dry_run = false;
@@ -145,12 +147,45 @@ std::string command_line(const BenchArgs& a) {
   return s;
 }
 
-Status run_bench(const BenchArgs& a) {
+// Refuses, before anything is allocated, a CPU sweep whose fp32 weights
+// plus its hungriest configuration exceed `avail` (-1: unknown, not
+// checked); with dry_run, prints every configuration's estimate first.
+Status check_host_memory(const ModelConfig& cfg, const std::vector<Config>& configs, const SweepOptions& opt,
+                         const std::string& who, int64_t avail, bool dry_run) {
+  const int64_t weights = weight_bytes(cfg);
+  int64_t run_need = 0;
+  const Config* hungriest = &configs.front();
+  for (const Config& c : configs) {
+    const int64_t n = estimate_run_bytes(cfg, c, opt);
+    if (n > run_need) {
+      run_need = n;
+      hungriest = &c;
+    }
+  }
+  if (dry_run) {
+    std::printf("%zu configurations, %lld runs each (%lld warm-up); fp32 weights %s; host memory available %s\n",
+                configs.size(), static_cast<long long>(opt.warmup + opt.runs), static_cast<long long>(opt.warmup),
+                format_bytes(weights).c_str(), avail >= 0 ? format_bytes(avail).c_str() : "unknown");
+    for (const Config& c : configs)
+      std::printf("  %-50s needs <= %s beyond the weights\n", c.describe().c_str(),
+                  format_bytes(estimate_run_bytes(cfg, c, opt)).c_str());
+    std::fflush(stdout);  // before any error line on stderr
+  }
+  if (avail >= 0 && weights + run_need > avail)
+    return out_of_budget(who + ": needs " + format_bytes(weights + run_need) + " (fp32 weights " +
+                         format_bytes(weights) + " + " + format_bytes(run_need) + " for " + hungriest->describe() +
+                         ") but " + format_bytes(avail) + " is available");
+  return {};
+}
+
+Status run_bench(const BenchArgs& args) {
   // Options first, all of them, before any model is built.
-  if (a.device == "cuda")
-    return unsupported("--device cuda: the CUDA model path is not built yet (only standalone CUDA kernels "
-                       "exist, docs/cuda.md); use --device cpu");
-  if (a.device != "cpu") return invalid_argument("--device: unknown device '" + a.device + "' (expected cpu or cuda)");
+  if (args.device != "cpu" && args.device != "cuda")
+    return invalid_argument("--device: unknown device '" + args.device + "' (expected cpu or cuda)");
+  const bool cuda = args.device == "cuda";
+  BenchArgs a = args;
+  if (a.strategy.empty()) a.strategy = cuda ? "replay,snapshot" : "replay,snapshot,recompute";
+  if (a.memory_budget.empty()) a.memory_budget = cuda ? "device" : "host";
   if (a.workload.empty())
     return invalid_argument("--workload: missing (ar, spec, beam, best-of-n, tree, restore, a comma list, or all)");
   Axes axes;
@@ -172,6 +207,7 @@ Status run_bench(const BenchArgs& a) {
   RSSM_ASSIGN_OR_RETURN(axes.batches, int_list(a.batch, "--batch", 1, 1 << 20));
   RSSM_ASSIGN_OR_RETURN(axes.windows, int_list(a.window, "--window", 1, 1 << 20));
   RSSM_ASSIGN_OR_RETURN(axes.spec_ts, int_list(a.spec_t, "--spec-t", 1, 64));
+  if (cuda) RSSM_RETURN_IF_ERROR(check_cuda_scope(axes, a.checkpoint_interval, a.page_size));
   SweepOptions opt;
   if (a.draft == "oracle") opt.draft = DraftKind::kOracle;
   else if (a.draft == "ngram") opt.draft = DraftKind::kNgram;
@@ -194,8 +230,12 @@ Status run_bench(const BenchArgs& a) {
   opt.checkpoint_interval = a.checkpoint_interval;
   opt.page_size = a.page_size;
   opt.concurrency = !a.no_concurrency;
+  // The budget's keyword is the memory a real out-of-memory would hit.
+  const std::string budget_keyword = cuda ? "device" : "host";
   if (opt.concurrency) {
-    if (a.memory_budget != "host") {
+    if (cuda && a.memory_budget == "host")
+      return invalid_argument("--memory-budget: 'host' does not apply to --device cuda (device, or a byte count)");
+    if (a.memory_budget != budget_keyword) {
       RSSM_ASSIGN_OR_RETURN(opt.memory_budget, parse_bytes(a.memory_budget, "--memory-budget"));
     }
     if (!(a.latency_target_ms > 0.0) || !std::isfinite(a.latency_target_ms))
@@ -230,51 +270,41 @@ Status run_bench(const BenchArgs& a) {
   }
 
   // Memory: the weights plus the hungriest configuration must fit now.
-  const int64_t weights = weight_bytes(cfg);
-  int64_t run_need = 0;
-  const Config* hungriest = &configs.front();
-  for (const Config& c : configs) {
-    const int64_t n = estimate_run_bytes(cfg, c, opt);
-    if (n > run_need) {
-      run_need = n;
-      hungriest = &c;
-    }
-  }
-  const int64_t avail = available_memory_bytes();
-  if (a.dry_run) {
-    std::printf("%zu configurations, %lld runs each (%lld warm-up); fp32 weights %s; host memory available %s\n",
-                configs.size(), static_cast<long long>(opt.warmup + opt.runs), static_cast<long long>(opt.warmup),
-                format_bytes(weights).c_str(), avail >= 0 ? format_bytes(avail).c_str() : "unknown");
-    for (const Config& c : configs)
-      std::printf("  %-50s needs <= %s beyond the weights\n", c.describe().c_str(),
-                  format_bytes(estimate_run_bytes(cfg, c, opt)).c_str());
-    std::fflush(stdout);  // before any error line on stderr
-  }
-  if (avail >= 0 && weights + run_need > avail) {
-    const std::string who = preset.empty() ? "--model " + a.model : "--preset " + preset;
-    return out_of_budget(who + ": needs " + format_bytes(weights + run_need) + " (fp32 weights " +
-                         format_bytes(weights) + " + " + format_bytes(run_need) + " for " + hungriest->describe() +
-                         ") but " + format_bytes(avail) + " is available");
+  const std::string who = preset.empty() ? "--model " + a.model : "--preset " + preset;
+  const int64_t weights = weight_bytes(cfg), avail = available_memory_bytes();
+  if (cuda) {
+    RSSM_RETURN_IF_ERROR(check_cuda_memory(cfg, configs, opt, who, preset.empty(), a.dry_run));
+  } else {
+    RSSM_RETURN_IF_ERROR(check_host_memory(cfg, configs, opt, who, avail, a.dry_run));
   }
   if (a.dry_run) return {};
   RSSM_RETURN_IF_ERROR(prepare_out(a.out));
   // "host": what a real out-of-memory would hit — the memory left once the
   // weights are in (0 = unlimited where /proc cannot tell).
-  if (opt.concurrency && a.memory_budget == "host") opt.memory_budget = avail >= 0 ? std::max<int64_t>(avail - weights, 1) : 0;
+  if (!cuda && opt.concurrency && a.memory_budget == "host")
+    opt.memory_budget = avail >= 0 ? std::max<int64_t>(avail - weights, 1) : 0;
 
   const bool tty = Progress::stderr_is_tty();
-  if (tty) std::fprintf(stderr, "building %s (%s of fp32 weights)...\n", cfg.dir.empty() ? a.model.c_str() : cfg.dir.c_str(),
-                        format_bytes(weights).c_str());
-  std::unique_ptr<Model> model;
-  if (!preset.empty()) {
-    RSSM_ASSIGN_OR_RETURN(model, Model::random(cfg, kPresetSeed));
-  } else {
-    RSSM_ASSIGN_OR_RETURN(model, Model::load(a.model));
-  }
-  BenchContext ctx(*model, opt);
+  if (tty)
+    std::fprintf(stderr, "building %s (%s of %s weights)...\n", cfg.dir.empty() ? a.model.c_str() : cfg.dir.c_str(),
+                 format_bytes(cuda ? device_weight_bytes(cfg) : weights).c_str(), cuda ? "bf16 device" : "fp32");
   Progress progress(tty);
   SweepCost cost;
-  RSSM_ASSIGN_OR_RETURN(std::vector<ConfigResult> results, run_sweep(ctx, configs, progress, &cost));
+  std::vector<ConfigResult> results;
+  nlohmann::json device_patch;
+  if (cuda) {
+    RSSM_ASSIGN_OR_RETURN(results, run_cuda_sweep(cfg, a.model, opt, a.memory_budget == "device", configs, progress,
+                                                  &cost, &device_patch));
+  } else {
+    std::unique_ptr<Model> model;
+    if (!preset.empty()) {
+      RSSM_ASSIGN_OR_RETURN(model, Model::random(cfg, kPresetSeed));
+    } else {
+      RSSM_ASSIGN_OR_RETURN(model, Model::load(a.model));
+    }
+    BenchContext ctx(*model, opt);
+    RSSM_ASSIGN_OR_RETURN(results, run_sweep(ctx, configs, progress, &cost));
+  }
 
   namespace fs = std::filesystem;
   nlohmann::json header;
@@ -301,6 +331,8 @@ Status run_bench(const BenchArgs& a) {
                         {"concurrency_limit", opt.concurrency ? nlohmann::json(opt.concurrency_limit) : nlohmann::json()}};
   header["cost"] = {{"runs", cost.runs}, {"sweep_s", cost.sweep_s},
                     {"concurrency_probes", cost.probes}, {"concurrency_search_s", cost.search_s}};
+  // cuda: bf16 device weights, the device and its memory (a null patch would replace the header).
+  if (device_patch.is_object()) header.merge_patch(device_patch);
   const std::string json_path = (fs::path(a.out) / "bench.json").string();
   RSSM_RETURN_IF_ERROR(write_json(json_path, header, results));
   const std::string table = format_table(results);
@@ -329,12 +361,13 @@ Runner add_bench(CLI::App& app) {
   auto a = std::make_shared<BenchArgs>();
   app.add_option("--workload", a->workload,
                  "ar, spec, beam, best-of-n, tree, restore, a comma list of them, or all (required)");
-  app.add_option("--strategy", a->strategy, "Comma list of replay, snapshot, recompute")->capture_default_str();
+  app.add_option("--strategy", a->strategy,
+                 "Comma list of replay, snapshot, recompute (default: all three; cuda: replay,snapshot)");
   app.add_option("--batch", a->batch,
                  "Comma list: sequences per step (beam: width; best-of-n: n; tree: children per expansion; "
                  "restore: sequences restored together)")
       ->capture_default_str();
-  app.add_option("--window", a->window, "Comma list of windows W (flush every W committed tokens)")
+  app.add_option("--window", a->window, "Comma list of windows W (flush every W committed tokens; cuda: 2..64)")
       ->capture_default_str();
   app.add_option("--spec-t", a->spec_t, "spec: comma list of drafts per verify step T")->capture_default_str();
   app.add_option("--draft", a->draft,
@@ -344,7 +377,10 @@ Runner add_bench(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--preset", a->preset, "Random-weight model: " + preset_names() + " (default tiny)");
   app.add_option("--model", a->model, "Model directory (instead of a preset)");
-  app.add_option("--device", a->device, "cpu (cuda: the CUDA model path is not built yet)")->capture_default_str();
+  app.add_option("--device", a->device,
+                 "cpu, or cuda: --workload ar only, snapshot runs the decoder's standard layout (state "
+                 "updated in place), replay its replay layout")
+      ->capture_default_str();
   app.add_option("--out", a->out, "Directory for bench.json, table.txt and the plots (required; created)");
   app.add_option("--runs", a->runs, "Measured runs per configuration (median, min-max)")->capture_default_str();
   app.add_option("--warmup", a->warmup, "Discarded runs before them")->capture_default_str();
@@ -354,9 +390,8 @@ Runner add_bench(CLI::App& app) {
                  "Tokens per sequence (beam: per hypothesis; tree: expansions; restore: the base sequence)")
       ->capture_default_str();
   app.add_option("--memory-budget", a->memory_budget,
-                 "max_concurrency: store bytes (state + KV) allowed, e.g. 256M, 8G; host = the host memory "
-                 "left after the weights")
-      ->capture_default_str();
+                 "max_concurrency: store bytes (state + KV) allowed, e.g. 256M, 8G; host (cpu default) = the "
+                 "host memory left after the weights; device (cuda default) = the device memory free after them");
   app.add_option("--latency-target", a->latency_target_ms, "max_concurrency: ms per output token allowed")
       ->capture_default_str();
   app.add_option("--concurrency-limit", a->concurrency_limit, "max_concurrency: the search stops here")

@@ -1,0 +1,72 @@
+// The `replayssm bench --device cuda` backend: the ar workload on
+// cuda::Decoder as a sweep Runner (bench/runner.h), so the CUDA runs share
+// the CPU reference's sweep, summaries, max_concurrency search and outputs.
+//
+// The storage strategies map onto the decoder's two state layouts:
+//   snapshot → kStandard: each sequence's one state, read and written in
+//              place every step (the committed state kept live — what a
+//              snapshot store holds between drafts, with no drafts here);
+//   replay   → kReplay: a checkpoint plus a log of the last < W inputs,
+//              written only on the step that folds the log.
+// recompute has no device layout, and every workload but ar needs forks or
+// rollback, which the decoder lacks; those are refused before anything
+// runs (device_strategy, check_device_workload).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "bench/runner.h"
+#include "bench/workloads.h"
+#include "replayssm/model.h"
+#include "runtime/cuda/decoder.h"
+#include "runtime/cuda/device_model.h"
+
+namespace replayssm::cuda {
+
+// The current CUDA device and its memory now (cudaMemGetInfo). Fails
+// (unsupported) naming the CUDA error where no device is usable.
+struct DeviceInfo {
+  std::string name;
+  int64_t free_bytes = 0, total_bytes = 0;
+};
+Result<DeviceInfo> device_info();
+
+// The decoder layout that runs storage strategy `s`; recompute is refused.
+Result<DecodeStrategy> device_strategy(Strategy s);
+
+class BenchDecodeRunner : public bench::Runner {
+ public:
+  // Places `model` on the device; a model without matrices
+  // (Model::random_without_matrices) gets them filled from `seed`.
+  static Result<std::unique_ptr<BenchDecodeRunner>> create(const Model& model, const bench::SweepOptions& opt,
+                                                           uint64_t seed);
+  ~BenchDecodeRunner() override;
+
+  const bench::SweepOptions& options() const override { return opt_; }
+  // The max_concurrency budget, once known (e.g. the device memory free
+  // after the weights are placed).
+  void set_memory_budget(int64_t bytes) { opt_.memory_budget = bytes; }
+  // One run: reset, prefill the prompts one token per step (not timed),
+  // then new_tokens − 1 timed decode steps, each fed the previous argmax
+  // (the first new token comes from the prefill, as on the CPU). The
+  // decoder of the last configuration is kept, so its warm-up runs capture
+  // the graphs the measured runs replay. Decoder::create's out_of_budget
+  // passes through: the search reads it as "device memory".
+  Result<bench::Measurement> run(const bench::Config& c) override;
+  std::string cannot_hold(const bench::Config&) override { return ""; }  // creating the decoder answers
+  std::string out_of_budget_limit() const override { return "device memory"; }
+
+  int64_t weights_bytes() const { return model_->bytes(); }
+
+ private:
+  BenchDecodeRunner(const Model& model, const bench::SweepOptions& opt) : opt_(opt), ctx_(model, opt) {}
+  bench::SweepOptions opt_;
+  bench::BenchContext ctx_;  // the prompts: the same ids as the CPU reference's
+  std::unique_ptr<DeviceModel> model_;
+  std::unique_ptr<Decoder> decoder_;
+  DecoderOptions decoder_opt_;
+};
+
+}  // namespace replayssm::cuda

@@ -1,0 +1,182 @@
+// `replayssm bench --device cuda` without a GPU: what it refuses (one line
+// naming the option and what cuda does not run yet, exit 1, nothing run),
+// the device memory estimate, and the sweep machinery a device backend
+// plugs into (Runner: its out-of-budget probes and its own device bytes).
+// The GPU runs themselves are tests/cuda/bench_decode_cuda_test.cpp.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+
+#include "bench/memory.h"
+#include "bench/presets.h"
+#include "bench/report.h"
+#include "bench/sweep.h"
+#include "test_util.h"
+
+namespace replayssm {
+namespace {
+
+using namespace replayssm::bench;
+using test::run_cli;
+using test::TempDir;
+
+struct Refusal {
+  std::string args, needle;
+};
+
+TEST(BenchDevice, CudaRefusesWhatTheDecoderCannotRunYet) {
+  TempDir dir;
+  const std::string base = "bench --device cuda --out " + dir.file("o") + " ";
+  const std::vector<Refusal> cases = {
+      {"--workload spec", "--workload spec: not supported on --device cuda yet"},
+      {"--workload beam", "--workload beam: not supported on --device cuda yet"},
+      {"--workload best-of-n", "--workload best-of-n: not supported on --device cuda yet"},
+      {"--workload tree", "--workload tree: not supported on --device cuda yet"},
+      {"--workload restore", "--workload restore: not supported on --device cuda yet"},
+      {"--workload ar,restore", "--workload restore: not supported on --device cuda yet"},
+      {"--workload all", "--workload spec: not supported on --device cuda yet"},
+      {"--workload ar --strategy replay,recompute", "--strategy recompute: not supported on --device cuda yet"},
+      {"--workload ar --window 1", "--window: '1' is outside [2, 64]"},
+      {"--workload ar --window 16,128", "--window: '128' is outside [2, 64]"},
+      {"--workload ar --checkpoint-interval 8", "--checkpoint-interval: not supported on --device cuda yet"},
+      {"--workload ar --page-size 16", "--page-size: does not apply to --device cuda"},
+      {"--workload ar --memory-budget host", "--memory-budget: 'host' does not apply to --device cuda"},
+      {"--workload ar --memory-budget lots", "--memory-budget: 'lots'"},
+      {"--workload ar --batch 0", "--batch: '0' must be in"},
+      {"--workload ar --strategy dense", "--strategy: unknown strategy 'dense'"},
+      {"--workload ar --preset llama-7b", "--preset: unknown preset 'llama-7b'"},
+      {"--workload ar --runs 0", "--runs: must be >= 1"},
+      {"--workload ar --new-tokens 1", "--new-tokens: must be >= 2"},
+  };
+  for (const Refusal& c : cases) {
+    auto r = run_cli(base + c.args);
+    EXPECT_EQ(r.exit_code, 1) << c.args << "\n" << r.err;
+    EXPECT_TRUE(r.out.empty()) << c.args << "\n" << r.out;
+    EXPECT_NE(r.err.find(c.needle), std::string::npos) << c.args << "\n" << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << c.args << "\n" << r.err;
+    EXPECT_FALSE(std::filesystem::exists(dir.file("o"))) << c.args << ": refused before --out is made";
+  }
+}
+
+// The default strategies on cuda are the two it runs (recompute is not
+// among them), so a plain `--workload ar` gets as far as the device: here,
+// where there is none (or no CUDA in the build), one line saying so.
+TEST(BenchDevice, CudaWithoutADeviceIsOneLine) {
+  if (std::filesystem::exists("/dev/nvidia0")) GTEST_SKIP() << "a GPU is present: tests/cuda runs it";
+  TempDir dir;
+  auto r = run_cli("bench --device cuda --workload ar --out " + dir.file("o"));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  const bool no_device = r.err.find("--device cuda: no CUDA device") != std::string::npos;
+  const bool no_build = r.err.find("--device cuda: this replayssm was built without CUDA") != std::string::npos;
+  EXPECT_TRUE(no_device || no_build) << r.err;
+}
+
+TEST(BenchDevice, DeviceEstimateCountsBf16WeightsAndGrowsWithTheBatch) {
+  auto c = preset_config("nemotron-h-8b");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(device_weight_bytes(*c), 2 * parameter_count(*c));
+  SweepOptions opt;
+  opt.prompt_tokens = 32;
+  opt.new_tokens = 32;
+  Config k;
+  k.workload = Workload::kAr;
+  k.strategy = Strategy::kSnapshot;
+  k.window = 16;
+  k.batch = 1;
+  const int64_t one = estimate_device_run_bytes(*c, k, opt);
+  k.batch = 64;
+  const int64_t many = estimate_device_run_bytes(*c, k, opt);
+  k.strategy = Strategy::kReplay;
+  const int64_t replay = estimate_device_run_bytes(*c, k, opt);
+  // At least the fp32 SSM states the decoder holds per sequence.
+  const int64_t states = 24 * 128 * 64 * 128 * 4;
+  EXPECT_GE(one, states);
+  EXPECT_GE(many - one, 63 * states);
+  EXPECT_GT(replay, many) << "replay adds its logs";
+  // bf16 weights + batch 256 of the 8B fits an H200 (141 GB); its fp32 copy
+  // (the CPU path's) alone would take 32 GB.
+  k.batch = 256;
+  EXPECT_LT(device_weight_bytes(*c) + estimate_device_run_bytes(*c, k, opt), int64_t{100} << 30);
+}
+
+// A device backend's runner: runs above `fits` fail out of budget, as
+// Decoder::create does when the device cannot hold the batch.
+class FakeDeviceRunner : public Runner {
+ public:
+  FakeDeviceRunner(const SweepOptions& opt, int64_t fits) : opt_(opt), fits_(fits) {}
+  const SweepOptions& options() const override { return opt_; }
+  Result<Measurement> run(const Config& c) override {
+    ++runs;
+    if (c.batch > fits_) return out_of_budget("cannot allocate batch " + std::to_string(c.batch));
+    Measurement m;
+    m.decode_s = 0.001 * static_cast<double>(c.batch);
+    m.emitted = 10 * c.batch;
+    m.store.state_bytes_peak = 1000 * c.batch;
+    m.store.kv_bytes_peak = 100 * c.batch;
+    m.device_strategy = "standard";
+    m.device_bytes = 5000 + 1100 * c.batch + 77;
+    return m;
+  }
+  std::string cannot_hold(const Config&) override { return ""; }
+  std::string out_of_budget_limit() const override { return "device memory"; }
+  int64_t runs = 0;
+
+ private:
+  SweepOptions opt_;
+  int64_t fits_;
+};
+
+TEST(BenchDevice, OutOfBudgetProbesStopTheSearchAsDeviceMemory) {
+  SweepOptions opt;
+  opt.latency_target = 10.0;
+  opt.concurrency_limit = 512;
+  FakeDeviceRunner runner(opt, 5);
+  Config c;
+  auto r = search_max_concurrency(runner, c, {});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->value, 5);
+  EXPECT_EQ(r->limited_by, "device memory");
+}
+
+TEST(BenchDevice, ASweepOnARunnerReportsItsDeviceBytesAndLayout) {
+  SweepOptions opt;
+  opt.runs = 2;
+  opt.warmup = 1;
+  opt.concurrency = true;
+  opt.latency_target = 10.0;
+  opt.concurrency_limit = 64;
+  FakeDeviceRunner runner(opt, 12);
+  Axes a;
+  a.workloads = {Workload::kAr};
+  a.strategies = {Strategy::kSnapshot};
+  a.batches = {1, 2};
+  a.windows = {16};
+  Progress progress(false);
+  SweepCost cost;
+  auto res = run_sweep(runner, 5000, enumerate_configs(a, DraftKind::kOracle), progress, &cost);
+  ASSERT_TRUE(res.ok()) << res.status().message();
+  ASSERT_EQ(res->size(), 2u);
+  EXPECT_EQ(cost.runs, 6);
+  const nlohmann::json j = config_json((*res)[1]);
+  EXPECT_EQ(j["strategy"], "snapshot");
+  EXPECT_EQ(j["device_strategy"], "standard");
+  EXPECT_TRUE(j["folds"].is_null());
+  EXPECT_EQ(j["peak_device_bytes"], 5000 + 1100 * 2 + 77) << "the device's own count, not weights + store";
+  EXPECT_EQ(j["peak_state_bytes"], 2000);
+  // The search brackets the answer to a quarter of it: 12 fits, 13 does not.
+  const int64_t conc = j["max_concurrency"].get<int64_t>();
+  EXPECT_LE(conc, 12);
+  EXPECT_GE(conc, 9);
+  EXPECT_EQ(j["max_concurrency_limited_by"], "device memory");
+  EXPECT_NE(format_table(*res).find(std::to_string(conc) + "D"), std::string::npos);
+  // The CPU reference's objects carry no device fields.
+  ConfigResult cpu;
+  EXPECT_FALSE(config_json(cpu).contains("device_strategy"));
+}
+
+}  // namespace
+}  // namespace replayssm

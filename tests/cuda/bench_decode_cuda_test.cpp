@@ -1,0 +1,92 @@
+// `replayssm bench --device cuda` on the GPU, through the library the CLI
+// calls: the tiny preset's ar workload under replay and snapshot at
+// batches 1 and 2 (one warm-up, one run), every JSON field present and
+// positive, the strategies mapped onto the decoder's layouts, folds every
+// W steps, the device-memory estimate an upper bound of what the decoder
+// held, and the max_concurrency search run to its limit. Skips without a GPU.
+#include <gtest/gtest.h>
+
+#include "bench/memory.h"
+#include "bench/presets.h"
+#include "bench/report.h"
+#include "bench/sweep.h"
+#include "cuda_test_util.h"
+#include "runtime/cuda/bench_decode.h"
+
+namespace replayssm {
+namespace {
+
+using namespace replayssm::bench;
+
+TEST(BenchDecodeCuda, StrategiesMapOntoTheDecoderLayouts) {
+  EXPECT_EQ(*cuda::device_strategy(Strategy::kSnapshot), cuda::DecodeStrategy::kStandard);
+  EXPECT_EQ(*cuda::device_strategy(Strategy::kReplay), cuda::DecodeStrategy::kReplay);
+  auto r = cuda::device_strategy(Strategy::kRecompute);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("recompute"), std::string::npos);
+}
+
+TEST(BenchDecodeCuda, TinyArSweepReportsEveryField) {
+  if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
+  auto cfg = preset_config("tiny");
+  ASSERT_TRUE(cfg.ok());
+  auto model = Model::random_without_matrices(*cfg, kPresetSeed);
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  SweepOptions opt;
+  opt.prompt_tokens = 32;
+  opt.new_tokens = 32;
+  opt.runs = 1;
+  opt.warmup = 1;
+  opt.concurrency = true;
+  opt.latency_target = 1.0;  // seconds: the tiny model never reaches it
+  opt.concurrency_limit = 8;
+  auto info = cuda::device_info();
+  ASSERT_TRUE(info.ok()) << info.status().message();
+  EXPECT_GT(info->free_bytes, 0);
+  auto runner = cuda::BenchDecodeRunner::create(**model, opt, kPresetSeed);
+  ASSERT_TRUE(runner.ok()) << runner.status().message();
+  const int64_t weights = (*runner)->weights_bytes();
+  EXPECT_GT(weights, device_weight_bytes(*cfg) * 9 / 10);
+  Axes a;
+  a.workloads = {Workload::kAr};
+  a.strategies = {Strategy::kReplay, Strategy::kSnapshot};
+  a.batches = {1, 2};
+  a.windows = {16};
+  const std::vector<Config> configs = enumerate_configs(a, DraftKind::kOracle);
+  Progress progress(false);
+  SweepCost cost;
+  auto res = run_sweep(**runner, weights, configs, progress, &cost);
+  ASSERT_TRUE(res.ok()) << res.status().message();
+  ASSERT_EQ(res->size(), 4u);
+  EXPECT_EQ(cost.runs, 8);
+  for (const ConfigResult& r : *res) {
+    const nlohmann::json j = config_json(r);
+    const std::string what = r.config.describe();
+    const bool replay = r.config.strategy == Strategy::kReplay;
+    EXPECT_EQ(j["workload"], "ar") << what;
+    EXPECT_EQ(j["device_strategy"], replay ? "replay" : "standard") << what;
+    for (const char* k : {"time_per_output_token", "tokens_per_s"})
+      for (const char* s : {"median", "min", "max"}) EXPECT_GT(j[k][s].get<double>(), 0.0) << what << " " << k;
+    // One run: tokens/s × time per token is exactly the batch.
+    EXPECT_NEAR(j["tokens_per_s"]["median"].get<double>() * j["time_per_output_token"]["median"].get<double>(),
+                static_cast<double>(r.config.batch), 1e-6 * static_cast<double>(r.config.batch))
+        << what;
+    for (const char* k : {"peak_state_bytes", "peak_kv_bytes", "peak_device_bytes", "state_writes_bytes"})
+      EXPECT_GT(j[k].get<int64_t>(), 0) << what << " " << k;
+    EXPECT_GT(r.peak_device_bytes, weights + r.peak_state_bytes + r.peak_kv_bytes) << what << ": + workspace";
+    EXPECT_LE(r.peak_device_bytes - weights, estimate_device_run_bytes(*cfg, r.config, opt))
+        << what << ": the pre-check's estimate is an upper bound";
+    EXPECT_EQ(j["max_concurrency"], 8) << what;
+    EXPECT_EQ(j["max_concurrency_limited_by"], "limit") << what;
+    // 32 + 32 − 1 steps, a fold every 16th.
+    if (replay) EXPECT_EQ(j["folds"], 3) << what;
+    else EXPECT_TRUE(j["folds"].is_null()) << what;
+  }
+  // Batch 2 holds twice batch 1's state; replay writes its checkpoints on
+  // folds only, the standard layout every step.
+  EXPECT_GT((*res)[1].peak_state_bytes, (*res)[0].peak_state_bytes);
+  EXPECT_LT((*res)[0].state_writes_bytes, (*res)[2].state_writes_bytes);
+}
+
+}  // namespace
+}  // namespace replayssm
