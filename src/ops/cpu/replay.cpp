@@ -1,7 +1,7 @@
 // Replay kernels (see replay.h, ReplayArgs in op_params.h).
 //
-// Both kernels run in three parts: (1) the new tokens' log entries, from the
-// conv over a window rebuilt from the checkpoint and the log; (2) outputs,
+// Both kernels run in three parts: (1) the new tokens' log entries and conv
+// outputs, over a window rebuilt from the checkpoint and the log; (2) outputs,
 // either by the sequential recurrence from the checkpoint (exact mode: the
 // per-token arithmetic of ssm_step.h, so bit-identical to dense stepping) or
 // by the dual form (fast mode: the checkpoint is read, never advanced);
