@@ -97,6 +97,7 @@ struct Decoder::Impl {
   cudaGraphExec_t graph[2] = {nullptr, nullptr};  // [fold]
   bool ran_eager[2] = {false, false};
   int m_count = 0, g_count = 0;   // replay: log entries before this step (Mamba2, GDN layers)
+  bool has_mamba = false, has_gdn = false;  // a kind without layers never folds
 
   Impl(const DeviceModel& model, const DecoderOptions& o) : m(model), opt(o) {}
   ~Impl() {
@@ -238,6 +239,7 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
       L.kv.row_stride = 2 * width;
     }
   }
+  I.has_mamba = any_mamba, I.has_gdn = any_gdn;
   if (int64_t(I.layers.size()) != int64_t(spec.layers.size()))
     return invalid_argument("cuda decode: the model's blocks do not cover its cache layers");
   int64_t& ws2 = mem.workspace_bytes;
@@ -374,9 +376,9 @@ Status Decoder::Impl::run_gdn(const DeviceBlock& blk, LayerState& L, bool fold) 
     if (fold) {
       oc::GdnLogMoveArgs mv;
       mv.batch = B, mv.W = opt.window, mv.Hk = a.Hk, mv.Hv = a.Hv, mv.dk = a.dk, mv.dv = a.dv;
-      // Only sequences that folded move their newest entry: the count is read
-      // from the fold field (W−1 on a fold, 0 otherwise) through the plan the
-      // host wrote, kMoveCount being 1 only where kGFold is set (step()).
+      // The fold left the new token's entry (whose u this step wrote) at
+      // W−1; it becomes entry 0. kMoveCount is 1 only on steps whose GDN
+      // log filled (step()), so a Mamba2-only fold moves nothing.
       mv.from = field(kMoveFrom), mv.count = field(kMoveCount);
       mv.log_k = L.log_k, mv.log_u = L.log_u, mv.log_g = L.log_g;
       RSSM_CU(oc::gdn_log_move_cuda(mv, stream), "GDN log move");
@@ -493,7 +495,8 @@ Status Decoder::step(std::span<const int32_t> tokens, std::span<int32_t> next, f
       return invalid_argument("token id " + std::to_string(t) + " is out of range [0, " + std::to_string(V) + ")");
   const bool replay = opt_.strategy == DecodeStrategy::kReplay;
   const int W = opt_.window;
-  const bool m_full = replay && I.m_count + 1 == W, g_full = replay && I.g_count + 1 == W;
+  const bool m_full = replay && I.has_mamba && I.m_count + 1 == W;
+  const bool g_full = replay && I.has_gdn && I.g_count + 1 == W;
   const bool fold = m_full || g_full;
   int32_t* p = I.plan_host;
   for (int64_t b = 0; b < B; ++b) {
