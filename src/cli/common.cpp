@@ -29,19 +29,34 @@ Result<std::vector<int32_t>> parse_ids(const std::string& text, const std::strin
   return ids;
 }
 
-Status check_device(const std::string& device, const char* command) {
+Status check_device(const std::string& device) {
   if (device == "cpu") return {};
   if (device == "cuda") {
 #if REPLAYSSM_HAVE_CUDA
-    if (command == nullptr) return {};
-    return unsupported(std::string("--device cuda: `") + command +
-                       "` runs on the CPU only so far (on cuda: generate and bench; docs/cuda.md)");
+    return {};
 #else
-    (void)command;
     return unsupported("--device cuda: this build has no CUDA backend (nvcc was not found at configure time)");
 #endif
   }
   return invalid_argument("--device: unknown device '" + device + "' (expected cpu or cuda)");
+}
+
+Status check_cuda_store(const StoreArgs& a) {
+  const StoreArgs d;
+  if (a.strategy == "recompute")
+    return unsupported("--device cuda: --strategy recompute is CPU only (cuda: replay, or snapshot = the standard "
+                       "in-place state)");
+  if (a.strategy != "replay" && a.strategy != "snapshot")
+    return invalid_argument("--strategy: unknown strategy '" + a.strategy + "' (expected replay, snapshot or recompute)");
+  if (a.exact || a.checkpoint_interval != d.checkpoint_interval || a.state_budget != d.state_budget ||
+      a.log_retention != d.log_retention || a.replay_limit != d.replay_limit || a.eviction != d.eviction ||
+      a.page_size != d.page_size)
+    return unsupported("--device cuda: only --strategy and --window apply on cuda (--exact, --checkpoint-interval, "
+                       "--state-budget, --log-retention, --replay-limit, --eviction and --page-size configure the CPU "
+                       "store)");
+  if (a.window < 2 || a.window > 64)
+    return invalid_argument("--window: " + std::to_string(a.window) + " out of range [2, 64] on cuda");
+  return {};
 }
 
 void add_store_options(CLI::App& app, StoreArgs* a) {

@@ -16,9 +16,9 @@ namespace replayssm::cli {
 // "3,17,5" → {3, 17, 5}. Errors name the option and the bad entry.
 Result<std::vector<int32_t>> parse_ids(const std::string& text, const std::string& option);
 
-// cpu, or cuda where this build has the CUDA backend; `command`: a command
-// that has no CUDA path yet, refused on cuda by name (nullptr: it has one).
-Status check_device(const std::string& device, const char* command = nullptr);
+// cpu, or cuda where this build has the CUDA backend (whether a GPU is
+// visible is found when the model is placed on it).
+Status check_device(const std::string& device);
 
 // The store's knobs, shared by every command that decodes.
 struct StoreArgs {
@@ -28,6 +28,10 @@ struct StoreArgs {
   bool exact = false;
 };
 void add_store_options(CLI::App& app, StoreArgs* a);
+// --device cuda: only --strategy replay|snapshot (snapshot = the decoder's
+// standard in-place layout) and --window apply; the CPU store's other
+// options are refused rather than ignored.
+Status check_cuda_store(const StoreArgs& a);
 Result<StoreOptions> store_options(const StoreArgs& a);
 
 // Shortest decimal that reads back as the same float ("%.9g"), JSON-safe.

@@ -139,19 +139,7 @@ Status check_cuda_request(const GenerateArgs& a) {
   if (a.beam > 0 || a.n > 0 || !a.spec.empty())
     return unsupported("--device cuda: --beam, --n and --spec run on the CPU only so far (the CUDA decoder has no "
                        "fork or rollback yet)");
-  const StoreArgs d;
-  if (a.store.strategy == "recompute")
-    return unsupported("--device cuda: --strategy recompute is CPU only (cuda: replay, or snapshot = the standard "
-                       "in-place state)");
-  if (a.store.exact || a.store.checkpoint_interval != d.checkpoint_interval || a.store.state_budget != d.state_budget ||
-      a.store.log_retention != d.log_retention || a.store.replay_limit != d.replay_limit ||
-      a.store.eviction != d.eviction || a.store.page_size != d.page_size)
-    return unsupported("--device cuda: only --strategy and --window apply on cuda (--exact, --checkpoint-interval, "
-                       "--state-budget, --log-retention, --replay-limit, --eviction and --page-size configure the CPU "
-                       "store)");
-  if (a.store.window < 2 || a.store.window > 64)
-    return invalid_argument("--window: " + std::to_string(a.store.window) + " out of range [2, 64] on cuda");
-  return {};
+  return check_cuda_store(a.store);
 }
 
 Result<GenerateResult> generate_on_cuda(const GenerateArgs& a, const Model& model, const std::vector<int32_t>& ids,

@@ -9,6 +9,9 @@
 #include "cli/common.h"
 #include "replayssm/model.h"
 #include "decode/session.h"
+#if REPLAYSSM_HAVE_CUDA
+#include "runtime/cuda/prompt_logits.h"
+#endif
 
 namespace replayssm::cli {
 
@@ -20,7 +23,8 @@ struct LogitsArgs {
 };
 
 Status run_logits(const LogitsArgs& a) {
-  RSSM_RETURN_IF_ERROR(check_device(a.device, "logits"));
+  RSSM_RETURN_IF_ERROR(check_device(a.device));
+  if (a.device == "cuda") RSSM_RETURN_IF_ERROR(check_cuda_store(a.store));
   if (a.path != "prefill" && a.path != "decode")
     return invalid_argument("--path: '" + a.path + "' (expected prefill or decode)");
   RSSM_ASSIGN_OR_RETURN(std::vector<int32_t> ids, parse_ids(a.prompt_ids, "--prompt-ids"));
@@ -31,13 +35,24 @@ Status run_logits(const LogitsArgs& a) {
     if (t >= V)
       return invalid_argument("--prompt-ids: token id " + std::to_string(t) + " >= vocab size " +
                               std::to_string(V));
-  RSSM_ASSIGN_OR_RETURN(auto session, Session::create(*model, sopt));
-  const int64_t seq = session->store().add_sequence();
   std::vector<float> logits, row;
-  if (a.path == "prefill") {
+  if (a.device == "cuda") {
+#if REPLAYSSM_HAVE_CUDA
+    // On cuda both paths run the chunked decoder (prompt_logits.h).
+    RSSM_ASSIGN_OR_RETURN(auto dm, cuda::DeviceModel::create(*model));
+    const std::vector<std::vector<int32_t>> prompts = {ids};
+    const auto strategy = a.store.strategy == "snapshot" ? cuda::DecodeStrategy::kStandard : cuda::DecodeStrategy::kReplay;
+    RSSM_ASSIGN_OR_RETURN(auto rows, cuda::prompt_logits_cuda(*dm, prompts, strategy, int(a.store.window)));
+    logits = std::move(rows[0]);
+#endif
+  } else if (a.path == "prefill") {
+    RSSM_ASSIGN_OR_RETURN(auto session, Session::create(*model, sopt));
+    const int64_t seq = session->store().add_sequence();
     const StepInput in{seq, ids, true, StepInput::kAll};
     RSSM_RETURN_IF_ERROR(session->step({&in, 1}, &logits));
   } else {
+    RSSM_ASSIGN_OR_RETURN(auto session, Session::create(*model, sopt));
+    const int64_t seq = session->store().add_sequence();
     for (int64_t i = 0; i < n; ++i) {
       const StepInput in{seq, {&ids[i], 1}};
       RSSM_RETURN_IF_ERROR(session->step({&in, 1}, &row));
@@ -67,7 +82,7 @@ Runner add_logits(CLI::App& app) {
   app.add_option("--model", a->model, "Model directory")->required();
   app.add_option("--prompt-ids", a->prompt_ids, "Comma-separated token ids, e.g. 3,17,5")->required();
   app.add_option("--path", a->path, "prefill (one step) or decode (one token per step)")->capture_default_str();
-  app.add_option("--device", a->device, "Device: cpu (cuda: not for this command yet)")->capture_default_str();
+  app.add_option("--device", a->device, "Device: cpu or cuda (cuda: bf16 weights, the prompt in chunks of up to 8 tokens on either --path)")->capture_default_str();
   add_store_options(app, &a->store);
   return [a] { return run_logits(*a); };
 }

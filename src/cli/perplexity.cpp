@@ -13,6 +13,9 @@
 #include "cli/common.h"
 #include "decode/sampler.h"
 #include "decode/session.h"
+#if REPLAYSSM_HAVE_CUDA
+#include "runtime/cuda/prompt_logits.h"
+#endif
 #include "io/tokenizer.h"
 
 namespace replayssm::cli {
@@ -25,10 +28,12 @@ struct PplArgs {
   std::string model, file;
   int64_t context = 256;
   bool json = false;
+  std::string device = "cpu";
 };
 
 Status run_perplexity(const PplArgs& a) {
   if (a.context < 2) return invalid_argument("--context: must be >= 2");
+  RSSM_RETURN_IF_ERROR(check_device(a.device));
   std::ifstream in(a.file, std::ios::binary);
   if (!in) return not_found(a.file + ": cannot read");
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -39,19 +44,40 @@ Status run_perplexity(const PplArgs& a) {
   if (tok.vocab_size() > V)
     return invalid_argument(a.model + ": tokenizer has " + std::to_string(tok.vocab_size()) +
                             " tokens, the model's vocabulary " + std::to_string(V));
-  RSSM_ASSIGN_OR_RETURN(auto session, Session::create(*model, StoreOptions{}));
-  double nll = 0.0;
-  int64_t n = 0;
-  std::vector<float> logits;
+  // The windows, each scored from an empty state.
+  std::vector<std::vector<int32_t>> windows;
   for (size_t s = 0; s + 1 < ids.size(); s += static_cast<size_t>(a.context)) {
     const size_t len = std::min(ids.size() - s, static_cast<size_t>(a.context));
     if (len < 2) break;
-    const int64_t seq = session->store().add_sequence();
-    const StepInput step{seq, std::span<const int32_t>(ids).subspan(s, len), true, StepInput::kAll};
-    RSSM_RETURN_IF_ERROR(session->step({&step, 1}, &logits));
-    for (size_t t = 0; t + 1 < len; ++t) nll -= log_prob(std::span<const float>(logits).subspan(t * V, V), ids[s + t + 1]);
-    n += static_cast<int64_t>(len) - 1;
-    RSSM_RETURN_IF_ERROR(session->store().release(seq));
+    windows.emplace_back(ids.begin() + static_cast<int64_t>(s), ids.begin() + static_cast<int64_t>(s + len));
+  }
+  double nll = 0.0;
+  int64_t n = 0;
+  auto score = [&](const std::vector<int32_t>& w, const std::vector<float>& logits) {
+    for (size_t t = 0; t + 1 < w.size(); ++t) nll -= log_prob(std::span<const float>(logits).subspan(t * V, V), w[t + 1]);
+    n += static_cast<int64_t>(w.size()) - 1;
+  };
+  if (a.device == "cuda") {
+#if REPLAYSSM_HAVE_CUDA
+    // Windows are independent: up to 64 of them decode together as one batch.
+    RSSM_ASSIGN_OR_RETURN(auto dm, cuda::DeviceModel::create(*model));
+    constexpr size_t kBatch = 64;
+    for (size_t i = 0; i < windows.size(); i += kBatch) {
+      const std::span<const std::vector<int32_t>> part(windows.data() + i, std::min(kBatch, windows.size() - i));
+      RSSM_ASSIGN_OR_RETURN(auto rows, cuda::prompt_logits_cuda(*dm, part, cuda::DecodeStrategy::kReplay, 16));
+      for (size_t j = 0; j < part.size(); ++j) score(part[j], rows[j]);
+    }
+#endif
+  } else {
+    RSSM_ASSIGN_OR_RETURN(auto session, Session::create(*model, StoreOptions{}));
+    std::vector<float> logits;
+    for (const std::vector<int32_t>& w : windows) {
+      const int64_t seq = session->store().add_sequence();
+      const StepInput step{seq, w, true, StepInput::kAll};
+      RSSM_RETURN_IF_ERROR(session->step({&step, 1}, &logits));
+      score(w, logits);
+      RSSM_RETURN_IF_ERROR(session->store().release(seq));
+    }
   }
   if (n == 0) return invalid_argument(a.file + ": fewer than two tokens to score");
   const double mean = nll / static_cast<double>(n);
@@ -69,6 +95,8 @@ Runner add_perplexity(CLI::App& app) {
   app.add_option("--model", a->model, "Model directory (with tokenizer.json)")->required();
   app.add_option("--file", a->file, "UTF-8 text file")->required();
   app.add_option("--context", a->context, "Window length in tokens")->capture_default_str();
+  app.add_option("--device", a->device, "cpu or cuda (cuda: bf16 weights, windows decoded 64 at a time)")
+      ->capture_default_str();
   app.add_flag("--json", a->json, "Print one JSON object");
   return [a] { return run_perplexity(*a); };
 }

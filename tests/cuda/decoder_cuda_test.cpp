@@ -25,6 +25,7 @@
 #include "store/dense_cache.h"
 #include "runtime/cuda/decoder.h"
 #include "runtime/cuda/device_model.h"
+#include "runtime/cuda/prompt_logits.h"
 
 namespace replayssm {
 namespace {
@@ -180,6 +181,19 @@ TEST_P(CudaDecoder, LogitsMatchTheCpuOnTheSameBf16WeightsAndGreedyMatchesTransfo
         ASSERT_EQ(r.greedy[p][i], want[i]) << cuda::decode_strategy_name(s) << " prompt " << p << " token " << i;
       std::printf("    greedy: %zu of %zu tokens checked against transformers\n", checked, want.size());
     }
+    // The prompts again in chunks of up to 8 tokens (3 with window 4).
+    auto chunked = cuda::prompt_logits_cuda(*dm_, prompts_, s, 4);
+    ASSERT_TRUE(chunked.ok()) << chunked.status().message();
+    for (size_t p = 0; p < prompts_.size(); ++p) {
+      std::vector<std::vector<float>> rows;
+      const size_t V = size_t(dm_->config().vocab_size);
+      for (size_t t = 0; t < prompts_[p].size(); ++t)
+        rows.emplace_back((*chunked)[p].begin() + int64_t(t * V), (*chunked)[p].begin() + int64_t((t + 1) * V));
+      const float vs_cpu = worst_ratio(rows, cpu_logits(**cpu, prompts_[p]));
+      std::printf("  %s %s prompt %zu in chunks: worst ratio vs CPU on bf16 weights %.3f\n", GetParam().c_str(),
+                  cuda::decode_strategy_name(s), p, vs_cpu);
+      EXPECT_LE(vs_cpu, kFixtureRatio) << cuda::decode_strategy_name(s) << " prompt " << p << " in chunks";
+    }
   }
 }
 
@@ -248,6 +262,19 @@ TEST_P(CudaDecoderTrained, LongPromptMatchesTheCpuOnTheSameBf16Weights) {
       }
     std::printf("    argmax agrees at all %zu positions with a clear top-2 gap\n", clear);
     EXPECT_GT(clear, 100u);
+    // The same prompts in chunks of up to 8 tokens (window 16; standard
+    // Mamba2 folds each chunk in place; GDN's standard layout stays at 1).
+    auto chunked = cuda::prompt_logits_cuda(**dm, prompts, s, 16);
+    ASSERT_TRUE(chunked.ok()) << chunked.status().message();
+    const size_t V = size_t((*m)->config().vocab_size);
+    for (size_t p = 0; p < 2; ++p) {
+      std::vector<std::vector<float>> rows;
+      for (size_t t = 0; t < prompts[p].size(); ++t)
+        rows.emplace_back((*chunked)[p].begin() + int64_t(t * V), (*chunked)[p].begin() + int64_t((t + 1) * V));
+      const float w = worst_ratio(rows, p == 0 ? ref0 : ref1);
+      std::printf("    in chunks: prompt %zu worst ratio %.3f\n", p, w);
+      EXPECT_LE(w, kTrainedRatio) << cuda::decode_strategy_name(s) << " prompt " << p << " in chunks";
+    }
   }
 }
 
@@ -281,6 +308,19 @@ TEST(CudaDecoderArgs, BadOptionsAreRefused) {
   EXPECT_TRUE((*d)->step(std::vector<int32_t>{1}, next).ok());
   const Status full = (*d)->step(std::vector<int32_t>{1}, next);
   EXPECT_EQ(full.code(), StatusCode::kOutOfBudget) << full.message();
+  cuda::DecoderOptions chunky;
+  chunky.max_context = 64, chunky.window = 4, chunky.max_chunk = 4;  // replay: chunks of at most 3
+  auto dc = cuda::Decoder::create(**dm, chunky);
+  EXPECT_FALSE(dc.ok()) << "max_chunk 4 with window 4";
+  chunky.max_chunk = 0;  // the most allowed: 3
+  dc = cuda::Decoder::create(**dm, chunky);
+  ASSERT_TRUE(dc.ok()) << dc.status().message();
+  EXPECT_EQ((*dc)->max_chunk(), 3);
+  EXPECT_FALSE((*dc)->step(std::vector<int32_t>(4, 1), 4, next).ok());  // over max_chunk
+  EXPECT_FALSE((*dc)->step(std::vector<int32_t>(2, 1), 3, next).ok());  // 3 tokens per sequence, 2 given
+  EXPECT_TRUE((*dc)->step(std::vector<int32_t>(3, 1), 3, next).ok());
+  EXPECT_EQ((*dc)->max_chunk(), 1);  // the log has room for one more before it folds
+  EXPECT_EQ((*dc)->length(), 3);
 }
 
 }  // namespace

@@ -85,6 +85,7 @@ Result<bench::Measurement> BenchDecodeRunner::run(const bench::Config& c) {
   o.batch = c.batch;
   o.max_context = opt.prompt_tokens + opt.new_tokens;
   o.window = static_cast<int>(c.window);
+  o.max_chunk = 1;  // the prompt goes one token per step, as estimate_device_run_bytes assumes
   if (decoder_ == nullptr || decoder_opt_.strategy != o.strategy || decoder_opt_.batch != o.batch ||
       decoder_opt_.max_context != o.max_context || decoder_opt_.window != o.window) {
     decoder_.reset();  // before the next one: the device holds one decoder at a time

@@ -7,10 +7,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "ops/cuda/attention_decode.h"
+#include "ops/cuda/attention_prefill.h"
 #include "ops/cuda/conv1d.h"
 #include "ops/cuda/elementwise.h"
 #include "ops/cuda/gdn_decode.h"
@@ -31,12 +34,16 @@ const char* decode_strategy_name(DecodeStrategy s) {
 
 namespace {
 
-// The plan: one int32 array per field, `batch` each, in one buffer.
+// The plan: one int32 array per field in one buffer, each with room for
+// every row of a chunked step (batch × max_chunk) plus one. Per row r =
+// b·T + t: kTokens, kRowPos, kRowSeq, kMEntry, kGEntry. Per sequence b:
+// the rest (kCuRows has B + 1 entries).
 enum PlanField {
-  kTokens, kPos, kSeqLen,         // the step
-  kMEntry, kMLog, kMFold,         // Mamba2 layers: log entry of the new token, entries, fold
+  kTokens, kRowPos, kRowSeq,      // the step's rows
+  kSeqPos, kSeqLen, kCuRows,      // per sequence: first new position, rows attended, rows b·T
+  kMEntry, kMLog, kMFold,         // Mamba2 layers: log entry of each new row; entries; fold
   kGEntry, kGLog, kGFold,         // Gated DeltaNet layers, likewise
-  kSlot, kMoveFrom, kMoveCount,   // constant: slot b = sequence b; GDN's post-fold move
+  kSlot, kMoveFrom, kMoveCount,   // slot b = sequence b (constant); GDN's post-fold move
   kPlanFields
 };
 
@@ -55,7 +62,7 @@ struct LayerState {
   BlockKind kind = BlockKind::kMlp;
   float* state = nullptr;       // (B, heads, rows, cols): the state (standard) or checkpoint (replay)
   uint16_t* window = nullptr;   // (B, K−1, C) conv window
-  uint16_t* log_x = nullptr;    // Mamba2 log (B, W, H·P)
+  uint16_t* log_x = nullptr;    // Mamba2 log (B, W, H·P) (standard: the shared chunk log)
   uint16_t* log_B = nullptr;    //            (B, W, G·N)
   float* log_dt = nullptr;      //            (B, W, H)
   uint16_t* log_k = nullptr;    // GDN log    (B, W, Hk·dk)
@@ -75,7 +82,7 @@ struct Decoder::Impl {
   std::vector<LayerState> layers;
   int32_t* plan = nullptr;        // device
   int32_t* plan_host = nullptr;   // pinned
-  int32_t* next = nullptr;        // device (B)
+  int32_t* next = nullptr;        // device (rows of logits)
   int32_t* next_host = nullptr;   // pinned
   // Activations, `batch` rows each.
   float* h = nullptr;             // fp32 residual stream (B, hidden)
@@ -90,19 +97,23 @@ struct Decoder::Impl {
   uint16_t *aq = nullptr, *ak = nullptr, *av = nullptr;  // attention q, k, v (qk-norm models)
   float* mamba_scratch = nullptr;
   float* attn_scratch = nullptr;
-  float* logits = nullptr;        // (B, vocab) fp32
+  float* logits = nullptr;        // (B or B·max_chunk with all_logits, vocab) fp32
+  uint16_t* xconv = nullptr;      // chunked steps: post-conv rows (R, widest conv)
+  // Standard layout, chunked steps: one log of max_chunk entries shared by
+  // every SSM layer (each layer folds it before the next one runs).
+  uint16_t *s_log_x = nullptr, *s_log_B = nullptr;
+  float* s_log_dt = nullptr;
   float* inv_freq = nullptr;
   int32_t* page_table = nullptr;  // (B, pages per sequence): sequence b owns pages b·n .. b·n + n − 1
   int pages_per_seq = 0;
-  cudaGraphExec_t graph[2] = {nullptr, nullptr};  // [fold]
-  bool ran_eager[2] = {false, false};
+  std::map<std::pair<int, bool>, cudaGraphExec_t> graphs;  // (T, fold) → the captured step
+  std::set<std::pair<int, bool>> ran_eager;
   int m_count = 0, g_count = 0;   // replay: log entries before this step (Mamba2, GDN layers)
   bool has_mamba = false, has_gdn = false;  // a kind without layers never folds
 
   Impl(const DeviceModel& model, const DecoderOptions& o) : m(model), opt(o) {}
   ~Impl() {
-    for (cudaGraphExec_t g : graph)
-      if (g != nullptr) cudaGraphExecDestroy(g);
+    for (auto& [key, g] : graphs) cudaGraphExecDestroy(g);
     for (void* p : allocs) cudaFree(p);
     if (plan_host != nullptr) cudaFreeHost(plan_host);
     if (next_host != nullptr) cudaFreeHost(next_host);
@@ -125,13 +136,21 @@ struct Decoder::Impl {
     return {};
   }
 
-  int32_t* field(PlanField f) const { return plan + int64_t(f) * opt.batch; }
+  int64_t field_len() const { return opt.batch * opt.max_chunk + 1; }
+  int32_t* field(PlanField f) const { return plan + int64_t(f) * field_len(); }
+  int32_t* host_field(PlanField f) const { return plan_host + int64_t(f) * field_len(); }
 
-  Status enqueue(bool fold);
-  Status run_mamba2(const DeviceBlock& blk, LayerState& L, bool fold);
-  Status run_gdn(const DeviceBlock& blk, LayerState& L, bool fold);
-  Status run_attention(const DeviceBlock& blk, LayerState& L);
-  Status run_mlp(const DeviceBlock& blk);
+  // A step of T tokens per sequence (rows = batch·T).
+  Status enqueue(int T, bool fold);
+  Status run_mamba2(const DeviceBlock& blk, LayerState& L, int T, bool fold);
+  Status run_gdn(const DeviceBlock& blk, LayerState& L, int T, bool fold);
+  Status run_attention(const DeviceBlock& blk, LayerState& L, int T);
+  Status run_mlp(const DeviceBlock& blk, int T);
+  // Conv1d over the projection's conv channels at column `off`: in place for
+  // a one-token step; a chunk writes xconv (the prefill kernel must not
+  // alias). *out, *ldo: where the post-conv rows are.
+  Status run_conv(const DeviceBlock& blk, LayerState& L, int T, int64_t C, int64_t K, int64_t off, int64_t width,
+                  const uint16_t** out, int64_t* ldo);
 };
 
 Decoder::~Decoder() = default;
@@ -146,28 +165,35 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
     return invalid_argument("cuda decode: window " + std::to_string(o.window) + " out of range [2, 64]");
   if (o.kv_page < 1 || o.kv_page > 4096)
     return invalid_argument("cuda decode: kv_page " + std::to_string(o.kv_page) + " out of range [1, 4096]");
+  const int chunk_limit = std::min({oc::kMamba2MaxT, oc::kGdnMaxT,
+                                    o.strategy == DecodeStrategy::kReplay ? o.window - 1 : oc::kMamba2MaxT});
+  if (o.max_chunk < 0 || o.max_chunk > chunk_limit)
+    return invalid_argument("cuda decode: max_chunk " + std::to_string(o.max_chunk) + " out of range [1, " +
+                            std::to_string(chunk_limit) + "]" +
+                            (o.strategy == DecodeStrategy::kReplay ? " (a chunk must fit the window with room)" : ""));
 
   std::unique_ptr<Decoder> dec(new Decoder());
   dec->opt_ = o;
-  dec->impl_ = std::make_unique<Impl>(model, o);
+  if (dec->opt_.max_chunk == 0) dec->opt_.max_chunk = chunk_limit;
+  dec->impl_ = std::make_unique<Impl>(model, dec->opt_);
   Impl& I = *dec->impl_;
   DecoderMemory& mem = dec->mem_;
-  const int64_t B = o.batch, W = o.window, Hd = c.hidden_size;
+  const int chunk = dec->opt_.max_chunk;
+  const int64_t B = o.batch, W = o.window, Hd = c.hidden_size, R = o.batch * chunk;
   const bool replay = o.strategy == DecodeStrategy::kReplay;
   RSSM_CU(cudaStreamCreateWithFlags(&I.stream, cudaStreamNonBlocking), "stream");
   RSSM_CU(I.gemm.init(I.stream), "cuBLAS");
   mem.workspace_bytes += 32 << 20;
 
-  RSSM_CU(cudaMallocHost(reinterpret_cast<void**>(&I.plan_host), sizeof(int32_t) * kPlanFields * B), "pinned plan");
-  RSSM_CU(cudaMallocHost(reinterpret_cast<void**>(&I.next_host), sizeof(int32_t) * B), "pinned tokens");
+  const int64_t logit_rows = o.all_logits ? R : B;
+  RSSM_CU(cudaMallocHost(reinterpret_cast<void**>(&I.plan_host), sizeof(int32_t) * kPlanFields * I.field_len()),
+          "pinned plan");
+  RSSM_CU(cudaMallocHost(reinterpret_cast<void**>(&I.next_host), sizeof(int32_t) * logit_rows), "pinned tokens");
+  std::memset(I.plan_host, 0, sizeof(int32_t) * kPlanFields * I.field_len());
   int64_t& ws = mem.workspace_bytes;
-  RSSM_RETURN_IF_ERROR(I.alloc(&I.plan, kPlanFields * B, "the step plan", &ws));
-  RSSM_RETURN_IF_ERROR(I.alloc(&I.next, B, "next tokens", &ws));
-  for (int64_t b = 0; b < B; ++b) {
-    I.plan_host[kSlot * B + b] = int32_t(b);
-    I.plan_host[kMoveFrom * B + b] = int32_t(W - 1);
-    I.plan_host[kMoveCount * B + b] = 1;
-  }
+  RSSM_RETURN_IF_ERROR(I.alloc(&I.plan, kPlanFields * I.field_len(), "the step plan", &ws));
+  RSSM_RETURN_IF_ERROR(I.alloc(&I.next, logit_rows, "next tokens", &ws));
+  for (int64_t b = 0; b < B; ++b) I.host_field(kSlot)[b] = int32_t(b);
 
   // The widest activation each buffer must hold, over the blocks.
   int64_t widest_in = 0, widest_y = 0;
@@ -175,12 +201,12 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
     widest_in = std::max(widest_in, blk.in.n_out);
     widest_y = std::max(widest_y, blk.out.n_in);
   }
-  RSSM_RETURN_IF_ERROR(I.alloc(&I.h, B * Hd, "residual stream", &ws));
-  RSSM_RETURN_IF_ERROR(I.alloc(&I.xn, B * Hd, "normed input", &ws));
-  RSSM_RETURN_IF_ERROR(I.alloc(&I.d, B * Hd, "block output", &ws));
-  RSSM_RETURN_IF_ERROR(I.alloc(&I.proj, B * widest_in, "input projection", &ws));
-  RSSM_RETURN_IF_ERROR(I.alloc(&I.y, B * widest_y, "mixer output", &ws));
-  RSSM_RETURN_IF_ERROR(I.alloc(&I.logits, B * c.vocab_size, "logits", &ws));
+  RSSM_RETURN_IF_ERROR(I.alloc(&I.h, R * Hd, "residual stream", &ws));
+  RSSM_RETURN_IF_ERROR(I.alloc(&I.xn, R * Hd, "normed input", &ws));
+  RSSM_RETURN_IF_ERROR(I.alloc(&I.d, R * Hd, "block output", &ws));
+  RSSM_RETURN_IF_ERROR(I.alloc(&I.proj, R * widest_in, "input projection", &ws));
+  RSSM_RETURN_IF_ERROR(I.alloc(&I.y, R * widest_y, "mixer output", &ws));
+  RSSM_RETURN_IF_ERROR(I.alloc(&I.logits, logit_rows * c.vocab_size, "logits", &ws));
 
   // Per stateful layer.
   const CacheSpec spec = cache_spec(c);
@@ -245,29 +271,39 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
   int64_t& ws2 = mem.workspace_bytes;
   if (any_mamba) {
     const int64_t HP = mc.n_heads * mc.head_dim, GN = mc.n_groups * mc.state_size;
-    RSSM_RETURN_IF_ERROR(I.alloc(&I.cx, B * HP, "Mamba2 x", &ws2));
-    RSSM_RETURN_IF_ERROR(I.alloc(&I.cB, B * GN, "Mamba2 B", &ws2));
-    RSSM_RETURN_IF_ERROR(I.alloc(&I.cC, B * GN, "Mamba2 C", &ws2));
-    RSSM_RETURN_IF_ERROR(I.alloc(&I.cdt, B * mc.n_heads, "Mamba2 dt", &ws2));
-    if (replay)
-      RSSM_RETURN_IF_ERROR(I.alloc(&I.mamba_scratch, oc::mamba2_replay_scratch_floats(int(B), 1, int(mc.n_heads),
-                                                                                      int(mc.head_dim)),
+    RSSM_RETURN_IF_ERROR(I.alloc(&I.cx, R * HP, "Mamba2 x", &ws2));
+    RSSM_RETURN_IF_ERROR(I.alloc(&I.cB, R * GN, "Mamba2 B", &ws2));
+    RSSM_RETURN_IF_ERROR(I.alloc(&I.cC, R * GN, "Mamba2 C", &ws2));
+    RSSM_RETURN_IF_ERROR(I.alloc(&I.cdt, R * mc.n_heads, "Mamba2 dt", &ws2));
+    if (replay || chunk > 1)
+      RSSM_RETURN_IF_ERROR(I.alloc(&I.mamba_scratch,
+                                   oc::mamba2_replay_scratch_floats(int(B), int(chunk), int(mc.n_heads),
+                                                                    int(mc.head_dim)),
                                    "Mamba2 replay scratch", &ws2));
+    if (!replay && chunk > 1) {  // the standard layout's chunks fold through a shared log
+      RSSM_RETURN_IF_ERROR(I.alloc(&I.s_log_x, R * HP, "Mamba2 chunk log x", &ws2));
+      RSSM_RETURN_IF_ERROR(I.alloc(&I.s_log_B, R * GN, "Mamba2 chunk log B", &ws2));
+      RSSM_RETURN_IF_ERROR(I.alloc(&I.s_log_dt, R * mc.n_heads, "Mamba2 chunk log dt", &ws2));
+    }
   }
+  if (chunk > 1)
+    RSSM_RETURN_IF_ERROR(I.alloc(&I.xconv, R * std::max(any_mamba ? mc.conv_channels() : 0,
+                                                       any_gdn ? gc.conv_channels() : 0),
+                                 "chunk conv output", &ws2));
   if (any_gdn) {
     const int64_t K = gc.n_k_heads * gc.k_dim, V = gc.n_v_heads * gc.v_dim;
-    RSSM_RETURN_IF_ERROR(I.alloc(&I.gq, B * K, "GDN q", &ws2));
-    RSSM_RETURN_IF_ERROR(I.alloc(&I.gk, B * K, "GDN k", &ws2));
-    RSSM_RETURN_IF_ERROR(I.alloc(&I.gv, B * V, "GDN v", &ws2));
-    RSSM_RETURN_IF_ERROR(I.alloc(&I.gg, B * gc.n_v_heads, "GDN g", &ws2));
-    RSSM_RETURN_IF_ERROR(I.alloc(&I.gbeta, B * gc.n_v_heads, "GDN beta", &ws2));
+    RSSM_RETURN_IF_ERROR(I.alloc(&I.gq, R * K, "GDN q", &ws2));
+    RSSM_RETURN_IF_ERROR(I.alloc(&I.gk, R * K, "GDN k", &ws2));
+    RSSM_RETURN_IF_ERROR(I.alloc(&I.gv, R * V, "GDN v", &ws2));
+    RSSM_RETURN_IF_ERROR(I.alloc(&I.gg, R * gc.n_v_heads, "GDN g", &ws2));
+    RSSM_RETURN_IF_ERROR(I.alloc(&I.gbeta, R * gc.n_v_heads, "GDN beta", &ws2));
   }
   if (any_attn) {
     const int64_t D = ac.head_dim, q_width = (ac.output_gate ? 2 : 1) * ac.n_heads * D, d_kv = ac.n_kv_heads * D;
     if (ac.qk_norm) {
-      RSSM_RETURN_IF_ERROR(I.alloc(&I.aq, B * q_width, "attention q", &ws2));
-      RSSM_RETURN_IF_ERROR(I.alloc(&I.ak, B * d_kv, "attention k", &ws2));
-      RSSM_RETURN_IF_ERROR(I.alloc(&I.av, B * d_kv, "attention v", &ws2));
+      RSSM_RETURN_IF_ERROR(I.alloc(&I.aq, R * q_width, "attention q", &ws2));
+      RSSM_RETURN_IF_ERROR(I.alloc(&I.ak, R * d_kv, "attention k", &ws2));
+      RSSM_RETURN_IF_ERROR(I.alloc(&I.av, R * d_kv, "attention v", &ws2));
     }
     // Split the context (flash-decoding) only when the heads alone leave SMs idle.
     int sms = 0;
@@ -303,70 +339,93 @@ Status Decoder::reset() {
   return {};
 }
 
-Status Decoder::Impl::run_mamba2(const DeviceBlock& blk, LayerState& L, bool fold) {
+Status Decoder::Impl::run_mamba2(const DeviceBlock& blk, LayerState& L, int T, bool fold) {
   const ModelConfig& c = m.config();
   const Mamba2Config& mc = c.mamba;
   const int B = int(opt.batch), Hd = int(c.hidden_size);
+  const int64_t rows = int64_t(B) * T;
   const int64_t HP = mc.n_heads * mc.head_dim, C = mc.conv_channels(), width = blk.in.n_out;
   const bool replay = opt.strategy == DecodeStrategy::kReplay;
-  RSSM_CU(gemm.linear(xn, Hd, B, blk.in.w, width, Hd, blk.in.b, proj, width, false), "Mamba2 in_proj");
-  oc::Conv1dArgs cv;
-  cv.batch = B, cv.C = int(C), cv.K = int(mc.conv_width), cv.weight = blk.conv_w, cv.bias = blk.conv_b;
-  cv.window = L.window, cv.slot = field(kSlot), cv.x = proj + HP, cv.ldx = width, cv.y = proj + HP, cv.ldy = width;
-  RSSM_CU(oc::conv1d_step_cuda(cv, stream), "Mamba2 conv1d");
+  RSSM_CU(gemm.linear(xn, Hd, rows, blk.in.w, width, Hd, blk.in.b, proj, width, false), "Mamba2 in_proj");
+  const uint16_t* xbc = nullptr;
+  int64_t ldxbc = 0;
+  RSSM_RETURN_IF_ERROR(run_conv(blk, L, T, C, mc.conv_width, HP, width, &xbc, &ldxbc));
+  // Standard layout, T > 1: the chunk goes through the replay kernel over a
+  // shared log of T entries folded in place — the dual form of a chunk scan.
+  const bool chunk_log = !replay && T > 1;
   oc::Mamba2AppendArgs ap;
-  ap.rows = B, ap.H = int(mc.n_heads), ap.P = int(mc.head_dim), ap.G = int(mc.n_groups), ap.N = int(mc.state_size);
-  ap.xbc = proj + HP, ap.ldxbc = width, ap.dt_raw = proj + HP + C, ap.lddt = width, ap.dt_bias = blk.dt_bias;
+  ap.rows = rows, ap.H = int(mc.n_heads), ap.P = int(mc.head_dim), ap.G = int(mc.n_groups), ap.N = int(mc.state_size);
+  ap.xbc = xbc, ap.ldxbc = ldxbc, ap.dt_raw = proj + HP + C, ap.lddt = width, ap.dt_bias = blk.dt_bias;
   ap.dt_min = mc.dt_min, ap.dt_max = mc.dt_max, ap.Cm = cC;
-  ap.entry = replay ? field(kMEntry) : field(kSlot);
-  ap.x = replay ? L.log_x : cx, ap.Bm = replay ? L.log_B : cB, ap.dt = replay ? L.log_dt : cdt;
+  ap.entry = replay || chunk_log ? field(kMEntry) : field(kSlot);
+  ap.x = replay ? L.log_x : chunk_log ? s_log_x : cx;
+  ap.Bm = replay ? L.log_B : chunk_log ? s_log_B : cB;
+  ap.dt = replay ? L.log_dt : chunk_log ? s_log_dt : cdt;
   RSSM_CU(oc::mamba2_append_cuda(ap, stream), "Mamba2 append");
   oc::Mamba2DecodeArgs a;
-  a.batch = B, a.H = int(mc.n_heads), a.P = int(mc.head_dim), a.N = int(mc.state_size), a.G = int(mc.n_groups), a.T = 1;
+  a.batch = B, a.H = int(mc.n_heads), a.P = int(mc.head_dim), a.N = int(mc.state_size), a.G = int(mc.n_groups), a.T = T;
   a.A_log = blk.A_log, a.D = blk.D, a.dt_bias = blk.dt_bias, a.dt_min = mc.dt_min, a.dt_max = mc.dt_max;
   a.state = L.state, a.slot = field(kSlot), a.Cm = cC, a.y = y;
-  if (!replay) {
+  if (!replay && T == 1) {
     a.x = cx, a.Bm = cB, a.dt = cdt, a.out_slot = field(kSlot);
     RSSM_CU(oc::mamba2_step_cuda(a, stream), "Mamba2 step");
   } else {
-    a.W = opt.window, a.n_log = field(kMLog), a.log_x = L.log_x, a.log_B = L.log_B, a.log_dt = L.log_dt;
-    a.fold = fold ? field(kMFold) : nullptr, a.fold_slot = field(kSlot), a.max_fold = fold ? opt.window : 0;
+    a.W = replay ? opt.window : T, a.n_log = field(kMLog);
+    a.log_x = ap.x, a.log_B = ap.Bm, a.log_dt = ap.dt;
+    a.fold = fold || chunk_log ? field(kMFold) : nullptr, a.fold_slot = field(kSlot);
+    a.max_fold = a.fold != nullptr ? a.W : 0;
     a.scratch = mamba_scratch;
     RSSM_CU(oc::mamba2_replay_cuda(a, stream), "Mamba2 replay");
   }
-  RSSM_CU(oc::rmsnorm_gated_group_cuda(y, HP, proj, width, B, HP, HP / mc.n_groups, blk.norm_w, c.norm_eps, y, HP,
+  RSSM_CU(oc::rmsnorm_gated_group_cuda(y, HP, proj, width, rows, HP, HP / mc.n_groups, blk.norm_w, c.norm_eps, y, HP,
                                        stream),
           "Mamba2 gated norm");
-  RSSM_CU(gemm.linear(y, HP, B, blk.out.w, Hd, HP, blk.out.b, d, Hd, false), "Mamba2 out_proj");
+  RSSM_CU(gemm.linear(y, HP, rows, blk.out.w, Hd, HP, blk.out.b, d, Hd, false), "Mamba2 out_proj");
   return {};
 }
 
-Status Decoder::Impl::run_gdn(const DeviceBlock& blk, LayerState& L, bool fold) {
+Status Decoder::Impl::run_conv(const DeviceBlock& blk, LayerState& L, int T, int64_t C, int64_t K, int64_t off,
+                               int64_t width, const uint16_t** out, int64_t* ldo) {
+  oc::Conv1dArgs cv;
+  cv.batch = int(opt.batch), cv.C = int(C), cv.K = int(K), cv.weight = blk.conv_w, cv.bias = blk.conv_b;
+  cv.window = L.window, cv.slot = field(kSlot), cv.x = proj + off, cv.ldx = width;
+  if (T == 1) {
+    cv.y = proj + off, cv.ldy = width;
+    RSSM_CU(oc::conv1d_step_cuda(cv, stream), "conv1d");
+  } else {
+    cv.y = xconv, cv.ldy = C, cv.cu_rows = field(kCuRows), cv.max_rows = T;
+    RSSM_CU(oc::conv1d_prefill_cuda(cv, stream), "conv1d chunk");
+  }
+  *out = cv.y, *ldo = cv.ldy;
+  return {};
+}
+
+Status Decoder::Impl::run_gdn(const DeviceBlock& blk, LayerState& L, int T, bool fold) {
   const ModelConfig& c = m.config();
   const GdnConfig& g = c.gdn;
   const int B = int(opt.batch), Hd = int(c.hidden_size);
+  const int64_t rows = int64_t(B) * T;
   const int64_t K = g.n_k_heads * g.k_dim, V = g.n_v_heads * g.v_dim, C = g.conv_channels(), width = blk.in.n_out;
   const bool replay = opt.strategy == DecodeStrategy::kReplay;
-  RSSM_CU(gemm.linear(xn, Hd, B, blk.in.w, width, Hd, blk.in.b, proj, width, false), "GDN in_proj");
-  oc::Conv1dArgs cv;
-  cv.batch = B, cv.C = int(C), cv.K = int(g.conv_width), cv.weight = blk.conv_w, cv.bias = nullptr;
-  cv.window = L.window, cv.slot = field(kSlot), cv.x = proj, cv.ldx = width, cv.y = proj, cv.ldy = width;
-  RSSM_CU(oc::conv1d_step_cuda(cv, stream), "GDN conv1d");
+  RSSM_CU(gemm.linear(xn, Hd, rows, blk.in.w, width, Hd, blk.in.b, proj, width, false), "GDN in_proj");
+  const uint16_t* qkv = nullptr;
+  int64_t ldqkv = 0;
+  RSSM_RETURN_IF_ERROR(run_conv(blk, L, T, C, g.conv_width, 0, width, &qkv, &ldqkv));
   oc::GdnPrepareArgs pr;
-  pr.rows = B, pr.Hk = int(g.n_k_heads), pr.Hv = int(g.n_v_heads), pr.dk = int(g.k_dim);
-  pr.A_log = blk.A_log, pr.dt_bias = blk.dt_bias, pr.q = proj, pr.k = proj + K, pr.ldq = width, pr.ldk = width;
+  pr.rows = rows, pr.Hk = int(g.n_k_heads), pr.Hv = int(g.n_v_heads), pr.dk = int(g.k_dim);
+  pr.A_log = blk.A_log, pr.dt_bias = blk.dt_bias, pr.q = qkv, pr.k = qkv + K, pr.ldq = ldqkv, pr.ldk = ldqkv;
   pr.a = proj + C + V, pr.b = proj + C + V + g.n_v_heads, pr.lda = width, pr.ldb = width;
   pr.q_out = gq, pr.k_out = gk, pr.g = gg, pr.beta = gbeta;
   RSSM_CU(oc::gdn_prepare_cuda(pr, stream), "GDN prepare");
   oc::GdnAppendArgs ap;
-  ap.rows = B, ap.Hk = int(g.n_k_heads), ap.Hv = int(g.n_v_heads), ap.dk = int(g.k_dim), ap.dv = int(g.v_dim);
-  ap.v_in = proj + 2 * K, ap.ldv = width, ap.v = gv;
+  ap.rows = rows, ap.Hk = int(g.n_k_heads), ap.Hv = int(g.n_v_heads), ap.dk = int(g.k_dim), ap.dv = int(g.v_dim);
+  ap.v_in = qkv + 2 * K, ap.ldv = ldqkv, ap.v = gv;
   if (replay) ap.entry = field(kGEntry), ap.k = gk, ap.g = gg, ap.log_k = L.log_k, ap.log_g = L.log_g;
   RSSM_CU(oc::gdn_append_cuda(ap, stream), "GDN append");
   oc::GdnDecodeArgs a;
-  a.batch = B, a.Hk = int(g.n_k_heads), a.Hv = int(g.n_v_heads), a.dk = int(g.k_dim), a.dv = int(g.v_dim), a.T = 1;
+  a.batch = B, a.Hk = int(g.n_k_heads), a.Hv = int(g.n_v_heads), a.dk = int(g.k_dim), a.dv = int(g.v_dim), a.T = T;
   a.state = L.state, a.slot = field(kSlot), a.q = gq, a.v = gv, a.beta = gbeta, a.o = y;
-  if (!replay) {
+  if (!replay) {  // T = 1 (max_chunk() keeps GDN's standard layout to single tokens)
     a.k = gk, a.g = gg, a.out_slot = field(kSlot);
     RSSM_CU(oc::gdn_step_cuda(a, stream), "GDN step");
   } else {
@@ -376,171 +435,220 @@ Status Decoder::Impl::run_gdn(const DeviceBlock& blk, LayerState& L, bool fold) 
     if (fold) {
       oc::GdnLogMoveArgs mv;
       mv.batch = B, mv.W = opt.window, mv.Hk = a.Hk, mv.Hv = a.Hv, mv.dk = a.dk, mv.dv = a.dv;
-      // The fold left the new token's entry (whose u this step wrote) at
-      // W−1; it becomes entry 0. kMoveCount is 1 only on steps whose GDN
-      // log filled (step()), so a Mamba2-only fold moves nothing.
+      // The fold left this step's T entries (whose u the kernel just wrote)
+      // at the end of the log; they become its first entries. kMoveCount is
+      // 0 on steps whose GDN log did not fill (a Mamba2-only fold).
       mv.from = field(kMoveFrom), mv.count = field(kMoveCount);
       mv.log_k = L.log_k, mv.log_u = L.log_u, mv.log_g = L.log_g;
       RSSM_CU(oc::gdn_log_move_cuda(mv, stream), "GDN log move");
     }
   }
-  RSSM_CU(oc::rmsnorm_then_gate_cuda(y, V, proj + C, width, B, g.n_v_heads, g.v_dim, blk.norm_w, c.norm_eps, y, V,
+  RSSM_CU(oc::rmsnorm_then_gate_cuda(y, V, proj + C, width, rows, g.n_v_heads, g.v_dim, blk.norm_w, c.norm_eps, y, V,
                                      stream),
           "GDN norm and gate");
-  RSSM_CU(gemm.linear(y, V, B, blk.out.w, Hd, V, blk.out.b, d, Hd, false), "GDN out_proj");
+  RSSM_CU(gemm.linear(y, V, rows, blk.out.w, Hd, V, blk.out.b, d, Hd, false), "GDN out_proj");
   return {};
 }
 
-Status Decoder::Impl::run_attention(const DeviceBlock& blk, LayerState& L) {
+Status Decoder::Impl::run_attention(const DeviceBlock& blk, LayerState& L, int T) {
   const ModelConfig& c = m.config();
   const AttentionConfig& ac = c.attn;
   const int B = int(opt.batch), Hd = int(c.hidden_size);
+  const int64_t rows = int64_t(B) * T;
   const int64_t D = ac.head_dim, d_q = ac.n_heads * D, d_kv = ac.n_kv_heads * D;
   const int64_t head_stride = ac.output_gate ? 2 * D : D, q_width = ac.n_heads * head_stride;
   uint16_t *q, *k, *v;
   int64_t ldq, ldk;
   if (!ac.qk_norm) {  // one GEMM: q | k | v side by side
     const int64_t width = blk.in.n_out;
-    RSSM_CU(gemm.linear(xn, Hd, B, blk.in.w, width, Hd, blk.in.b, proj, width, false), "attention qkv");
+    RSSM_CU(gemm.linear(xn, Hd, rows, blk.in.w, width, Hd, blk.in.b, proj, width, false), "attention qkv");
     q = proj, k = proj + q_width, v = proj + q_width + d_kv, ldq = ldk = width;
   } else {  // per-head norms want q and k each in their own rows
     const float* bq = blk.in.b;
-    RSSM_CU(gemm.linear(xn, Hd, B, blk.in.w, q_width, Hd, bq, aq, q_width, false), "attention q");
-    RSSM_CU(gemm.linear(xn, Hd, B, blk.in.w + q_width * Hd, d_kv, Hd, bq ? bq + q_width : nullptr, ak, d_kv, false),
+    RSSM_CU(gemm.linear(xn, Hd, rows, blk.in.w, q_width, Hd, bq, aq, q_width, false), "attention q");
+    RSSM_CU(gemm.linear(xn, Hd, rows, blk.in.w + q_width * Hd, d_kv, Hd, bq ? bq + q_width : nullptr, ak, d_kv, false),
             "attention k");
-    RSSM_CU(gemm.linear(xn, Hd, B, blk.in.w + (q_width + d_kv) * Hd, d_kv, Hd, bq ? bq + q_width + d_kv : nullptr, av,
-                        d_kv, false),
+    RSSM_CU(gemm.linear(xn, Hd, rows, blk.in.w + (q_width + d_kv) * Hd, d_kv, Hd, bq ? bq + q_width + d_kv : nullptr,
+                        av, d_kv, false),
             "attention v");
     q = aq, k = ak, v = av, ldq = q_width, ldk = d_kv;
-    RSSM_CU(oc::rmsnorm_cuda(q, head_stride, int64_t(B) * ac.n_heads, D, blk.q_norm, c.norm_eps, c.norm_unit_offset, q,
+    RSSM_CU(oc::rmsnorm_cuda(q, head_stride, rows * ac.n_heads, D, blk.q_norm, c.norm_eps, c.norm_unit_offset, q,
                              head_stride, stream),
             "q norm");
-    RSSM_CU(oc::rmsnorm_cuda(k, D, int64_t(B) * ac.n_kv_heads, D, blk.k_norm, c.norm_eps, c.norm_unit_offset, k, D,
-                             stream),
+    RSSM_CU(oc::rmsnorm_cuda(k, D, rows * ac.n_kv_heads, D, blk.k_norm, c.norm_eps, c.norm_unit_offset, k, D, stream),
             "k norm");
   }
   if (ac.rotary_dim > 0) {
-    RSSM_CU(oc::rope_cuda(q, ldq, head_stride, B, int(ac.n_heads), int(ac.rotary_dim), inv_freq, field(kPos), stream),
+    RSSM_CU(oc::rope_cuda(q, ldq, head_stride, rows, int(ac.n_heads), int(ac.rotary_dim), inv_freq, field(kRowPos),
+                          stream),
             "RoPE q");
-    RSSM_CU(oc::rope_cuda(k, ldk, D, B, int(ac.n_kv_heads), int(ac.rotary_dim), inv_freq, field(kPos), stream),
+    RSSM_CU(oc::rope_cuda(k, ldk, D, rows, int(ac.n_kv_heads), int(ac.rotary_dim), inv_freq, field(kRowPos), stream),
             "RoPE k");
   }
-  oc::KvAppendArgs ka;
-  ka.batch = B, ka.width = int(d_kv), ka.k = k, ka.v = v, ka.ldk = ldk, ka.ldv = ac.qk_norm ? d_kv : ldk;
-  ka.pos = field(kPos), ka.kv = L.kv;
-  RSSM_CU(oc::kv_append_cuda(ka, stream), "KV append");
-  oc::AttentionDecodeArgs at;
-  at.batch = B, at.Hq = int(ac.n_heads), at.Hkv = int(ac.n_kv_heads), at.D = int(D);
-  at.scale = 1.0f / std::sqrt(static_cast<float>(D));
-  at.q = q, at.ldq = ldq, at.q_head_stride = head_stride;
-  if (ac.output_gate) at.gate = q + D, at.ldg = ldq, at.g_head_stride = head_stride;
-  at.out = y, at.ldo = d_q, at.kv = L.kv, at.seq_len = field(kSeqLen), at.max_seq_len = int(opt.max_context);
-  at.scratch = attn_scratch;
-  RSSM_CU(oc::attention_decode_cuda(at, stream), "attention");
-  RSSM_CU(gemm.linear(y, d_q, B, blk.out.w, Hd, d_q, blk.out.b, d, Hd, false), "attention o_proj");
+  const int64_t ldv = ac.qk_norm ? d_kv : ldk;
+  if (T == 1) {
+    oc::KvAppendArgs ka;
+    ka.batch = B, ka.width = int(d_kv), ka.k = k, ka.v = v, ka.ldk = ldk, ka.ldv = ldv;
+    ka.pos = field(kRowPos), ka.kv = L.kv;
+    RSSM_CU(oc::kv_append_cuda(ka, stream), "KV append");
+    oc::AttentionDecodeArgs at;
+    at.batch = B, at.Hq = int(ac.n_heads), at.Hkv = int(ac.n_kv_heads), at.D = int(D);
+    at.scale = 1.0f / std::sqrt(static_cast<float>(D));
+    at.q = q, at.ldq = ldq, at.q_head_stride = head_stride;
+    if (ac.output_gate) at.gate = q + D, at.ldg = ldq, at.g_head_stride = head_stride;
+    at.out = y, at.ldo = d_q, at.kv = L.kv, at.seq_len = field(kSeqLen), at.max_seq_len = int(opt.max_context);
+    at.scratch = attn_scratch;
+    RSSM_CU(oc::attention_decode_cuda(at, stream), "attention");
+  } else {
+    oc::KvAppendRowsArgs ka;
+    ka.rows = int(rows), ka.width = int(d_kv), ka.k = k, ka.v = v, ka.ldk = ldk, ka.ldv = ldv;
+    ka.seq = field(kRowSeq), ka.pos = field(kRowPos), ka.kv = L.kv;
+    RSSM_CU(oc::kv_append_rows_cuda(ka, stream), "KV append rows");
+    oc::AttentionPrefillArgs at;
+    at.batch = B, at.Hq = int(ac.n_heads), at.Hkv = int(ac.n_kv_heads), at.D = int(D);
+    at.scale = 1.0f / std::sqrt(static_cast<float>(D));
+    at.q = q, at.ldq = ldq, at.q_head_stride = head_stride;
+    if (ac.output_gate) at.gate = q + D, at.ldg = ldq, at.g_head_stride = head_stride;
+    at.out = y, at.ldo = d_q, at.kv = L.kv, at.cu_rows = field(kCuRows), at.pos = field(kSeqPos), at.max_rows = T;
+    RSSM_CU(oc::attention_prefill_cuda(at, stream), "attention chunk");
+  }
+  RSSM_CU(gemm.linear(y, d_q, rows, blk.out.w, Hd, d_q, blk.out.b, d, Hd, false), "attention o_proj");
   return {};
 }
 
-Status Decoder::Impl::run_mlp(const DeviceBlock& blk) {
+Status Decoder::Impl::run_mlp(const DeviceBlock& blk, int T) {
   const ModelConfig& c = m.config();
-  const int B = int(opt.batch), Hd = int(c.hidden_size);
-  const int64_t I = c.mlp.intermediate, width = blk.in.n_out;
-  RSSM_CU(gemm.linear(xn, Hd, B, blk.in.w, width, Hd, blk.in.b, proj, width, false), "MLP up");
+  const int Hd = int(c.hidden_size);
+  const int64_t rows = opt.batch * T, I = c.mlp.intermediate, width = blk.in.n_out;
+  RSSM_CU(gemm.linear(xn, Hd, rows, blk.in.w, width, Hd, blk.in.b, proj, width, false), "MLP up");
   uint16_t* act = c.mlp.gated ? proj + I : proj;  // act(gate) ⊙ up lands on up
-  RSSM_CU(oc::mlp_activation_cuda(c.mlp.act, c.mlp.gated ? proj : nullptr, width, act, width, B, I, act, width, stream),
+  RSSM_CU(oc::mlp_activation_cuda(c.mlp.act, c.mlp.gated ? proj : nullptr, width, act, width, rows, I, act, width,
+                                  stream),
           "MLP activation");
-  RSSM_CU(gemm.linear(act, width, B, blk.out.w, Hd, I, blk.out.b, d, Hd, false), "MLP down");
+  RSSM_CU(gemm.linear(act, width, rows, blk.out.w, Hd, I, blk.out.b, d, Hd, false), "MLP down");
   return {};
 }
 
-Status Decoder::Impl::enqueue(bool fold) {
+Status Decoder::Impl::enqueue(int T, bool fold) {
   const ModelConfig& c = m.config();
   const int B = int(opt.batch);
-  const int64_t Hd = c.hidden_size, V = c.vocab_size;
-  RSSM_CU(cudaMemcpyAsync(plan, plan_host, sizeof(int32_t) * kPlanFields * B, cudaMemcpyHostToDevice, stream), "plan");
-  RSSM_CU(oc::embedding_cuda(field(kTokens), B, m.embed(), V, Hd, Hd, h, Hd, stream), "embedding");
+  const int64_t Hd = c.hidden_size, V = c.vocab_size, rows = int64_t(B) * T;
+  RSSM_CU(cudaMemcpyAsync(plan, plan_host, sizeof(int32_t) * kPlanFields * field_len(), cudaMemcpyHostToDevice, stream),
+          "plan");
+  RSSM_CU(oc::embedding_cuda(field(kTokens), rows, m.embed(), V, Hd, Hd, h, Hd, stream), "embedding");
   const uint16_t* pending = nullptr;  // the previous block's output, added to h by the next norm
   for (const DeviceBlock& blk : m.blocks()) {
-    RSSM_CU(oc::residual_rmsnorm_cuda(h, Hd, pending, Hd, B, Hd, blk.norm, c.norm_eps, c.norm_unit_offset, xn, Hd,
+    RSSM_CU(oc::residual_rmsnorm_cuda(h, Hd, pending, Hd, rows, Hd, blk.norm, c.norm_eps, c.norm_unit_offset, xn, Hd,
                                       stream),
             "block norm");
     switch (blk.kind) {
-      case BlockKind::kMamba2: RSSM_RETURN_IF_ERROR(run_mamba2(blk, layers[size_t(blk.cache_layer)], fold)); break;
-      case BlockKind::kGatedDeltaNet: RSSM_RETURN_IF_ERROR(run_gdn(blk, layers[size_t(blk.cache_layer)], fold)); break;
-      case BlockKind::kAttention: RSSM_RETURN_IF_ERROR(run_attention(blk, layers[size_t(blk.cache_layer)])); break;
-      case BlockKind::kMlp: RSSM_RETURN_IF_ERROR(run_mlp(blk)); break;
+      case BlockKind::kMamba2: RSSM_RETURN_IF_ERROR(run_mamba2(blk, layers[size_t(blk.cache_layer)], T, fold)); break;
+      case BlockKind::kGatedDeltaNet: RSSM_RETURN_IF_ERROR(run_gdn(blk, layers[size_t(blk.cache_layer)], T, fold)); break;
+      case BlockKind::kAttention: RSSM_RETURN_IF_ERROR(run_attention(blk, layers[size_t(blk.cache_layer)], T)); break;
+      case BlockKind::kMlp: RSSM_RETURN_IF_ERROR(run_mlp(blk, T)); break;
     }
     pending = d;
   }
-  RSSM_CU(oc::residual_rmsnorm_cuda(h, Hd, pending, Hd, B, Hd, m.final_norm(), c.norm_eps, c.norm_unit_offset, xn, Hd,
-                                    stream),
+  RSSM_CU(oc::residual_rmsnorm_cuda(h, Hd, pending, Hd, rows, Hd, m.final_norm(), c.norm_eps, c.norm_unit_offset, xn,
+                                    Hd, stream),
           "final norm");
+  // Logits of every row, or of each sequence's last row (rows b·T + T − 1).
   const DeviceLinear& lm = m.lm_head();
-  RSSM_CU(gemm.linear(xn, Hd, B, lm.w, V, Hd, lm.b, logits, V, true), "LM head");
-  RSSM_CU(oc::argmax_cuda(logits, V, B, V, next, stream), "argmax");
-  RSSM_CU(cudaMemcpyAsync(next_host, next, sizeof(int32_t) * B, cudaMemcpyDeviceToHost, stream), "next tokens");
+  const int64_t out_rows = opt.all_logits ? rows : B;
+  const uint16_t* x = opt.all_logits ? xn : xn + (T - 1) * Hd;
+  const int64_t ldx = opt.all_logits ? Hd : T * Hd;
+  RSSM_CU(gemm.linear(x, ldx, out_rows, lm.w, V, Hd, lm.b, logits, V, true), "LM head");
+  RSSM_CU(oc::argmax_cuda(logits, V, out_rows, V, next, stream), "argmax");
+  RSSM_CU(cudaMemcpyAsync(next_host, next, sizeof(int32_t) * out_rows, cudaMemcpyDeviceToHost, stream), "next tokens");
   return {};
 }
 
-Status Decoder::step(std::span<const int32_t> tokens, std::span<int32_t> next, float* logits) {
+int Decoder::max_chunk() const {
+  const Impl& I = *impl_;
+  int t = opt_.max_chunk;
+  if (I.has_gdn && opt_.strategy == DecodeStrategy::kStandard) return 1;  // GDN folds need their u first: no chunk log
+  if (opt_.strategy == DecodeStrategy::kReplay) {
+    if (I.has_mamba) t = std::min(t, opt_.window - I.m_count);
+    if (I.has_gdn) t = std::min(t, opt_.window - std::max(I.g_count, 1));
+  }
+  return std::max(t, 1);
+}
+
+Status Decoder::step(std::span<const int32_t> tokens, int T, std::span<int32_t> next, float* logits) {
   Impl& I = *impl_;
   const int64_t B = opt_.batch, V = I.m.config().vocab_size;
-  if (int64_t(tokens.size()) != B || int64_t(next.size()) != B)
-    return invalid_argument("cuda decode: a step takes one token per sequence (" + std::to_string(B) + "), got " +
-                            std::to_string(tokens.size()));
-  if (pos_ >= opt_.max_context)
+  if (T < 1 || T > max_chunk())
+    return invalid_argument("cuda decode: " + std::to_string(T) + " tokens per sequence this step; the decoder takes 1.." +
+                            std::to_string(max_chunk()) + " now (max_chunk " + std::to_string(opt_.max_chunk) + ")");
+  if (int64_t(tokens.size()) != B * T || int64_t(next.size()) != B)
+    return invalid_argument("cuda decode: a step takes " + std::to_string(T) + " token(s) per sequence (" +
+                            std::to_string(B * T) + " in all), got " + std::to_string(tokens.size()));
+  if (pos_ + T > opt_.max_context)
     return out_of_budget("cuda decode: the context is full (" + std::to_string(opt_.max_context) + " positions)");
   for (int32_t t : tokens)
     if (t < 0 || t >= V)
       return invalid_argument("token id " + std::to_string(t) + " is out of range [0, " + std::to_string(V) + ")");
   const bool replay = opt_.strategy == DecodeStrategy::kReplay;
   const int W = opt_.window;
-  const bool m_full = replay && I.has_mamba && I.m_count + 1 == W;
-  const bool g_full = replay && I.has_gdn && I.g_count + 1 == W;
+  const bool m_full = replay && I.has_mamba && I.m_count + T == W;
+  const bool g_full = replay && I.has_gdn && I.g_count + T == W;
   const bool fold = m_full || g_full;
-  int32_t* p = I.plan_host;
   for (int64_t b = 0; b < B; ++b) {
-    p[kTokens * B + b] = tokens[size_t(b)];
-    p[kPos * B + b] = int32_t(pos_);
-    p[kSeqLen * B + b] = int32_t(pos_ + 1);
-    p[kMEntry * B + b] = int32_t(b * W + I.m_count);
-    p[kMLog * B + b] = I.m_count + 1;
-    p[kMFold * B + b] = m_full ? W : 0;
-    p[kGEntry * B + b] = int32_t(b * W + I.g_count);
-    p[kGLog * B + b] = I.g_count + 1;
-    p[kGFold * B + b] = g_full ? W - 1 : 0;
-    p[kMoveCount * B + b] = g_full ? 1 : 0;
+    for (int t = 0; t < T; ++t) {
+      const int64_t r = b * T + t;
+      I.host_field(kTokens)[r] = tokens[size_t(r)];
+      I.host_field(kRowPos)[r] = int32_t(pos_ + t);
+      I.host_field(kRowSeq)[r] = int32_t(b);
+      // Replay: the sequence's log; standard chunks: the shared chunk log; standard single tokens: unused.
+      I.host_field(kMEntry)[r] = int32_t(replay ? b * W + I.m_count + t : b * T + t);
+      I.host_field(kGEntry)[r] = int32_t(b * W + I.g_count + t);
+    }
+    I.host_field(kSeqPos)[b] = int32_t(pos_);
+    I.host_field(kSeqLen)[b] = int32_t(pos_ + T);
+    I.host_field(kCuRows)[b] = int32_t(b * T);
+    I.host_field(kMLog)[b] = replay ? I.m_count + T : T;
+    I.host_field(kMFold)[b] = replay ? (m_full ? W : 0) : T;  // standard chunks fold all their T entries
+    I.host_field(kGLog)[b] = I.g_count + T;
+    I.host_field(kGFold)[b] = g_full ? I.g_count : 0;
+    I.host_field(kMoveFrom)[b] = I.g_count;
+    I.host_field(kMoveCount)[b] = g_full ? T : 0;
   }
-  // The first step of each kind runs eagerly (cuBLAS settles its choices
-  // and workspace there); the second captures the graph every later one replays.
-  const int kind = fold ? 1 : 0;
-  if (!opt_.graphs || !I.ran_eager[kind]) {
-    RSSM_RETURN_IF_ERROR(I.enqueue(fold));
-    I.ran_eager[kind] = true;
+  I.host_field(kCuRows)[B] = int32_t(B * T);
+  // The first step of each (T, fold) runs eagerly (cuBLAS settles its
+  // choices and workspace there); the second captures the graph every later
+  // one replays.
+  const std::pair<int, bool> key{T, fold};
+  if (!opt_.graphs || !I.ran_eager.count(key)) {
+    RSSM_RETURN_IF_ERROR(I.enqueue(T, fold));
+    I.ran_eager.insert(key);
   } else {
-    if (I.graph[kind] == nullptr) {
+    auto it = I.graphs.find(key);
+    if (it == I.graphs.end()) {
       RSSM_CU(cudaStreamBeginCapture(I.stream, cudaStreamCaptureModeThreadLocal), "graph capture");
-      const Status s = I.enqueue(fold);
+      const Status s = I.enqueue(T, fold);
       cudaGraph_t g = nullptr;
       const cudaError_t e = cudaStreamEndCapture(I.stream, &g);
       RSSM_RETURN_IF_ERROR(s);
       RSSM_CU(e, "graph capture");
-      const cudaError_t ie = cudaGraphInstantiate(&I.graph[kind], g, 0);
+      cudaGraphExec_t exec = nullptr;
+      const cudaError_t ie = cudaGraphInstantiate(&exec, g, 0);
       cudaGraphDestroy(g);
       RSSM_CU(ie, "graph instantiate");
+      it = I.graphs.emplace(key, exec).first;
     }
-    RSSM_CU(cudaGraphLaunch(I.graph[kind], I.stream), "graph launch");
+    RSSM_CU(cudaGraphLaunch(it->second, I.stream), "graph launch");
   }
+  const int64_t out_rows = opt_.all_logits ? B * T : B;
   if (logits != nullptr)
-    RSSM_CU(cudaMemcpyAsync(logits, I.logits, sizeof(float) * size_t(B * V), cudaMemcpyDeviceToHost, I.stream),
+    RSSM_CU(cudaMemcpyAsync(logits, I.logits, sizeof(float) * size_t(out_rows * V), cudaMemcpyDeviceToHost, I.stream),
             "logits");
   RSSM_CU(cudaStreamSynchronize(I.stream), "step");
-  std::copy_n(I.next_host, B, next.begin());
-  ++pos_;
+  for (int64_t b = 0; b < B; ++b) next[size_t(b)] = I.next_host[opt_.all_logits ? b * T + T - 1 : b];
+  pos_ += T;
   if (fold) ++folds_;
   if (replay) {
-    I.m_count = m_full ? 0 : I.m_count + 1;
-    I.g_count = g_full ? 1 : I.g_count + 1;
+    I.m_count = m_full ? 0 : I.m_count + T;
+    I.g_count = g_full ? T : I.g_count + T;
   }
   return {};
 }

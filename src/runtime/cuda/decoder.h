@@ -1,6 +1,7 @@
 // Decoder: batched decoding on the GPU, a batch of sequences that advance
-// together, one token each per step — the standard or the replay state
-// layout (DESIGN.md §1) behind the same step.
+// together, T tokens each per step (T = 1 decoding; up to max_chunk for a
+// prompt) — the standard or the replay state layout (DESIGN.md §1) behind
+// the same step.
 //
 // A step embeds each sequence's token, runs every block (fused input GEMM,
 // conv, SSM decode kernel or paged attention, norm, output GEMM, residual)
@@ -22,7 +23,14 @@
 //              DeltaNet: the W−1 before the new token, whose u is only known
 //              after the step's read, so it moves to the front of the log).
 //
-// Prefill runs as decode steps (one prompt token per step): exact, not fast.
+// A prompt goes in chunks of T ≤ 8 tokens per sequence: the SSM decode
+// kernels take T new tokens (replay: the chunk's entries are the log's last
+// T, folded when the log fills; standard Mamba2: a T-entry log folded into
+// the state in place — the dual form of a chunk scan), attention runs
+// attention_prefill_cuda over the pages. Gated DeltaNet's standard layout
+// takes one token per step (a chunk's u is only known after its pass, so it
+// cannot fold the chunk it computes): max_chunk() says what the next step
+// accepts.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +52,8 @@ struct DecoderOptions {
   int window = 16;             // replay: log capacity W, 2..64
   int kv_page = 64;            // attention: rows per KV page
   bool graphs = true;          // replay each step as a captured CUDA graph
+  int max_chunk = 0;           // tokens per sequence per step, 1..8 (replay: < window); 0: the most allowed
+  bool all_logits = false;     // logits of every row of a chunk, not just each sequence's last
 };
 
 // Device memory, by what holds it.
@@ -66,10 +76,19 @@ class Decoder {
   const DecoderMemory& memory() const { return mem_; }
   int64_t length() const { return pos_; }  // tokens each sequence holds
 
-  // One step: sequence b takes tokens[b] at position length(). next[b] gets
-  // the argmax of its logits; logits (batch × vocab fp32, host), when given,
-  // every logit. Token ids are checked; a full context is refused.
-  Status step(std::span<const int32_t> tokens, std::span<int32_t> next, float* logits = nullptr);
+  // One step of T tokens per sequence: sequence b takes tokens[b·T .. b·T+T)
+  // at positions length() .. length()+T−1. next[b] gets the argmax after its
+  // last token; logits (host fp32), when given, get every logit — of each
+  // sequence's last token (batch × vocab), or of every row (batch·T × vocab,
+  // row b·T + t) with options().all_logits. Token ids, T (1..max_chunk())
+  // and the context are checked first.
+  Status step(std::span<const int32_t> tokens, int T, std::span<int32_t> next, float* logits = nullptr);
+  Status step(std::span<const int32_t> tokens, std::span<int32_t> next, float* logits = nullptr) {
+    return step(tokens, 1, next, logits);
+  }
+  // The most tokens per sequence the next step takes: max_chunk, less where
+  // a replay log has less room before it folds; 1 for GDN's standard layout.
+  int max_chunk() const;
 
   // Every sequence back to empty: states, checkpoints and conv windows zeroed.
   Status reset();
@@ -78,6 +97,7 @@ class Decoder {
 
  private:
   struct Impl;
+  friend struct Impl;
   Decoder() = default;
   DecoderOptions opt_;
   DecoderMemory mem_;

@@ -45,17 +45,24 @@ Result<BatchResult> generate_batch_cuda(const DeviceModel& model, std::span<cons
     samplers.emplace_back(sp);
   }
   std::vector<float> logits(sample ? size_t(B * V) : 0);
-  std::vector<int32_t> tok(static_cast<size_t>(B)), next(static_cast<size_t>(B));
+  std::vector<int32_t> tok, next(static_cast<size_t>(B));
   std::vector<bool> done(static_cast<size_t>(B), false);
   const double start = now_s();
   double prefill_end = start;
-  for (size_t t = 0;; ++t) {
+  for (size_t t = 0;;) {
+    // While every sequence is inside its prompt, whole chunks of it go in
+    // one step; after that, one token per step.
+    size_t T = size_t(dec->max_chunk());
+    for (const auto& p : prompts) T = t < p.size() ? std::min(T, p.size() - t) : 1;
+    tok.resize(size_t(B) * T);
     for (size_t b = 0; b < size_t(B); ++b)
-      tok[b] = t < prompts[b].size() ? prompts[b][t] : out.tokens[b].back();  // a done sequence idles on its last token
-    RSSM_RETURN_IF_ERROR(dec->step(tok, next, sample ? logits.data() : nullptr));
+      for (size_t i = 0; i < T; ++i)  // a done sequence idles on its last token
+        tok[b * T + i] = t + i < prompts[b].size() ? prompts[b][t + i] : out.tokens[b].back();
+    RSSM_RETURN_IF_ERROR(dec->step(tok, int(T), next, sample ? logits.data() : nullptr));
+    t += T;
     bool all_done = true;
     for (size_t b = 0; b < size_t(B); ++b) {
-      if (!done[b] && t + 1 >= prompts[b].size()) {
+      if (!done[b] && t >= prompts[b].size()) {
         const int32_t id = sample ? samplers[b].sample({logits.data() + b * size_t(V), size_t(V)}) : next[b];
         out.tokens[b].push_back(id);
         if (on_token) on_token(int64_t(b), id);
@@ -65,7 +72,7 @@ Result<BatchResult> generate_batch_cuda(const DeviceModel& model, std::span<cons
       }
       all_done = all_done && done[b];
     }
-    if (t + 1 == longest) prefill_end = now_s();
+    if (t == longest) prefill_end = now_s();
     if (all_done) break;
   }
   const double end = now_s();
