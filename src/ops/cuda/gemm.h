@@ -6,7 +6,9 @@
 // column-major terms that is Wᵀ with leading dimension n_in, so
 // yᵀ (n_out × rows) = op_T(W) · xᵀ and no copy or transpose is made.
 // A Gemm owns one cuBLAS handle and a fixed workspace, so that a captured
-// CUDA graph never makes cuBLAS allocate.
+// CUDA graph never makes cuBLAS allocate. One or two rows (decode at batch
+// 1–2) go to gemv_cuda instead (gemv.h), which reads the weights in one pass
+// with no split-K reduce kernel.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -1,0 +1,28 @@
+// Linear layers for a few rows (decode at batch ≤ 8) on CUDA: y = x·Wᵀ (+ b)
+// with bf16 x and W, fp32 accumulation, bf16 or fp32 y — Gemm::linear's
+// math (gemm.h) for the case where reading W once is the whole cost.
+//
+// One warp per output row streams that row of W in 16-byte loads, four in
+// flight per lane, and dots it with each of the ≤ 8 input rows (read
+// through L1: a few KB, reused by every warp). At batch 1 cuBLAS splits some
+// of the 8B model's projections into split-K kernels plus a reduce kernel;
+// end to end this kernel is level with it at 1–2 rows and slower at 4
+// (docs/perf/README.md), so Gemm::linear uses it for 1–2 rows only.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace replayssm::ops::cuda {
+
+constexpr int kGemvMaxRows = 8;
+
+// x: (rows, n_in) bf16, row stride ldx ≥ n_in. w: (n_out, n_in) bf16 dense.
+// bias: (n_out) fp32 or nullptr. y: (rows, n_out), row stride ldy, bf16
+// or fp32. rows in 0..kGemvMaxRows. Shapes are checked first
+// (cudaErrorInvalidValue).
+cudaError_t gemv_cuda(const uint16_t* x, int64_t ldx, int rows, const uint16_t* w, int64_t n_out, int64_t n_in,
+                      const float* bias, void* y, int64_t ldy, bool y_fp32, cudaStream_t stream);
+
+}  // namespace replayssm::ops::cuda
