@@ -54,7 +54,7 @@ Status check_cuda_store(const StoreArgs& a) {
     return unsupported("--device cuda: only --strategy and --window apply on cuda (--exact, --checkpoint-interval, "
                        "--state-budget, --log-retention, --replay-limit, --eviction and --page-size configure the CPU "
                        "store)");
-  if (a.window < 2 || a.window > 64)
+  if (a.strategy == "replay" && (a.window < 2 || a.window > 64))
     return invalid_argument("--window: " + std::to_string(a.window) + " out of range [2, 64] on cuda");
   return {};
 }

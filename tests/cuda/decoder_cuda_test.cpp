@@ -214,9 +214,13 @@ TEST_P(CudaDecoder, ReplayMatchesStandardAndGraphsMatchEager) {
     }
   }
   const Decoded std_graph = decode(*dm_, prompts_, 12, DecodeStrategy::kStandard, 4, true);
+  const Decoded rep_eager = decode(*dm_, prompts_, 12, DecodeStrategy::kReplay, 4, false);
+  const Decoded rep_graph = decode(*dm_, prompts_, 12, DecodeStrategy::kReplay, 4, true);  // fold and no-fold graphs
   for (size_t p = 0; p < prompts_.size(); ++p) {
     EXPECT_EQ(std_graph.logits[p], std_eager.logits[p]) << "prompt " << p;
     EXPECT_EQ(std_graph.greedy[p], std_eager.greedy[p]) << "prompt " << p;
+    EXPECT_EQ(rep_graph.logits[p], rep_eager.logits[p]) << "replay, prompt " << p;
+    EXPECT_EQ(rep_graph.greedy[p], rep_eager.greedy[p]) << "replay, prompt " << p;
   }
 }
 

@@ -45,7 +45,8 @@ __global__ void __launch_bounds__(kAppendThreads) gdn_append_kernel(GdnAppendArg
 __global__ void __launch_bounds__(kAppendThreads) gdn_log_move_kernel(GdnLogMoveArgs a) {
   const int b = blockIdx.x, n = a.count[b], from = a.from[b];
   const int64_t K = int64_t(a.Hk) * a.dk, V = int64_t(a.Hv) * a.dv, base = int64_t(b) * a.W;
-  // Entry by entry, in order: with from ≥ n no source is overwritten before it is read.
+  // Entry by entry, in order (dst s < src from + s): a source is read before
+  // any later copy can reach it, overlapping ranges included.
   for (int s = 0; s < n; ++s) {
     const int64_t src = base + from + s, dst = base + s;
     for (int64_t i = threadIdx.x; i < K; i += blockDim.x) a.log_k[dst * K + i] = a.log_k[src * K + i];

@@ -57,8 +57,9 @@ cudaError_t gdn_append_cuda(const GdnAppendArgs& a, cudaStream_t stream);
 
 // Sequence b's log entries [from[b], from[b] + count[b]) move to [0, count[b])
 // (count[b] = 0: untouched), in k (Hk·dk bf16), u (Hv·dv fp32) and g (Hv fp32)
-// of its W-entry log. from[b] ≥ count[b], so a source is never overwritten
-// before it is read.
+// of its W-entry log. Entries are copied in order, one after another, so
+// the ranges may overlap (from[b] ≥ 1): a source is read before any later
+// entry's copy can overwrite it.
 struct GdnLogMoveArgs {
   int batch = 0, W = 0, Hk = 0, Hv = 0, dk = 0, dv = 0;
   const int32_t* from = nullptr;   // (B)

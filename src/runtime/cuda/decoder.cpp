@@ -50,6 +50,8 @@ enum PlanField {
 Status cuda_status(cudaError_t e, const std::string& what) {
   if (e == cudaSuccess) return {};
   cudaGetLastError();
+  if (e == cudaErrorMemoryAllocation)  // the device is full: a budget, not a fault
+    return out_of_budget("cuda decode: " + what + ": " + cudaGetErrorString(e));
   return io_error("cuda decode: " + what + ": " + cudaGetErrorString(e));
 }
 
@@ -77,14 +79,14 @@ struct Decoder::Impl {
   const DeviceModel& m;
   DecoderOptions opt;
   cudaStream_t stream = nullptr;
-  oc::Gemm gemm;
+  std::unique_ptr<oc::Gemm> gemm = std::make_unique<oc::Gemm>();  // released before the stream it is bound to
   std::vector<void*> allocs;
   std::vector<LayerState> layers;
   int32_t* plan = nullptr;        // device
   int32_t* plan_host = nullptr;   // pinned
   int32_t* next = nullptr;        // device (rows of logits)
   int32_t* next_host = nullptr;   // pinned
-  // Activations, `batch` rows each.
+  // Activations, batch × max_chunk rows each.
   float* h = nullptr;             // fp32 residual stream (B, hidden)
   uint16_t* xn = nullptr;         // normed input of a block (B, hidden)
   uint16_t* d = nullptr;          // a block's output (B, hidden)
@@ -114,6 +116,7 @@ struct Decoder::Impl {
   Impl(const DeviceModel& model, const DecoderOptions& o) : m(model), opt(o) {}
   ~Impl() {
     for (auto& [key, g] : graphs) cudaGraphExecDestroy(g);
+    gemm.reset();
     for (void* p : allocs) cudaFree(p);
     if (plan_host != nullptr) cudaFreeHost(plan_host);
     if (next_host != nullptr) cudaFreeHost(next_host);
@@ -165,11 +168,33 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
     return invalid_argument("cuda decode: window " + std::to_string(o.window) + " out of range [2, 64]");
   if (o.kv_page < 1 || o.kv_page > 4096)
     return invalid_argument("cuda decode: kv_page " + std::to_string(o.kv_page) + " out of range [1, 4096]");
-  const int chunk_limit = std::min({oc::kMamba2MaxT, oc::kGdnMaxT,
-                                    o.strategy == DecodeStrategy::kReplay ? o.window - 1 : oc::kMamba2MaxT});
+  // The model against the kernels' limits, once, naming the config field.
+  bool has_mamba = false, has_gdn = false, has_attn = false;
+  for (BlockKind k : c.blocks) {
+    has_mamba |= k == BlockKind::kMamba2, has_gdn |= k == BlockKind::kGatedDeltaNet, has_attn |= k == BlockKind::kAttention;
+  }
+  auto over = [&](const std::string& field, int64_t v, int64_t hi) {
+    return unsupported("cuda decode: " + c.dir + ": " + field + " = " + std::to_string(v) + " is over the CUDA kernels' limit " +
+                       std::to_string(hi));
+  };
+  if (has_mamba && c.mamba.state_size > 256) return over("ssm_state_size", c.mamba.state_size, 256);
+  if (has_mamba && c.mamba.conv_width > oc::kConvMaxK) return over("conv_kernel", c.mamba.conv_width, oc::kConvMaxK);
+  if (has_gdn && c.gdn.conv_width > oc::kConvMaxK) return over("linear_conv_kernel_dim", c.gdn.conv_width, oc::kConvMaxK);
+  if (has_gdn && o.strategy == DecodeStrategy::kReplay && c.gdn.v_dim > 256)
+    return over("linear_value_head_dim", c.gdn.v_dim, 256);
+  if (has_gdn && o.strategy == DecodeStrategy::kStandard && c.gdn.k_dim > 512)
+    return over("linear_key_head_dim", c.gdn.k_dim, 512);
+  if (has_attn && c.attn.head_dim > oc::kAttnMaxD) return over("head_dim", c.attn.head_dim, oc::kAttnMaxD);
+  if (has_attn && c.attn.n_heads / c.attn.n_kv_heads > oc::kAttnMaxRep)
+    return over("num_attention_heads / num_key_value_heads", c.attn.n_heads / c.attn.n_kv_heads, oc::kAttnMaxRep);
+  // GDN's standard layout takes one token per step (max_chunk()): no chunk rows to size for.
+  const int chunk_limit =
+      has_gdn && o.strategy == DecodeStrategy::kStandard
+          ? 1
+          : std::min({oc::kMamba2MaxT, oc::kGdnMaxT, o.strategy == DecodeStrategy::kReplay ? o.window - 1 : oc::kMamba2MaxT});
   if (o.max_chunk < 0 || o.max_chunk > chunk_limit)
     return invalid_argument("cuda decode: max_chunk " + std::to_string(o.max_chunk) + " out of range [1, " +
-                            std::to_string(chunk_limit) + "]" +
+                            std::to_string(chunk_limit) + "] (0: the most allowed)" +
                             (o.strategy == DecodeStrategy::kReplay ? " (a chunk must fit the window with room)" : ""));
 
   std::unique_ptr<Decoder> dec(new Decoder());
@@ -182,7 +207,7 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
   const int64_t B = o.batch, W = o.window, Hd = c.hidden_size, R = o.batch * chunk;
   const bool replay = o.strategy == DecodeStrategy::kReplay;
   RSSM_CU(cudaStreamCreateWithFlags(&I.stream, cudaStreamNonBlocking), "stream");
-  RSSM_CU(I.gemm.init(I.stream), "cuBLAS");
+  RSSM_CU(I.gemm->init(I.stream), "cuBLAS handle and workspace");
   mem.workspace_bytes += 32 << 20;
 
   const int64_t logit_rows = o.all_logits ? R : B;
@@ -306,8 +331,9 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
       RSSM_RETURN_IF_ERROR(I.alloc(&I.av, R * d_kv, "attention v", &ws2));
     }
     // Split the context (flash-decoding) only when the heads alone leave SMs idle.
-    int sms = 0;
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+    int sms = 0, dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+      sms = 132;  // an H100/H200's count; only decides whether to split the context
     if (B * ac.n_kv_heads < sms)
       RSSM_RETURN_IF_ERROR(I.alloc(&I.attn_scratch,
                                    oc::attention_decode_scratch_floats(int(B), int(ac.n_heads), int(D), int(o.max_context)),
@@ -323,6 +349,9 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
       RSSM_CU(cudaMemcpy(I.inv_freq, f.data(), sizeof(float) * f.size(), cudaMemcpyHostToDevice), "RoPE frequencies");
     }
   }
+  // The page lists, page table and RoPE frequencies went up on the legacy
+  // stream, which the decoder's non-blocking stream does not wait for.
+  RSSM_CU(cudaDeviceSynchronize(), "setup uploads");
   RSSM_RETURN_IF_ERROR(dec->reset());
   return dec;
 }
@@ -336,6 +365,7 @@ Status Decoder::reset() {
   RSSM_CU(cudaStreamSynchronize(I.stream), "reset");
   pos_ = 0;
   I.m_count = 0, I.g_count = 0;
+  poisoned_ = false;
   return {};
 }
 
@@ -346,7 +376,7 @@ Status Decoder::Impl::run_mamba2(const DeviceBlock& blk, LayerState& L, int T, b
   const int64_t rows = int64_t(B) * T;
   const int64_t HP = mc.n_heads * mc.head_dim, C = mc.conv_channels(), width = blk.in.n_out;
   const bool replay = opt.strategy == DecodeStrategy::kReplay;
-  RSSM_CU(gemm.linear(xn, Hd, rows, blk.in.w, width, Hd, blk.in.b, proj, width, false), "Mamba2 in_proj");
+  RSSM_CU(gemm->linear(xn, Hd, rows, blk.in.w, width, Hd, blk.in.b, proj, width, false), "Mamba2 in_proj");
   const uint16_t* xbc = nullptr;
   int64_t ldxbc = 0;
   RSSM_RETURN_IF_ERROR(run_conv(blk, L, T, C, mc.conv_width, HP, width, &xbc, &ldxbc));
@@ -380,7 +410,7 @@ Status Decoder::Impl::run_mamba2(const DeviceBlock& blk, LayerState& L, int T, b
   RSSM_CU(oc::rmsnorm_gated_group_cuda(y, HP, proj, width, rows, HP, HP / mc.n_groups, blk.norm_w, c.norm_eps, y, HP,
                                        stream),
           "Mamba2 gated norm");
-  RSSM_CU(gemm.linear(y, HP, rows, blk.out.w, Hd, HP, blk.out.b, d, Hd, false), "Mamba2 out_proj");
+  RSSM_CU(gemm->linear(y, HP, rows, blk.out.w, Hd, HP, blk.out.b, d, Hd, false), "Mamba2 out_proj");
   return {};
 }
 
@@ -407,7 +437,7 @@ Status Decoder::Impl::run_gdn(const DeviceBlock& blk, LayerState& L, int T, bool
   const int64_t rows = int64_t(B) * T;
   const int64_t K = g.n_k_heads * g.k_dim, V = g.n_v_heads * g.v_dim, C = g.conv_channels(), width = blk.in.n_out;
   const bool replay = opt.strategy == DecodeStrategy::kReplay;
-  RSSM_CU(gemm.linear(xn, Hd, rows, blk.in.w, width, Hd, blk.in.b, proj, width, false), "GDN in_proj");
+  RSSM_CU(gemm->linear(xn, Hd, rows, blk.in.w, width, Hd, blk.in.b, proj, width, false), "GDN in_proj");
   const uint16_t* qkv = nullptr;
   int64_t ldqkv = 0;
   RSSM_RETURN_IF_ERROR(run_conv(blk, L, T, C, g.conv_width, 0, width, &qkv, &ldqkv));
@@ -446,7 +476,7 @@ Status Decoder::Impl::run_gdn(const DeviceBlock& blk, LayerState& L, int T, bool
   RSSM_CU(oc::rmsnorm_then_gate_cuda(y, V, proj + C, width, rows, g.n_v_heads, g.v_dim, blk.norm_w, c.norm_eps, y, V,
                                      stream),
           "GDN norm and gate");
-  RSSM_CU(gemm.linear(y, V, rows, blk.out.w, Hd, V, blk.out.b, d, Hd, false), "GDN out_proj");
+  RSSM_CU(gemm->linear(y, V, rows, blk.out.w, Hd, V, blk.out.b, d, Hd, false), "GDN out_proj");
   return {};
 }
 
@@ -461,14 +491,14 @@ Status Decoder::Impl::run_attention(const DeviceBlock& blk, LayerState& L, int T
   int64_t ldq, ldk;
   if (!ac.qk_norm) {  // one GEMM: q | k | v side by side
     const int64_t width = blk.in.n_out;
-    RSSM_CU(gemm.linear(xn, Hd, rows, blk.in.w, width, Hd, blk.in.b, proj, width, false), "attention qkv");
+    RSSM_CU(gemm->linear(xn, Hd, rows, blk.in.w, width, Hd, blk.in.b, proj, width, false), "attention qkv");
     q = proj, k = proj + q_width, v = proj + q_width + d_kv, ldq = ldk = width;
   } else {  // per-head norms want q and k each in their own rows
     const float* bq = blk.in.b;
-    RSSM_CU(gemm.linear(xn, Hd, rows, blk.in.w, q_width, Hd, bq, aq, q_width, false), "attention q");
-    RSSM_CU(gemm.linear(xn, Hd, rows, blk.in.w + q_width * Hd, d_kv, Hd, bq ? bq + q_width : nullptr, ak, d_kv, false),
+    RSSM_CU(gemm->linear(xn, Hd, rows, blk.in.w, q_width, Hd, bq, aq, q_width, false), "attention q");
+    RSSM_CU(gemm->linear(xn, Hd, rows, blk.in.w + q_width * Hd, d_kv, Hd, bq ? bq + q_width : nullptr, ak, d_kv, false),
             "attention k");
-    RSSM_CU(gemm.linear(xn, Hd, rows, blk.in.w + (q_width + d_kv) * Hd, d_kv, Hd, bq ? bq + q_width + d_kv : nullptr,
+    RSSM_CU(gemm->linear(xn, Hd, rows, blk.in.w + (q_width + d_kv) * Hd, d_kv, Hd, bq ? bq + q_width + d_kv : nullptr,
                         av, d_kv, false),
             "attention v");
     q = aq, k = ak, v = av, ldq = q_width, ldk = d_kv;
@@ -512,7 +542,7 @@ Status Decoder::Impl::run_attention(const DeviceBlock& blk, LayerState& L, int T
     at.out = y, at.ldo = d_q, at.kv = L.kv, at.cu_rows = field(kCuRows), at.pos = field(kSeqPos), at.max_rows = T;
     RSSM_CU(oc::attention_prefill_cuda(at, stream), "attention chunk");
   }
-  RSSM_CU(gemm.linear(y, d_q, rows, blk.out.w, Hd, d_q, blk.out.b, d, Hd, false), "attention o_proj");
+  RSSM_CU(gemm->linear(y, d_q, rows, blk.out.w, Hd, d_q, blk.out.b, d, Hd, false), "attention o_proj");
   return {};
 }
 
@@ -520,12 +550,12 @@ Status Decoder::Impl::run_mlp(const DeviceBlock& blk, int T) {
   const ModelConfig& c = m.config();
   const int Hd = int(c.hidden_size);
   const int64_t rows = opt.batch * T, I = c.mlp.intermediate, width = blk.in.n_out;
-  RSSM_CU(gemm.linear(xn, Hd, rows, blk.in.w, width, Hd, blk.in.b, proj, width, false), "MLP up");
+  RSSM_CU(gemm->linear(xn, Hd, rows, blk.in.w, width, Hd, blk.in.b, proj, width, false), "MLP up");
   uint16_t* act = c.mlp.gated ? proj + I : proj;  // act(gate) ⊙ up lands on up
   RSSM_CU(oc::mlp_activation_cuda(c.mlp.act, c.mlp.gated ? proj : nullptr, width, act, width, rows, I, act, width,
                                   stream),
           "MLP activation");
-  RSSM_CU(gemm.linear(act, width, rows, blk.out.w, Hd, I, blk.out.b, d, Hd, false), "MLP down");
+  RSSM_CU(gemm->linear(act, width, rows, blk.out.w, Hd, I, blk.out.b, d, Hd, false), "MLP down");
   return {};
 }
 
@@ -557,7 +587,7 @@ Status Decoder::Impl::enqueue(int T, bool fold) {
   const int64_t out_rows = opt.all_logits ? rows : B;
   const uint16_t* x = opt.all_logits ? xn : xn + (T - 1) * Hd;
   const int64_t ldx = opt.all_logits ? Hd : T * Hd;
-  RSSM_CU(gemm.linear(x, ldx, out_rows, lm.w, V, Hd, lm.b, logits, V, true), "LM head");
+  RSSM_CU(gemm->linear(x, ldx, out_rows, lm.w, V, Hd, lm.b, logits, V, true), "LM head");
   RSSM_CU(oc::argmax_cuda(logits, V, out_rows, V, next, stream), "argmax");
   RSSM_CU(cudaMemcpyAsync(next_host, next, sizeof(int32_t) * out_rows, cudaMemcpyDeviceToHost, stream), "next tokens");
   return {};
@@ -577,6 +607,8 @@ int Decoder::max_chunk() const {
 Status Decoder::step(std::span<const int32_t> tokens, int T, std::span<int32_t> next, float* logits) {
   Impl& I = *impl_;
   const int64_t B = opt_.batch, V = I.m.config().vocab_size;
+  if (poisoned_)
+    return invalid_argument("cuda decode: an earlier step failed part-way; the states are undefined until reset()");
   if (T < 1 || T > max_chunk())
     return invalid_argument("cuda decode: " + std::to_string(T) + " tokens per sequence this step; the decoder takes 1.." +
                             std::to_string(max_chunk()) + " now (max_chunk " + std::to_string(opt_.max_chunk) + ")");
@@ -614,6 +646,28 @@ Status Decoder::step(std::span<const int32_t> tokens, int T, std::span<int32_t> 
     I.host_field(kMoveCount)[b] = g_full ? T : 0;
   }
   I.host_field(kCuRows)[B] = int32_t(B * T);
+  // From the first launch on, a failure leaves the device part-way through
+  // the step (windows shifted, states or logs written): the decoder refuses
+  // further steps until reset().
+  if (const Status st = launch_step(T, fold, logits); !st.ok()) {
+    cudaStreamSynchronize(I.stream);  // nothing of the step may still be reading the plan
+    cudaGetLastError();
+    poisoned_ = true;
+    return st;
+  }
+  for (int64_t b = 0; b < B; ++b) next[size_t(b)] = I.next_host[opt_.all_logits ? b * T + T - 1 : b];
+  pos_ += T;
+  if (fold) ++folds_;
+  if (replay) {
+    I.m_count = m_full ? 0 : I.m_count + T;
+    I.g_count = g_full ? T : I.g_count + T;
+  }
+  return {};
+}
+
+Status Decoder::launch_step(int T, bool fold, float* logits) {
+  Impl& I = *impl_;
+  const int64_t B = opt_.batch, V = I.m.config().vocab_size;
   // The first step of each (T, fold) runs eagerly (cuBLAS settles its
   // choices and workspace there); the second captures the graph every later
   // one replays.
@@ -628,8 +682,11 @@ Status Decoder::step(std::span<const int32_t> tokens, int T, std::span<int32_t> 
       const Status s = I.enqueue(T, fold);
       cudaGraph_t g = nullptr;
       const cudaError_t e = cudaStreamEndCapture(I.stream, &g);
-      RSSM_RETURN_IF_ERROR(s);
-      RSSM_CU(e, "graph capture");
+      if (!s.ok() || e != cudaSuccess) {
+        if (g != nullptr) cudaGraphDestroy(g);
+        RSSM_RETURN_IF_ERROR(s);
+        RSSM_CU(e, "graph capture");
+      }
       cudaGraphExec_t exec = nullptr;
       const cudaError_t ie = cudaGraphInstantiate(&exec, g, 0);
       cudaGraphDestroy(g);
@@ -643,13 +700,6 @@ Status Decoder::step(std::span<const int32_t> tokens, int T, std::span<int32_t> 
     RSSM_CU(cudaMemcpyAsync(logits, I.logits, sizeof(float) * size_t(out_rows * V), cudaMemcpyDeviceToHost, I.stream),
             "logits");
   RSSM_CU(cudaStreamSynchronize(I.stream), "step");
-  for (int64_t b = 0; b < B; ++b) next[size_t(b)] = I.next_host[opt_.all_logits ? b * T + T - 1 : b];
-  pos_ += T;
-  if (fold) ++folds_;
-  if (replay) {
-    I.m_count = m_full ? 0 : I.m_count + T;
-    I.g_count = g_full ? T : I.g_count + T;
-  }
   return {};
 }
 

@@ -9,10 +9,9 @@
 // bookkeeping: before a step it writes the step's plan (tokens, positions,
 // log lengths, folds) to one pinned buffer; the step's first node copies it
 // to the device and every kernel reads it there. A step is therefore the
-// same sequence of launches every time, captured once as a CUDA graph (two
-// with replay: steps that fold the log and steps that do not), with no
-// host synchronisation inside it; the host waits once per step, for the
-// argmax.
+// same sequence of launches every time, captured once as a CUDA graph per
+// (tokens per sequence, whether a log folds), with no host synchronisation
+// inside it; the host waits once per step, for the argmax.
 //
 //   standard — every SSM layer reads and writes each sequence's state in
 //              place, every step;
@@ -20,8 +19,11 @@
 //              the last < W tokens' inputs and writes no state, except on
 //              the step whose log fills: that step folds it into the
 //              checkpoint in the same pass (Mamba2: all W entries; Gated
-//              DeltaNet: the W−1 before the new token, whose u is only known
-//              after the step's read, so it moves to the front of the log).
+//              DeltaNet: the W−T before the step's T tokens, whose u is only
+//              known after the step's read, so they move to the front).
+//
+// The DeviceModel must outlive the Decoder. One Decoder is used by one
+// thread at a time, on the device that was current when it was created.
 //
 // A prompt goes in chunks of T ≤ 8 tokens per sequence: the SSM decode
 // kernels take T new tokens (replay: the chunk's entries are the log's last
@@ -90,7 +92,8 @@ class Decoder {
   // a replay log has less room before it folds; 1 for GDN's standard layout.
   int max_chunk() const;
 
-  // Every sequence back to empty: states, checkpoints and conv windows zeroed.
+  // Every sequence back to empty: states, checkpoints and conv windows
+  // zeroed. Also what makes a decoder usable again after a failed step.
   Status reset();
 
   int64_t folds() const { return folds_; }  // replay steps that folded the log
@@ -102,6 +105,8 @@ class Decoder {
   DecoderOptions opt_;
   DecoderMemory mem_;
   int64_t pos_ = 0, folds_ = 0;
+  bool poisoned_ = false;  // a step failed after its first launch
+  Status launch_step(int T, bool fold, float* logits);  // the launches and the wait of step()
   std::unique_ptr<Impl> impl_;
 };
 

@@ -23,10 +23,12 @@ Result<std::vector<std::vector<float>>> prompt_logits_cuda(const DeviceModel& mo
   std::vector<int32_t> tok, next(static_cast<size_t>(B));
   std::vector<float> step_logits(static_cast<size_t>(B * dec->options().max_chunk * V));
   for (size_t t = 0; t < longest;) {
-    // Chunks while every prompt has tokens left; a prompt that has ended
-    // idles on its last token (its rows are not kept).
+    // Chunks as long as the shortest unfinished prompt allows: no sequence
+    // feeds on its own output here, so one that has ended just idles on its
+    // last token (its rows are not kept).
     size_t T = size_t(dec->max_chunk());
-    for (const auto& p : prompts) T = t < p.size() ? std::min(T, p.size() - t) : 1;
+    for (const auto& p : prompts)
+      if (t < p.size()) T = std::min(T, p.size() - t);
     tok.resize(size_t(B) * T);
     for (size_t b = 0; b < size_t(B); ++b)
       for (size_t i = 0; i < T; ++i) tok[b * T + i] = prompts[b][std::min(t + i, prompts[b].size() - 1)];

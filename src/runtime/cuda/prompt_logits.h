@@ -1,6 +1,6 @@
 // Every position's logits of a set of prompts on the GPU: each prompt its
-// own sequence of one batched Decoder, fed in chunks of up to 8 tokens while
-// every prompt has tokens left, every row's logits copied back per step.
+// own sequence of one batched Decoder, fed in chunks of up to
+// Decoder::max_chunk() tokens, every row's logits copied back per step.
 // What `logits` and `perplexity` print with --device cuda.
 #pragma once
 
