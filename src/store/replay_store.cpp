@@ -42,14 +42,16 @@ ReplayStore::Impl::Impl(CacheSpec s, StoreOptions o) : spec(std::move(s)), opt(o
       L.kv_off = page_kv_floats;
       page_kv_floats += B * 2 * L.kv_width;
     } else {
+      L.ssm = n_ssm++;
       L.entry = entry_floats(l);
-      L.log_off = page_log_floats;
       page_log_floats += B * L.entry;
       L.win_floats = (l.conv_width - 1) * l.conv_channels;
       L.state_floats = l.n_heads * l.state_rows * l.state_cols;
-      L.win_off = ckpt_floats;
-      L.state_off = ckpt_floats + L.win_floats;
+      L.win_off = 0;
+      L.state_off = L.win_floats;
       ckpt_floats += L.win_floats + L.state_floats;
+      ssm_log_floats.push_back(B * L.entry);
+      ssm_ckpt_floats.push_back(L.win_floats + L.state_floats);
       // A replayed token: one update per state element, and the conv (K
       // multiply-adds per recomputed channel) that rebuilds its inputs.
       replay_flops += 2.0 * static_cast<double>(L.state_floats) +
@@ -81,11 +83,23 @@ int64_t ReplayStore::Impl::new_page(bool with_log) {
   return id;
 }
 
+int64_t ReplayStore::Impl::held_bytes(const std::vector<std::vector<float>>& parts) {
+  int64_t n = 0;
+  for (const std::vector<float>& v : parts) n += static_cast<int64_t>(v.size()) * 4;
+  return n;
+}
+
 void ReplayStore::Impl::alloc_log(Page& p) {
   RSSM_CHECK(p.log.empty());
-  p.log.assign(static_cast<size_t>(page_log_floats), 0.0f);
-  p.log_lo = p.log_hi = 0;  // nothing valid yet
-  add_state(log_bytes());
+  p.log.resize(static_cast<size_t>(n_ssm));  // parts come as the layers append
+  p.log_lo = p.log_hi = 0;                   // nothing valid yet
+}
+
+void ReplayStore::Impl::drop_log(Page& p) {
+  add_state(-held_bytes(p.log));
+  p.log.clear();
+  p.log.shrink_to_fit();
+  p.log_lo = p.log_hi = 0;
 }
 
 int64_t ReplayStore::Impl::copy_page(int64_t id) {
@@ -98,7 +112,7 @@ int64_t ReplayStore::Impl::copy_page(int64_t id) {
   p.log = src.log;
   p.log_lo = src.log_lo;
   p.log_hi = src.log_hi;
-  if (!p.log.empty()) add_state(log_bytes());
+  add_state(held_bytes(p.log));
   p.last_use = clock;
   unref_page(id);
   return nid;
@@ -109,26 +123,40 @@ void ReplayStore::Impl::unref_page(int64_t id) {
   RSSM_CHECK(it != pages.end() && it->second.refs > 0);
   if (--it->second.refs > 0) return;
   add_kv(-page_kv_floats * 4);
-  if (!it->second.log.empty()) add_state(-log_bytes());
+  drop_log(it->second);
   pages.erase(it);
 }
 
-int64_t ReplayStore::Impl::new_ckpt(int64_t pos) {
+int64_t ReplayStore::Impl::new_ckpt(int64_t pos, bool data) {
   const int64_t id = next_ckpt++;
   Ckpt& c = ckpts[id];
   c.refs = 1;
   c.pos = pos;
-  c.data.assign(static_cast<size_t>(ckpt_floats), 0.0f);
+  c.data.resize(static_cast<size_t>(n_ssm));
+  if (data)
+    for (int i = 0; i < n_ssm; ++i) alloc_ckpt_part(c, i);
   c.last_use = clock;
-  add_state(ckpt_bytes());
   return id;
+}
+
+void ReplayStore::Impl::alloc_ckpt_part(Ckpt& c, int ssm) {
+  std::vector<float>& part = c.data[static_cast<size_t>(ssm)];
+  if (!part.empty()) return;
+  part.assign(static_cast<size_t>(ssm_ckpt_floats[static_cast<size_t>(ssm)]), 0.0f);
+  add_state(static_cast<int64_t>(part.size()) * 4);
+}
+
+void ReplayStore::Impl::drop_ckpt_data(Ckpt& c) {
+  add_state(-held_bytes(c.data));
+  c.data.clear();
+  c.data.shrink_to_fit();
 }
 
 void ReplayStore::Impl::unref_ckpt(int64_t id) {
   auto it = ckpts.find(id);
   RSSM_CHECK(it != ckpts.end() && it->second.refs > 0);
   if (--it->second.refs > 0) return;
-  if (!it->second.evicted()) add_state(-ckpt_bytes());
+  drop_ckpt_data(it->second);
   ckpts.erase(it);
 }
 
@@ -284,12 +312,7 @@ void ReplayStore::Impl::trim_log(Seq& s) {
       advance = false;  // the sharer that passes it last trims it
       continue;
     }
-    if (!pg.log.empty()) {
-      pg.log.clear();
-      pg.log.shrink_to_fit();
-      pg.log_lo = pg.log_hi = 0;
-      add_state(-log_bytes());
-    }
+    if (!pg.log.empty()) drop_log(pg);
     if (advance) s.trim_from = pi + 1;
   }
 }

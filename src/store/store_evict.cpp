@@ -77,17 +77,11 @@ int64_t ReplayStore::Impl::evict(int64_t bytes, const Protected& p, std::optiona
   for (const Candidate& c : cs) {
     if (freed >= bytes) break;
     if (c.is_ckpt) {
-      Ckpt& k = ckpts.at(c.id);
-      k.data.clear();
-      k.data.shrink_to_fit();
+      drop_ckpt_data(ckpts.at(c.id));
       any_ckpt = true;
     } else {
-      Page& pg = pages.at(c.id);
-      pg.log.clear();
-      pg.log.shrink_to_fit();
-      pg.log_lo = pg.log_hi = 0;
+      drop_log(pages.at(c.id));
     }
-    add_state(-c.bytes);
     freed += c.bytes;
     stats.evictions++;
     stats.evicted_bytes += c.bytes;

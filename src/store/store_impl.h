@@ -13,23 +13,30 @@
 namespace replayssm {
 
 // One page: B token slots. kv holds every attention layer's K/V rows,
-// log every SSM layer's entries; log may be absent (evicted or never
-// allocated). Log entries are valid for slots [log_lo, log_hi): slots
-// written since the log was allocated (for positions below a sharer's
-// length they hold the same tokens' entries for every sharer).
+// log every SSM layer's entries, one allocation per SSM layer (B × entry
+// floats); log may be absent (evicted or never allocated). Log entries are
+// valid for slots [log_lo, log_hi): slots written since the log was
+// allocated (for positions below a sharer's length they hold the same
+// tokens' entries for every sharer). Between steps a page's log holds
+// every layer or none; inside a step a layer's part may be empty: not yet
+// written (allocated when that layer appends the step's entries) or folded
+// away (the step's new checkpoint holds it; Impl::step_folded).
 struct Page {
   int refs = 0;
-  std::vector<float> kv, log;
+  std::vector<float> kv;
+  std::vector<std::vector<float>> log;  // [SSM layer] (B, entry)
   int64_t log_lo = 0, log_hi = 0;
   uint64_t last_use = 0;
 };
 
-// State + conv window of every SSM layer after `pos` tokens. Evicted
-// checkpoints keep their record (holders drop it lazily) but no data.
+// State + conv window of every SSM layer after `pos` tokens, one
+// allocation per SSM layer (window (K-1, C), then state). Evicted
+// checkpoints keep their record (holders drop it lazily) but no data. A
+// checkpoint a step writes gets each layer's part when that layer runs.
 struct Ckpt {
   int refs = 0;
   int64_t pos = 0;
-  std::vector<float> data;
+  std::vector<std::vector<float>> data;  // [SSM layer]
   uint64_t last_use = 0;
   bool evicted() const { return data.empty(); }
 };
@@ -58,8 +65,9 @@ struct Request {
 struct LayerLayout {
   CacheLayerSpec spec;
   int64_t kv_off = 0, kv_width = 0;      // attention: Hkv·D per K (and per V) row
-  int64_t log_off = 0, entry = 0;        // SSM: entry floats per token
-  int64_t win_off = 0, win_floats = 0;   // SSM: (K-1)·C
+  int ssm = -1;                          // SSM: index of its part in Page::log, Ckpt::data
+  int64_t entry = 0;                     // SSM: entry floats per token
+  int64_t win_off = 0, win_floats = 0;   // SSM: (K-1)·C, at the start of its checkpoint part
   int64_t state_off = 0, state_floats = 0;
 };
 
@@ -110,6 +118,9 @@ struct ReplayStore::Impl {
   uint64_t clock = 0;
   std::vector<SlicePlan> plan;
   std::set<int64_t> pinned;
+  // Pages whose log this step folds away layer by layer (plan_step_folds):
+  // page → (a sequence holding it, its index there).
+  std::map<int64_t, std::pair<int64_t, int64_t>> step_folded;
   std::vector<float> entries, scratch;
   std::vector<const float*> ptrs_a, ptrs_b;
 
@@ -118,14 +129,34 @@ struct ReplayStore::Impl {
   void add_kv(int64_t bytes);
   int64_t ckpt_bytes() const { return ckpt_floats * 4; }
   int64_t log_bytes() const { return page_log_floats * 4; }
+  int n_ssm = 0;
+  std::vector<int64_t> ssm_log_floats, ssm_ckpt_floats;  // per SSM layer: one page's log, one checkpoint part
+  static int64_t held_bytes(const std::vector<std::vector<float>>& parts);
 
   // Pages and checkpoints (refcounted; freed at zero).
   int64_t new_page(bool with_log);
   int64_t copy_page(int64_t id);
-  void alloc_log(Page& p);  // entries become valid as end_step records them
+  // Gives the page a log; each layer's part is allocated when that layer
+  // appends the step's entries (entries become valid as end_step records them).
+  void alloc_log(Page& p);
+  void drop_log(Page& p);  // frees whatever parts it holds
   void unref_page(int64_t id);
-  int64_t new_ckpt(int64_t pos);
+  // A checkpoint record; with `data` every layer's part is allocated now,
+  // else each when its layer writes it in the step (alloc_ckpt_part).
+  int64_t new_ckpt(int64_t pos, bool data = true);
+  void alloc_ckpt_part(Ckpt& c, int ssm);
+  void drop_ckpt_data(Ckpt& c);
   void unref_ckpt(int64_t id);
+  // Inside a step: which pages end_step will trim (a lower bound: every
+  // sharer's expected base after the step), so that each SSM layer frees
+  // its part of their log as soon as its kernels have folded it into the
+  // step's new checkpoints (ReplayStore::mamba2, gated_deltanet).
+  void plan_step_folds();
+  // One SSM layer of a step: before its kernels, allocate its part of the
+  // step's new checkpoints; after them, free its part of the folded pages'
+  // log, then append the step's new entries (from `entries`, by batch row).
+  void begin_layer(const LayerLayout& L);
+  void finish_layer(const LayerLayout& L);
 
   Seq* find(int64_t id);
   const Seq* find(int64_t id) const;

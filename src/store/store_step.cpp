@@ -151,7 +151,7 @@ Status ReplayStore::begin_step(std::span<const SeqSlice> step, std::span<const i
       if (m.logs && pg.log.empty() && !sp.folds(pi, m.B)) m.alloc_log(pg);
     }
     for (size_t w = 0; w < sp.write_pos.size(); ++w)
-      sp.write_ckpt.push_back(static_cast<int>(w) == sp.reuse ? sp.base : m.new_ckpt(sp.write_pos[w]));
+      sp.write_ckpt.push_back(static_cast<int>(w) == sp.reuse ? sp.base : m.new_ckpt(sp.write_pos[w], false));
     m.stats.state_writes_bytes += static_cast<int64_t>(sp.write_pos.size()) * m.ckpt_bytes();
     if (!sp.rebuild) m.stats.replayed_tokens += sp.s.pos - sp.base_pos;
     for (const std::vector<int64_t>& w : sp.share_with) m.stats.shared_flushes += !w.empty();
@@ -165,7 +165,87 @@ Status ReplayStore::begin_step(std::span<const SeqSlice> step, std::span<const i
   // reading that base (the kernels run slice by slice within a layer).
   std::stable_partition(plan.begin(), plan.end(), [](const SlicePlan& sp) { return sp.reuse < 0; });
   m.plan = std::move(plan);
+  m.plan_step_folds();
   return {};
+}
+
+void ReplayStore::Impl::plan_step_folds() {
+  step_folded.clear();
+  if (!logs || opt.log_retention < 0) return;
+  // After end_step a sequence stands on a checkpoint at or above its
+  // highest write, or one it moves onto (share_with): the log above it is
+  // present. A stepping sequence without a write still stands at or above
+  // its base; any other keeps its expected base.
+  std::map<int64_t, int64_t> raised;
+  std::map<int64_t, int64_t> stepping;
+  for (const SlicePlan& sp : plan) {
+    stepping[sp.s.seq] = sp.base_pos;
+    if (sp.rebuild) continue;
+    for (size_t w = 0; w < sp.write_pos.size(); ++w) {
+      const int64_t f = sp.write_pos[w];
+      raised[sp.s.seq] = std::max(raised[sp.s.seq], f);
+      if (w < sp.share_with.size())
+        for (int64_t o : sp.share_with[w]) raised[o] = std::max(raised[o], f);
+    }
+  }
+  auto base_after = [&](int64_t id) {
+    if (auto it = raised.find(id); it != raised.end()) return it->second;
+    const Seq& t = seqs.at(id);
+    if (auto it = stepping.find(id); it != stepping.end()) return std::min(t.expect_base, it->second);
+    return t.expect_base;
+  };
+  for (const auto& [id, f] : raised) {
+    const Seq& s = seqs.at(id);
+    const int64_t limit = f - opt.log_retention;
+    for (int64_t pi = s.trim_from; (pi + 1) * B <= limit && pi < static_cast<int64_t>(s.pages.size()); ++pi) {
+      const int64_t pid = s.pages[pi];
+      if (pages.at(pid).log.empty() || step_folded.count(pid)) continue;
+      int sharers = 0;
+      bool unneeded = true;
+      for (int64_t o : requests.at(s.request).seqs) {
+        const Seq& t = seqs.at(o);
+        if (pi >= static_cast<int64_t>(t.pages.size()) || t.pages[pi] != pid) continue;
+        ++sharers;
+        unneeded = unneeded && (pi + 1) * B <= base_after(o) - opt.log_retention;
+      }
+      if (unneeded && sharers == pages.at(pid).refs) step_folded[pid] = {id, pi};
+    }
+  }
+}
+
+void ReplayStore::Impl::begin_layer(const LayerLayout& L) {
+  for (const SlicePlan& sp : plan)
+    for (int64_t id : sp.write_ckpt) alloc_ckpt_part(ckpts.at(id), L.ssm);
+  int64_t rows = 0;
+  for (const SlicePlan& sp : plan) rows = std::max(rows, sp.s.row + sp.s.n);
+  entries.resize(static_cast<size_t>(rows * L.entry));
+}
+
+void ReplayStore::Impl::finish_layer(const LayerLayout& L) {
+  if (!logs) return;
+  // The step's checkpoints now hold this layer's state: its part of the
+  // folded pages' log goes before the new entries are allocated.
+  for (const auto& [id, at] : step_folded) {
+    std::vector<float>& part = pages.at(id).log[static_cast<size_t>(L.ssm)];
+    add_state(-static_cast<int64_t>(part.size()) * 4);
+    part.clear();
+    part.shrink_to_fit();
+  }
+  for (const SlicePlan& sp : plan) {
+    const Seq& s = *find(sp.s.seq);
+    for (int64_t t = 0; t < sp.s.n; ++t) {
+      const int64_t pos = sp.s.pos + t, pid = s.pages[pos / B];
+      Page& pg = pages.at(pid);
+      if (pg.log.empty() || step_folded.count(pid)) continue;  // no log here (a rebuild, or folded)
+      std::vector<float>& part = pg.log[static_cast<size_t>(L.ssm)];
+      if (part.empty()) {
+        part.assign(static_cast<size_t>(ssm_log_floats[static_cast<size_t>(L.ssm)]), 0.0f);
+        add_state(static_cast<int64_t>(part.size()) * 4);
+      }
+      std::memcpy(part.data() + (pos % B) * L.entry, entries.data() + (sp.s.row + t) * L.entry,
+                  sizeof(float) * L.entry);
+    }
+  }
 }
 
 void ReplayStore::attention(int layer, const ops::AttentionParams& p, std::span<const SeqSlice>,
@@ -207,7 +287,7 @@ SliceArgs slice_args(ReplayStore::Impl& m, const SlicePlan& sp, const LayerLayou
   SliceArgs r;
   const Seq& s = *m.find(sp.s.seq);
   if (sp.base != kZeroCkpt) {
-    const float* d = m.ckpts.at(sp.base).data.data();
+    const float* d = m.ckpts.at(sp.base).data[static_cast<size_t>(L.ssm)].data();
     r.a.ckpt_window = d + L.win_off;
     r.a.ckpt_state = d + L.state_off;
   }
@@ -217,13 +297,14 @@ SliceArgs slice_args(ReplayStore::Impl& m, const SlicePlan& sp, const LayerLayou
   m.ptrs_a.clear();
   for (int64_t id : s.pages) {
     const Page& pg = m.pages.at(id);
-    m.ptrs_a.push_back(pg.log.empty() ? nullptr : pg.log.data());
+    const std::vector<float>* part = pg.log.empty() ? nullptr : &pg.log[static_cast<size_t>(L.ssm)];
+    m.ptrs_a.push_back(part == nullptr || part->empty() ? nullptr : part->data());
   }
-  r.a.log = ops::LogView{m.ptrs_a.data(), m.B, L.entry, L.log_off};
-  m.entries.resize(static_cast<size_t>(sp.s.n * L.entry));
-  r.a.new_entries = m.entries.data();
+  r.a.log = ops::LogView{m.ptrs_a.data(), m.B, L.entry, 0};
+  // The step's new entries, by batch row (Impl::begin_layer sizes them).
+  r.a.new_entries = m.entries.data() + sp.s.row * L.entry;
   for (int64_t id : sp.write_ckpt) {
-    float* d = m.ckpts.at(id).data.data();
+    float* d = m.ckpts.at(id).data[static_cast<size_t>(L.ssm)].data();
     r.ws.push_back(d + L.state_off);
     r.ww.push_back(d + L.win_off);
   }
@@ -236,19 +317,6 @@ SliceArgs slice_args(ReplayStore::Impl& m, const SlicePlan& sp, const LayerLayou
   return r;
 }
 
-// Appends the slice's new entries to its pages' logs (replay keeps a log).
-void append_entries(ReplayStore::Impl& m, const SlicePlan& sp, const LayerLayout& L) {
-  if (!m.logs) return;
-  const Seq& s = *m.find(sp.s.seq);
-  for (int64_t t = 0; t < sp.s.n; ++t) {
-    const int64_t pos = sp.s.pos + t;
-    Page& pg = m.pages.at(s.pages[pos / m.B]);
-    if (pg.log.empty()) continue;  // a rebuild over a page whose log is gone
-    std::memcpy(pg.log.data() + L.log_off + (pos % m.B) * L.entry, m.entries.data() + t * L.entry,
-                sizeof(float) * L.entry);
-  }
-}
-
 }  // namespace
 
 void ReplayStore::mamba2(int layer, const ops::Conv1dParams& conv, const ops::Mamba2Params& p,
@@ -256,12 +324,13 @@ void ReplayStore::mamba2(int layer, const ops::Conv1dParams& conv, const ops::Ma
                          int64_t lddt, float* y, int64_t ldy) {
   Impl& m = *impl_;
   const LayerLayout& L = m.layers[layer];
+  m.begin_layer(L);
   for (const SlicePlan& sp : m.plan) {
     SliceArgs r = slice_args(m, sp, L);
     ops::cpu::mamba2_replay(conv, p, r.a, xbc + sp.s.row * ldxbc, ldxbc, dt + sp.s.row * lddt, lddt,
                             y + sp.s.row * ldy, ldy, &m.scratch);
-    append_entries(m, sp, L);
   }
+  m.finish_layer(L);
 }
 
 void ReplayStore::gated_deltanet(int layer, const ops::Conv1dParams& conv, const ops::GdnParams& p,
@@ -270,12 +339,13 @@ void ReplayStore::gated_deltanet(int layer, const ops::Conv1dParams& conv, const
                                  int64_t ldo) {
   Impl& m = *impl_;
   const LayerLayout& L = m.layers[layer];
+  m.begin_layer(L);
   for (const SlicePlan& sp : m.plan) {
     SliceArgs r = slice_args(m, sp, L);
     ops::cpu::gdn_replay(conv, p, r.a, qkv + sp.s.row * ldqkv, ldqkv, a + sp.s.row * lda, lda,
                          b + sp.s.row * ldb, ldb, o + sp.s.row * ldo, ldo, &m.scratch);
-    append_entries(m, sp, L);
   }
+  m.finish_layer(L);
 }
 
 namespace {
@@ -369,6 +439,11 @@ void ReplayStore::end_step(std::span<const SeqSlice>) {
           pg.log_hi = std::max(pg.log_hi, b);
         }
       }
+  }
+  // Then the checkpoints: a sharer that steps too already holds its new
+  // tokens, so the node it moves onto lies within its length.
+  for (SlicePlan& sp : m.plan) {
+    Seq& s = *m.find(sp.s.seq);
     for (size_t w = 0; w < sp.write_ckpt.size(); ++w) {
       // A reused slot is already held by the sequence and every sharer.
       const int64_t id = sp.write_ckpt[w];
@@ -388,6 +463,16 @@ void ReplayStore::end_step(std::span<const SeqSlice>) {
     m.sort_ckpts(s);
     m.settle(s);
   }
+  // The pages folded layer by layer: every sharer now stands past them
+  // (trim_log, whose cursor may already have passed a page a later fork
+  // shares, has not always dropped them yet).
+  for (const auto& [id, at] : m.step_folded) {
+    if (!m.pages.count(id) || m.pages.at(id).log.empty()) continue;
+    const Seq& s = *m.find(at.first);
+    RSSM_CHECK(s.pages[at.second] == id && m.log_unneeded(s, at.second));
+    m.drop_log(m.pages.at(id));
+  }
+  m.step_folded.clear();
   m.plan.clear();
 }
 
