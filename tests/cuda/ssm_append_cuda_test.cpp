@@ -1,0 +1,149 @@
+// The SSM log appends (ssm_append.h) against their definition, written out
+// on the CPU: rows scattered to the entries the plan names (compact or log
+// layout), the untouched entries left as they were, Mamba2's dt through
+// the CPU scan's softplus and clamp, and the GDN log move with overlapping
+// ranges; plus the device weight fill (device_fill.h): in range, repeatable,
+// seed-dependent.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "cuda_test_util.h"
+#include "op_parity_util.h"
+#include "ops/cuda/ssm_append.h"
+#include "runtime/cuda/device_fill.h"
+
+namespace replayssm {
+namespace {
+
+float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+
+TEST(SsmAppendCuda, Mamba2RowsLandOnTheirEntriesWithDt) {
+  if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const int H = 6, P = 5, G = 2, N = 7, rows = 3, W = 4, width = H * P + 2 * G * N + H + 3;  // padded rows
+  const int HP = H * P, GN = G * N;
+  std::mt19937 g(3);
+  const test::Bf in = test::bf_rand(g, size_t(rows * width), 2.0f);
+  const std::vector<float> bias = test::uniform(g, size_t(H), -1.0f, 1.0f);
+  const std::vector<int32_t> entry = {1 * W + 2, 0 * W + 3, 2 * W + 0};  // rows → log entries of 3 sequences
+  const int entries = 3 * W;
+  test::Dev<uint16_t> d_in(in.bits), x(std::vector<uint16_t>(size_t(entries * HP), 0xffff)),
+      Bm(std::vector<uint16_t>(size_t(entries * GN), 0xffff)), Cm(std::vector<uint16_t>(size_t(rows * GN), 0));
+  test::Dev<float> dt(std::vector<float>(size_t(entries * H), -1.0f)), d_bias(bias);
+  test::Dev<int32_t> d_entry(entry);
+  ops::cuda::Mamba2AppendArgs a;
+  a.rows = rows, a.H = H, a.P = P, a.G = G, a.N = N, a.xbc = d_in.p, a.ldxbc = width;
+  a.dt_raw = d_in.p + HP + 2 * GN, a.lddt = width, a.dt_bias = d_bias.p, a.dt_min = 0.05f, a.dt_max = 1.5f;
+  a.entry = d_entry.p, a.x = x.p, a.Bm = Bm.p, a.dt = dt.p, a.Cm = Cm.p;
+  ASSERT_EQ(ops::cuda::mamba2_append_cuda(a, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<uint16_t> hx = x.get(), hB = Bm.get(), hC = Cm.get();
+  const std::vector<float> hdt = dt.get();
+  std::vector<bool> written(size_t(entries), false);
+  for (int r = 0; r < rows; ++r) {
+    const int e = entry[size_t(r)];
+    written[size_t(e)] = true;
+    for (int i = 0; i < HP; ++i) ASSERT_EQ(hx[size_t(e * HP + i)], in.bits[size_t(r * width + i)]);
+    for (int i = 0; i < GN; ++i) {
+      ASSERT_EQ(hB[size_t(e * GN + i)], in.bits[size_t(r * width + HP + i)]);
+      ASSERT_EQ(hC[size_t(r * GN + i)], in.bits[size_t(r * width + HP + GN + i)]);
+    }
+    for (int h = 0; h < H; ++h) {
+      const float want = std::min(std::max(softplus(in.f[size_t(r * width + HP + 2 * GN + h)] + bias[size_t(h)]), 0.05f), 1.5f);
+      EXPECT_NEAR(hdt[size_t(e * H + h)], want, 1e-6f * (1.0f + want)) << "row " << r << " head " << h;
+    }
+  }
+  for (int e = 0; e < entries; ++e)
+    if (!written[size_t(e)]) {
+      EXPECT_EQ(hx[size_t(e * HP)], 0xffff) << "entry " << e << " was not in the plan";
+      EXPECT_EQ(hdt[size_t(e * H)], -1.0f) << "entry " << e;
+    }
+}
+
+TEST(SsmAppendCuda, GdnDenseVAndLogKGThenTheMoveWithOverlap) {
+  if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const int Hk = 2, Hv = 4, dk = 3, dv = 5, rows = 2, W = 5, ldv = Hv * dv + 2;
+  const int K = Hk * dk, V = Hv * dv;
+  std::mt19937 g(5);
+  const test::Bf vin = test::bf_rand(g, size_t(rows * ldv), 1.0f), k = test::bf_rand(g, size_t(rows * K), 1.0f);
+  const std::vector<float> gg = test::uniform(g, size_t(rows * Hv), -2.0f, 0.0f);
+  const std::vector<int32_t> entry = {0 * W + 3, 1 * W + 1};
+  test::Dev<uint16_t> d_vin(vin.bits), d_k(k.bits), v(std::vector<uint16_t>(size_t(rows * V), 0)),
+      log_k(std::vector<uint16_t>(size_t(2 * W * K), 0));
+  test::Dev<float> d_g(gg), log_g(std::vector<float>(size_t(2 * W * Hv), 0.0f));
+  std::vector<float> u0(size_t(2 * W * V));
+  for (size_t i = 0; i < u0.size(); ++i) u0[i] = float(i);
+  test::Dev<float> log_u(u0);
+  test::Dev<int32_t> d_entry(entry);
+  ops::cuda::GdnAppendArgs a;
+  a.rows = rows, a.Hk = Hk, a.Hv = Hv, a.dk = dk, a.dv = dv, a.v_in = d_vin.p, a.ldv = ldv, a.v = v.p;
+  a.entry = d_entry.p, a.k = d_k.p, a.g = d_g.p, a.log_k = log_k.p, a.log_g = log_g.p;
+  ASSERT_EQ(ops::cuda::gdn_append_cuda(a, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<uint16_t> hv = v.get(), hk = log_k.get();
+  const std::vector<float> hg = log_g.get();
+  for (int r = 0; r < rows; ++r) {
+    for (int i = 0; i < V; ++i) ASSERT_EQ(hv[size_t(r * V + i)], vin.bits[size_t(r * ldv + i)]);
+    const int e = entry[size_t(r)];
+    for (int i = 0; i < K; ++i) ASSERT_EQ(hk[size_t(e * K + i)], k.bits[size_t(r * K + i)]);
+    for (int h = 0; h < Hv; ++h) ASSERT_EQ(hg[size_t(e * Hv + h)], gg[size_t(r * Hv + h)]);
+  }
+  // Sequence 0 moves 3 entries from 1 (overlapping [0, 3) and [1, 4)); sequence 1 none.
+  test::Dev<int32_t> from(std::vector<int32_t>{1, 4}), count(std::vector<int32_t>{3, 0});
+  ops::cuda::GdnLogMoveArgs mv;
+  mv.batch = 2, mv.W = W, mv.Hk = Hk, mv.Hv = Hv, mv.dk = dk, mv.dv = dv, mv.from = from.p, mv.count = count.p;
+  mv.log_k = log_k.p, mv.log_u = log_u.p, mv.log_g = log_g.p;
+  ASSERT_EQ(ops::cuda::gdn_log_move_cuda(mv, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<float> hu = log_u.get();
+  const std::vector<uint16_t> hk2 = log_k.get();
+  for (int s = 0; s < 3; ++s)
+    for (int i = 0; i < V; ++i) ASSERT_EQ(hu[size_t(s * V + i)], u0[size_t((1 + s) * V + i)]) << "entry " << s;
+  for (int i = 0; i < K; ++i) ASSERT_EQ(hk2[size_t(2 * K + i)], hk[size_t(3 * K + i)]);  // entry 3 → 2
+  for (size_t i = size_t(W * V); i < u0.size(); ++i) ASSERT_EQ(hu[i], u0[i]) << "sequence 1 moved nothing";
+}
+
+TEST(DeviceFillCuda, UniformInRangeRepeatableAndSeeded) {
+  if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const int64_t n = 100003;
+  const std::vector<uint16_t> zeros(static_cast<size_t>(n));
+  test::Dev<uint16_t> a(zeros), b(zeros), c(zeros);
+  ASSERT_EQ(cuda::fill_uniform_bf16(a.p, n, 0.5f, 7, nullptr), cudaSuccess);
+  ASSERT_EQ(cuda::fill_uniform_bf16(b.p, n, 0.5f, 7, nullptr), cudaSuccess);
+  ASSERT_EQ(cuda::fill_uniform_bf16(c.p, n, 0.5f, 8, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<uint16_t> ha = a.get(), hb = b.get(), hc = c.get();
+  EXPECT_EQ(ha, hb);
+  EXPECT_NE(ha, hc);
+  double sum = 0.0, sq = 0.0;
+  for (uint16_t v : ha) {
+    const float f = bf16_to_f32(v);
+    ASSERT_LE(std::abs(f), 0.5f);
+    sum += f, sq += double(f) * f;
+  }
+  EXPECT_NEAR(sum / double(n), 0.0, 0.01);
+  EXPECT_NEAR(sq / double(n), 0.25 / 3.0, 0.005);  // the variance of U(−0.5, 0.5)
+}
+
+TEST(SsmAppendCudaArgs, BadShapesAreRefused) {
+  ops::cuda::Mamba2AppendArgs m;
+  m.rows = 1, m.H = 4, m.P = 2, m.G = 3, m.N = 2, m.ldxbc = 100, m.lddt = 4;  // H % G != 0
+  EXPECT_EQ(ops::cuda::mamba2_append_cuda(m, nullptr), cudaErrorInvalidValue);
+  m.G = 2, m.ldxbc = 8;  // narrower than x | B | C
+  EXPECT_EQ(ops::cuda::mamba2_append_cuda(m, nullptr), cudaErrorInvalidValue);
+  m.ldxbc = 100;  // shapes fine, pointers missing
+  EXPECT_EQ(ops::cuda::mamba2_append_cuda(m, nullptr), cudaErrorInvalidValue);
+  ops::cuda::GdnAppendArgs g;
+  g.rows = 1, g.Hk = 1, g.Hv = 2, g.dk = 4, g.dv = 4, g.ldv = 7;  // ldv < Hv·dv
+  EXPECT_EQ(ops::cuda::gdn_append_cuda(g, nullptr), cudaErrorInvalidValue);
+  ops::cuda::GdnLogMoveArgs mv;
+  mv.batch = 1, mv.W = 0, mv.Hk = 1, mv.Hv = 1, mv.dk = 1, mv.dv = 1;
+  EXPECT_EQ(ops::cuda::gdn_log_move_cuda(mv, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(cuda::fill_uniform_bf16(nullptr, 4, 1.0f, 0, nullptr), cudaErrorInvalidValue);
+}
+
+}  // namespace
+}  // namespace replayssm
