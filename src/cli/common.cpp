@@ -59,6 +59,12 @@ Status check_cuda_store(const StoreArgs& a) {
   return {};
 }
 
+#if REPLAYSSM_HAVE_CUDA
+cuda::DecodeStrategy cuda_strategy(const StoreArgs& a) {
+  return a.strategy == "snapshot" ? cuda::DecodeStrategy::kStandard : cuda::DecodeStrategy::kReplay;
+}
+#endif
+
 void add_store_options(CLI::App& app, StoreArgs* a) {
   app.add_option("--strategy", a->strategy, "State storage: replay, snapshot or recompute")->capture_default_str();
   app.add_option("--window", a->window, "W: fold committed log entries into a checkpoint every W tokens")

@@ -10,6 +10,9 @@
 
 #include "replayssm/replay_store.h"
 #include "replayssm/status.h"
+#if REPLAYSSM_HAVE_CUDA
+#include "runtime/cuda/decoder.h"
+#endif
 
 namespace replayssm::cli {
 
@@ -32,6 +35,10 @@ void add_store_options(CLI::App& app, StoreArgs* a);
 // standard in-place layout) and --window apply; the CPU store's other
 // options are refused rather than ignored.
 Status check_cuda_store(const StoreArgs& a);
+#if REPLAYSSM_HAVE_CUDA
+// The decoder layout of --strategy on cuda (after check_cuda_store).
+cuda::DecodeStrategy cuda_strategy(const StoreArgs& a);
+#endif
 Result<StoreOptions> store_options(const StoreArgs& a);
 
 // Shortest decimal that reads back as the same float ("%.9g"), JSON-safe.

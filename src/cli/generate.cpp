@@ -150,7 +150,7 @@ Result<GenerateResult> generate_on_cuda(const GenerateArgs& a, const Model& mode
   o.max_new_tokens = a.max_new_tokens;
   o.sampling = {a.temperature, a.top_p, a.seed};
   o.stop_at_eos = !a.ignore_eos;
-  o.strategy = a.store.strategy == "snapshot" ? cuda::DecodeStrategy::kStandard : cuda::DecodeStrategy::kReplay;
+  o.strategy = cuda_strategy(a.store);
   o.window = int(a.store.window);
   const std::vector<std::vector<int32_t>> prompts = {ids};
   RSSM_ASSIGN_OR_RETURN(BatchResult b, cuda::generate_batch_cuda(*dm, prompts, o, [&](int64_t, int32_t t) {
