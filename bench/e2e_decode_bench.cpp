@@ -5,7 +5,7 @@
 //
 //   replayssm_e2e_bench [--preset NAME | --model DIR] [--batch 1,8,64,256]
 //                       [--prompt 128] [--new 128] [--window 16] [--runs 3]
-//                       [--no-graphs] [--json FILE]
+//                       [--no-graphs] [--split S] [--json FILE]
 //
 // Per (batch, strategy): one discarded warm-up run (it captures the
 // graphs), then --runs runs; each resets the decoder, prefills the prompt
@@ -22,6 +22,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench/presets.h"
@@ -47,7 +48,7 @@ double now_s() {
 int usage() {
   std::fprintf(stderr,
                "usage: replayssm_e2e_bench [--preset NAME | --model DIR] [--batch 1,8,64,256] [--prompt 128]\n"
-               "                           [--new 128] [--window 16] [--runs 3] [--no-graphs] [--json FILE]\n");
+               "                           [--new 128] [--window 16] [--runs 3] [--no-graphs] [--split S] [--json FILE]\n");
   return 2;
 }
 
@@ -79,6 +80,7 @@ int main(int argc, char** argv) {
   int64_t prompt = 128, n_new = 128, runs = 3;
   int window = 16;
   bool graphs = true;
+  int64_t split = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto val = [&]() -> std::string {
@@ -96,10 +98,11 @@ int main(int argc, char** argv) {
     else if (a == "--window") window = std::stoi(val());
     else if (a == "--runs") runs = std::stoll(val());
     else if (a == "--no-graphs") graphs = false;
+    else if (a == "--split") split = std::stoll(val());
     else if (a == "--json") json_path = val();
     else return usage();
   }
-  if (prompt < 1 || n_new < 1 || runs < 1 || batches.empty()) return usage();
+  if (prompt < 1 || n_new < 1 || runs < 1 || batches.empty() || split < 1) return usage();
 
   std::unique_ptr<Model> model;
   if (!model_dir.empty()) {
@@ -119,8 +122,9 @@ int main(int argc, char** argv) {
   if (!dm.ok()) return std::fprintf(stderr, "error: %s\n", dm.status().message().c_str()), 1;
   std::printf("model %s: %.2f GB of device weights (%.1f s to place)\n", model_dir.empty() ? preset.c_str() : model_dir.c_str(),
               double((*dm)->bytes()) / 1e9, now_s() - t0);
-  std::printf("prompt %lld, %lld new tokens, window %d, %s, median of %lld runs after a warm-up\n\n", (long long)prompt,
-              (long long)n_new, window, graphs ? "CUDA graphs" : "eager launches", (long long)runs);
+  std::printf("prompt %lld, %lld new tokens, window %d, %s, median of %lld runs after a warm-up%s\n\n", (long long)prompt,
+              (long long)n_new, window, graphs ? "CUDA graphs" : "eager launches", (long long)runs,
+              split > 1 ? (", the batch split over " + std::to_string(split) + " decoders on their own streams").c_str() : "");
   std::printf("%6s %-9s %12s %19s %9s %9s %9s %11s\n", "batch", "strategy", "tok/s", "min-max", "ms/step", "GB/step",
               "GB/s", "state GB");
 
@@ -128,11 +132,26 @@ int main(int argc, char** argv) {
   for (int64_t B : batches) {
     double standard_tps = 0.0;
     for (cuda::DecodeStrategy s : {cuda::DecodeStrategy::kStandard, cuda::DecodeStrategy::kReplay}) {
+      // --split S: S decoders of B/S sequences, each stepped by its own host
+      // thread on its own stream, so one's GEMMs can overlap another's SSM
+      // kernels on the GPU.
+      if (B % split != 0) {
+        std::printf("%6lld %-9s  skipped: batch not a multiple of --split %lld\n", (long long)B,
+                    cuda::decode_strategy_name(s), (long long)split);
+        continue;
+      }
+      const int64_t Bl = B / split;
       cuda::DecoderOptions o;
-      o.strategy = s, o.batch = B, o.max_context = prompt + n_new, o.window = window, o.graphs = graphs;
-      auto dec = cuda::Decoder::create(**dm, o);
-      if (!dec.ok()) {
-        std::printf("%6lld %-9s  skipped: %s\n", (long long)B, cuda::decode_strategy_name(s), dec.status().message().c_str());
+      o.strategy = s, o.batch = Bl, o.max_context = prompt + n_new, o.window = window, o.graphs = graphs;
+      std::vector<std::unique_ptr<cuda::Decoder>> decs;
+      Status made;
+      for (int64_t l = 0; l < split && made.ok(); ++l) {
+        auto d = cuda::Decoder::create(**dm, o);
+        if (!d.ok()) made = d.status();
+        else decs.push_back(std::move(d).value());
+      }
+      if (!made.ok()) {
+        std::printf("%6lld %-9s  skipped: %s\n", (long long)B, cuda::decode_strategy_name(s), made.message().c_str());
         continue;
       }
       std::mt19937 rng(42);
@@ -141,25 +160,42 @@ int main(int argc, char** argv) {
       for (auto& p : prompts)
         for (int32_t& t : p) t = id(rng);
       std::vector<double> tps;
-      std::vector<int32_t> tok(static_cast<size_t>(B)), next(static_cast<size_t>(B));
+      std::vector<std::vector<int32_t>> nexts(static_cast<size_t>(split), std::vector<int32_t>(static_cast<size_t>(Bl)));
       for (int64_t r = 0; r < runs + 1; ++r) {
-        Status st = (*dec)->reset();
-        std::vector<int32_t> chunk;
-        for (int64_t t = 0; st.ok() && t < prompt;) {  // the prompt in chunks (not timed)
-          const int64_t T = std::min<int64_t>((*dec)->max_chunk(), prompt - t);
-          chunk.resize(size_t(B * T));
-          for (int64_t b = 0; b < B; ++b)
-            for (int64_t i = 0; i < T; ++i) chunk[size_t(b * T + i)] = prompts[size_t(b)][size_t(t + i)];
-          st = (*dec)->step(chunk, int(T), next);
-          t += T;
+        Status st;
+        for (int64_t l = 0; l < split && st.ok(); ++l) {  // reset and prefill every lane (not timed)
+          cuda::Decoder& dec = *decs[size_t(l)];
+          st = dec.reset();
+          std::vector<int32_t> chunk;
+          for (int64_t t = 0; st.ok() && t < prompt;) {
+            const int64_t T = std::min<int64_t>(dec.max_chunk(), prompt - t);
+            chunk.resize(size_t(Bl * T));
+            for (int64_t b = 0; b < Bl; ++b)
+              for (int64_t i = 0; i < T; ++i) chunk[size_t(b * T + i)] = prompts[size_t(l * Bl + b)][size_t(t + i)];
+            st = dec.step(chunk, int(T), nexts[size_t(l)]);
+            t += T;
+          }
         }
+        if (!st.ok()) return std::fprintf(stderr, "error: %s\n", st.message().c_str()), 1;
+        std::vector<Status> lane_status(static_cast<size_t>(split));
+        auto decode = [&](int64_t l) {
+          std::vector<int32_t> tok;
+          for (int64_t t = 0; lane_status[size_t(l)].ok() && t < n_new; ++t) {
+            tok = nexts[size_t(l)];
+            lane_status[size_t(l)] = decs[size_t(l)]->step(tok, nexts[size_t(l)]);
+          }
+        };
         const double start = now_s();
-        for (int64_t t = 0; st.ok() && t < n_new; ++t) {
-          tok = next;
-          st = (*dec)->step(tok, next);
+        if (split == 1) {
+          decode(0);
+        } else {
+          std::vector<std::thread> lanes;
+          for (int64_t l = 0; l < split; ++l) lanes.emplace_back(decode, l);
+          for (std::thread& th : lanes) th.join();
         }
         const double el = now_s() - start;
-        if (!st.ok()) return std::fprintf(stderr, "error: %s\n", st.message().c_str()), 1;
+        for (const Status& ls : lane_status)
+          if (!ls.ok()) return std::fprintf(stderr, "error: %s\n", ls.message().c_str()), 1;
         if (r > 0) tps.push_back(double(B * n_new) / el);
       }
       std::sort(tps.begin(), tps.end());
@@ -170,16 +206,16 @@ int main(int argc, char** argv) {
       if (s == cuda::DecodeStrategy::kReplay && standard_tps > 0) std::snprintf(ratio, sizeof ratio, "  %.2fx", med / standard_tps);
       std::printf("%6lld %-9s %12.1f %9.1f-%-9.1f %9.3f %9.2f %9.0f %11.2f%s\n", (long long)B,
                   cuda::decode_strategy_name(s), med, tps.front(), tps.back(), ms, bytes / 1e9, bytes / (ms * 1e-3) / 1e9,
-                  double((*dec)->memory().state_bytes) / 1e9, ratio);
+                  double(decs[0]->memory().state_bytes * split) / 1e9, ratio);
       std::fflush(stdout);
       char obj[512];
       std::snprintf(obj, sizeof obj,
-                    "%s{\"batch\": %lld, \"strategy\": \"%s\", \"tokens_per_s\": %.2f, \"tokens_per_s_min\": %.2f, "
+                    "%s{\"batch\": %lld, \"split\": %lld, \"strategy\": \"%s\", \"tokens_per_s\": %.2f, \"tokens_per_s_min\": %.2f, "
                     "\"tokens_per_s_max\": %.2f, \"ms_per_step\": %.4f, \"bytes_per_step\": %.0f, \"state_bytes\": %lld, "
                     "\"kv_bytes\": %lld}",
-                    json.size() > 1 ? ", " : "", (long long)B, cuda::decode_strategy_name(s), med, tps.front(),
-                    tps.back(), ms, bytes, (long long)(*dec)->memory().state_bytes,
-                    (long long)(*dec)->memory().kv_bytes);
+                    json.size() > 1 ? ", " : "", (long long)B, (long long)split, cuda::decode_strategy_name(s), med, tps.front(),
+                    tps.back(), ms, bytes, (long long)(decs[0]->memory().state_bytes * split),
+                    (long long)(decs[0]->memory().kv_bytes * split));
       json += obj;
     }
   }
