@@ -426,15 +426,16 @@ struct TrieFloor {
 // state bytes. The floor of any replay layout is printed and checked
 // against too: with log entries that leave the post-conv rows to replay,
 // it lies below the target of 1/3 of snapshot's bytes, which the
-// store reaches on the ratio model only with --page-size 1, not at the
-// default page size checked here (docs/workloads.md).
+// store reaches on the ratio model at the default page size B = 1 (checked
+// below), not on the trained model nor at B = 4 (docs/workloads.md).
 struct BeamMemoryCase {
   std::string model;
   std::vector<int32_t> prompt;
+  int64_t page_size;
   double max_of_snapshot, max_of_floor;  // replay's peak, as measured with some margin
 };
 
-void PrintTo(const BeamMemoryCase& c, std::ostream* os) { *os << c.model; }
+void PrintTo(const BeamMemoryCase& c, std::ostream* os) { *os << c.model << " B=" << c.page_size; }
 
 class BeamMemory : public ::testing::TestWithParam<BeamMemoryCase> {};
 
@@ -455,6 +456,7 @@ TEST_P(BeamMemory, FamiliesHoldTheTreeNotOneStatePerBeam) {
     b.max_new_tokens = 256;
     b.stop_at_eos = false;
     b.store.strategy = s;
+    b.store.page_size = c.page_size;
     if (floor)
       b.on_step = [&](const std::vector<std::vector<int32_t>>& beams) {
         TrieFloor t{{TrieFloor::Node{}}, S, e};
@@ -477,10 +479,10 @@ TEST_P(BeamMemory, FamiliesHoldTheTreeNotOneStatePerBeam) {
   ASSERT_EQ(replay_hyps.size(), snap_hyps.size());
   for (size_t i = 0; i < snap_hyps.size(); ++i) EXPECT_EQ(replay_hyps[i].tokens, snap_hyps[i].tokens);
   const double rp = static_cast<double>(replay.state_bytes_peak), sp = static_cast<double>(snap.state_bytes_peak);
-  std::printf("%s, beam %lld x 256: replay peak %.0f (%.2f states), snapshot %.0f (%.2f), ratio %.3f; floor of "
+  std::printf("%s, B=%lld, beam %lld x 256: replay peak %.0f (%.2f states), snapshot %.0f (%.2f), ratio %.3f; floor of "
               "any replay layout %.0f (%.2f states, %.3f of snapshot; %.2f states were an entry S/101); "
               "writes replay %lld snapshot %lld\n",
-              c.model.c_str(), (long long)w, rp, rp / S, sp, sp / S, rp / sp, floor_peak, floor_peak / S,
+              c.model.c_str(), (long long)c.page_size, (long long)w, rp, rp / S, sp, sp / S, rp / sp, floor_peak, floor_peak / S,
               floor_peak / sp, floor_8b / S, (long long)replay.state_writes_bytes, (long long)snap.state_writes_bytes);
   EXPECT_EQ(snap.state_bytes_peak, w * probe.checkpoint_bytes());  // one state per beam, no more
   EXPECT_LE(rp, c.max_of_snapshot * sp);
@@ -494,11 +496,17 @@ TEST_P(BeamMemory, FamiliesHoldTheTreeNotOneStatePerBeam) {
 
 INSTANTIATE_TEST_SUITE_P(
     Models, BeamMemory,
-    ::testing::Values(BeamMemoryCase{"nemotron_h_ratio", {4, 8, 15, 16}, 0.39, 1.3},
+    // At B = 1 (the default) the ratio model meets the workloads issue's
+    // target, 1/3 of snapshot (0.307 measured); the trained model does not
+    // (0.365; docs/workloads.md says why). B = 4 adds every beam's tip page.
+    ::testing::Values(BeamMemoryCase{"nemotron_h_ratio", {4, 8, 15, 16}, 1, 1.0 / 3, 1.05},
                       // "The Python standard library"
-                      BeamMemoryCase{"../../models/nemotron_h_small", {501, 477, 1218, 1073}, 0.49, 1.55}),
+                      BeamMemoryCase{"../../models/nemotron_h_small", {501, 477, 1218, 1073}, 1, 0.38, 1.2},
+                      BeamMemoryCase{"nemotron_h_ratio", {4, 8, 15, 16}, 4, 0.37, 1.25},
+                      BeamMemoryCase{"../../models/nemotron_h_small", {501, 477, 1218, 1073}, 4, 0.45, 1.45}),
     [](const ::testing::TestParamInfo<BeamMemoryCase>& i) {
-      return i.param.model.find("ratio") != std::string::npos ? std::string("ratio") : std::string("trained");
+      return (i.param.model.find("ratio") != std::string::npos ? std::string("ratio") : std::string("trained")) +
+             "_B" + std::to_string(i.param.page_size);
     });
 
 }  // namespace

@@ -51,7 +51,7 @@ struct StoreOptions {
   int64_t window = 16;               // W: flush when committed − checkpoint ≥ W (replay)
   int64_t checkpoint_interval = 0;   // K: keep one older checkpoint per K tokens (0: none);
                                      // kRecompute's sparse interval (0: W)
-  int64_t page_size = 4;             // B tokens per page (bounds log waste: ≤ 2(B−1) entries)
+  int64_t page_size = 1;             // B tokens per page (bounds log waste: ≤ 2(B−1) entries)
   int64_t log_retention = 0;         // log tokens kept below the live checkpoint (-1: all)
   int64_t state_budget = 0;          // bytes for checkpoints + logs, all sequences (0: unlimited)
   int64_t replay_limit = 0;          // most log entries a fork's step replays before a flush

@@ -26,7 +26,7 @@ Status check_device(const std::string& device);
 // The store's knobs, shared by every command that decodes.
 struct StoreArgs {
   std::string strategy = "replay", eviction = "cost";
-  int64_t window = 16, checkpoint_interval = 0, page_size = 4, state_budget = 0, log_retention = 0;
+  int64_t window = 16, checkpoint_interval = 0, page_size = 1, state_budget = 0, log_retention = 0;
   int64_t replay_limit = 0;
   bool exact = false;
 };
