@@ -438,6 +438,17 @@ std::vector<Config> configs() {
     // must round exactly as when the token was new.
     c.push_back({k + "_beams_exact_long", kind, Strategy::kReplay, true, 6, 0, 5, 0, 0, EvictionPolicy::kCostAware, 27, 8000, true, 40});
     c.push_back({k + "_beams_snapshot", kind, Strategy::kSnapshot, true, 3, 0, 3, 0, 0, EvictionPolicy::kCostAware, 26, 2500, true});
+    // Windows below K−1 (K = 4): a family checkpoint then sits closer than
+    // K−1 to its base, so a write that reuses the base's slot lands while
+    // later tokens of the slice (and later writes) still read the base's
+    // conv window. Pages of 1 (the CLI default) and 2 tokens.
+    for (int64_t w : {1, 2, 3}) {
+      const std::string ws = "_w" + std::to_string(w);
+      c.push_back({k + "_beams_exact" + ws, kind, Strategy::kReplay, true, w, 0, 1, 0, 0, EvictionPolicy::kCostAware,
+                   static_cast<uint32_t>(30 + w), 2500, true});
+      c.push_back({k + "_beams_fast" + ws, kind, Strategy::kReplay, false, w, 0, 2, 0, 0, EvictionPolicy::kCostAware,
+                   static_cast<uint32_t>(33 + w), 2500, true});
+    }
   }
   return c;
 }

@@ -331,6 +331,41 @@ TEST_P(Beam, LongSearchUnderReplayIsBitIdenticalToSnapshot) {
   }
 }
 
+// Windows below K−1 (the fixtures' conv width is 4): the family spacing is
+// then W, so a family checkpoint can sit 1 or 2 tokens past its base and
+// reuse the base's slot while later tokens of the step still read the
+// base's conv window (the kernels must copy it first). Exact replay gives
+// snapshot's hypotheses bit for bit, and the fast form the same tokens.
+TEST_P(Beam, WindowsBelowTheConvWidthUnderReplayMatchSnapshot) {
+  auto m = load(GetParam());
+  const std::vector<int32_t> prompt = {4, 8, 15, 16};
+  auto search = [&](Strategy s, bool exact, int64_t window) {
+    BeamOptions b;
+    b.width = 4;
+    b.max_new_tokens = 40;
+    b.stop_at_eos = false;
+    b.store.strategy = s;
+    b.store.exact = exact;
+    b.store.window = window;
+    b.store.page_size = 1;
+    auto r = beam_search(*m, prompt, b);
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    return r.ok() ? *r : std::vector<Hypothesis>{};
+  };
+  for (int64_t w : {1, 2, 3}) {
+    const std::vector<Hypothesis> want = search(Strategy::kSnapshot, true, w);
+    ASSERT_EQ(want.size(), 4u);
+    for (bool exact : {true, false}) {
+      const std::vector<Hypothesis> got = search(Strategy::kReplay, exact, w);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < want.size(); ++i) {
+        EXPECT_EQ(got[i].tokens, want[i].tokens) << "window " << w << " exact " << exact << " rank " << i;
+        if (exact) EXPECT_EQ(got[i].logprob, want[i].logprob) << "window " << w << " rank " << i;
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, Beam, ::testing::Values("nemotron_h_tiny", "qwen3_5_tiny"));
 
 }  // namespace

@@ -107,6 +107,9 @@ struct ReplayArgs {
   int64_t base_pos = 0, pos = 0, n = 0;
   LogView log;                          // entries of [base_pos, pos)
   float* new_entries = nullptr;         // (n, entry floats), written
+  // A write may go into the checkpoint's own slot (write_state[i] ==
+  // ckpt_state, write_window[i] == ckpt_window: a flush in place); the
+  // kernel reads the checkpoint before it writes anything there.
   int n_writes = 0;
   const int64_t* write_pos = nullptr;   // each in [base_pos, pos + n], ascending
   float* const* write_state = nullptr;  // (H, rows, cols)

@@ -111,8 +111,11 @@ struct Tree {
 // The least distance from a family's base to a checkpoint it writes:
 // ⌈W/2⌉, but never under K−1 and never over W. Family writes nearer their
 // base than K−1 (whose conv window then reaches into the base's) gave
-// wrong outputs in tests/store_property_test.cpp (W = 4, K = 4); the cause
-// is not found yet, so the planner does not place them.
+// wrong outputs in tests/store_property_test.cpp (W = 4, K = 4): a write
+// into the base's own slot overwrote the window that later convs read.
+// The kernels now copy the window first, and the tests pass without the
+// K−1 bound; it stays until a nearer spacing is measured (docs/store.md).
+// With W < K−1 the min with W wins, so those writes do occur.
 int64_t family_spacing(const ReplayStore::Impl& m) {
   int64_t k1 = 0;
   for (const LayerLayout& l : m.layers)

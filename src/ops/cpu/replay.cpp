@@ -36,16 +36,21 @@ constexpr int64_t kDualMaxSpan = 64;
 
 // The pre-conv row of position r (r ≥ base_pos − (K−1)): from the new
 // entries, the log, the checkpoint window, or zeros before position 0.
+// `window` is the kernel's own copy of the checkpoint's window, taken
+// before any write: a write may go into the checkpoint's own slot (a flush
+// in place, ReplayStore's reuse), and a write at f < base_pos + K−1 would
+// otherwise overwrite rows that later tokens' convs and later writes read.
 struct RowSource {
   const ReplayArgs& a;
   int64_t K, C, E;
   const float* zeros;
+  const float* window;  // (K-1, C) copy of a.ckpt_window; nullptr = zeros
   mutable std::vector<const float*> taps;  // conv's K rows, oldest first
   const float* row(int64_t r) const {
     if (r >= a.pos) return a.new_entries + (r - a.pos) * E;
     if (r >= a.base_pos) return a.log.entry(r);
-    if (a.ckpt_window == nullptr) return zeros;
-    return a.ckpt_window + (r - (a.base_pos - (K - 1))) * C;
+    if (window == nullptr) return zeros;
+    return window + (r - (a.base_pos - (K - 1))) * C;
   }
   // Any field of the entry of position s ≥ base_pos.
   const float* entry(int64_t s) const { return s >= a.pos ? a.new_entries + (s - a.pos) * E : a.log.entry(s); }
@@ -64,6 +69,14 @@ struct RowSource {
     for (int64_t r = 0; r < K - 1; ++r) std::memcpy(dst + r * C, row(f - (K - 1) + r), sizeof(float) * C);
   }
 };
+
+// Copies the checkpoint's window into dst ((K-1)·C floats of scratch) and
+// returns what RowSource reads it from: dst, or nullptr (zeros).
+const float* copy_window(const ReplayArgs& a, int64_t K, int64_t C, float* dst) {
+  if (a.ckpt_window == nullptr) return nullptr;
+  std::memcpy(dst, a.ckpt_window, sizeof(float) * (K - 1) * C);
+  return dst;
+}
 
 void init_state(const ReplayArgs& a, int64_t size, std::vector<float>* S) {
   S->assign(static_cast<size_t>(size), 0.0f);
@@ -90,13 +103,14 @@ void mamba2_replay(const Conv1dParams& conv, const Mamba2Params& p, const Replay
   const int64_t E = mamba2_entry_floats(p, C), o_dt = C, o_B = HP, o_C = HP + GN;
   const int64_t end = a.pos + a.n, span = end - a.base_pos;
   const bool sequential_outputs = a.exact || span > kDualMaxSpan;
-  // scratch: zeros (C) | post-conv rows x | B | C (C), one per position of
-  // the span for the dual form, one at a time for the sequential pass.
+  // scratch: zeros (C) | checkpoint window ((K-1)·C) | post-conv rows
+  // x | B | C (C), one per position of the span for the dual form, one at
+  // a time for the sequential pass.
   const int64_t n_post = sequential_outputs ? 1 : span;
-  scratch->assign(static_cast<size_t>(C + n_post * C), 0.0f);
+  scratch->assign(static_cast<size_t>(K * C + n_post * C), 0.0f);
   const float* zeros = scratch->data();
-  float* post = scratch->data() + C;
-  RowSource src{a, K, C, E, zeros, {}};
+  float* post = scratch->data() + K * C;
+  RowSource src{a, K, C, E, zeros, copy_window(a, K, C, scratch->data() + C), {}};
 
   // (1) New entries: the pre-conv row and dt (every row first: a new
   // token's conv reads the rows of the new tokens before it).
@@ -196,12 +210,13 @@ void gdn_replay(const Conv1dParams& conv, const GdnParams& p, const ReplayArgs& 
   const int64_t E = gdn_entry_floats(p, C), o_u = C, o_g = C + Hv * dv;
   const int64_t end = a.pos + a.n, span = end - a.base_pos, logged = a.pos - a.base_pos;
   const bool sequential = a.exact || span > kDualMaxSpan;
-  // scratch: zeros (C) | normalised k (Kd) of logged tokens: all of them
-  // for the dual form, one at a time for the sequential pass.
+  // scratch: zeros (C) | checkpoint window ((K-1)·C) | normalised k (Kd)
+  // of logged tokens: all of them for the dual form, one at a time for the
+  // sequential pass.
   const int64_t n_keys = sequential ? 1 : logged;
-  scratch->assign(static_cast<size_t>(C + n_keys * Kd), 0.0f);
-  float* keys = scratch->data() + C;
-  RowSource src{a, K, C, E, scratch->data(), {}};
+  scratch->assign(static_cast<size_t>(K * C + n_keys * Kd), 0.0f);
+  float* keys = scratch->data() + K * C;
+  RowSource src{a, K, C, E, scratch->data(), copy_window(a, K, C, scratch->data() + C), {}};
 
   // Per new token: post-conv q | k | v, then q, k normalised, g, β (every
   // pre-conv row first: a new token's conv reads the new rows before it).
