@@ -14,6 +14,21 @@
 
 namespace replayssm::bench {
 
+namespace {
+
+// Beam search and best-of-n keep `batch` hypotheses through every decode
+// step without EOS (the vocabulary has > 2·batch ids), each appending one
+// token a step after the prefill's first.
+Measurement search_measurement(const SearchStats& st, int64_t batch, int64_t new_tokens) {
+  Measurement m;
+  m.decode_s = st.decode_s;
+  m.emitted = batch * std::max<int64_t>(new_tokens - 1, 0);
+  m.store = st.store;
+  return m;
+}
+
+}  // namespace
+
 Result<Measurement> run_beam(BenchContext& ctx, const Config& c) {
   const SweepOptions& opt = ctx.options();
   BeamOptions o;
@@ -23,12 +38,7 @@ Result<Measurement> run_beam(BenchContext& ctx, const Config& c) {
   o.store = ctx.store_options(c);
   SearchStats st;
   RSSM_ASSIGN_OR_RETURN(auto hyps, beam_search(ctx.model(), ctx.prompt(0), o, &st));
-  Measurement m;
-  m.decode_s = st.decode_s;
-  // Without EOS every step keeps `width` beams (the vocabulary has > 2w ids).
-  m.emitted = c.batch * std::max<int64_t>(opt.new_tokens - 1, 0);
-  m.store = st.store;
-  return m;
+  return search_measurement(st, c.batch, opt.new_tokens);
 }
 
 Result<Measurement> run_best_of_n(BenchContext& ctx, const Config& c) {
@@ -41,11 +51,7 @@ Result<Measurement> run_best_of_n(BenchContext& ctx, const Config& c) {
   o.store = ctx.store_options(c);
   SearchStats st;
   RSSM_ASSIGN_OR_RETURN(auto hyps, best_of_n(ctx.model(), ctx.prompt(0), o, &st));
-  Measurement m;
-  m.decode_s = st.decode_s;
-  m.emitted = c.batch * std::max<int64_t>(opt.new_tokens - 1, 0);
-  m.store = st.store;
-  return m;
+  return search_measurement(st, c.batch, opt.new_tokens);
 }
 
 // Best-first: `new_tokens` times, take the leaf with the best mean

@@ -24,19 +24,6 @@ void linear(const Linear& l, const float* x, int64_t ldx, int64_t rows, float* y
   matmul(x, ldx, rows, l.n_in, l.w, l.n_out, l.b, y, ldy);
 }
 
-float activate(Activation a, float x) {
-  switch (a) {
-    case Activation::kRelu2: return ops::relu2(x);
-    case Activation::kSilu: return ops::silu(x);
-    case Activation::kRelu: return x > 0.0f ? x : 0.0f;
-    case Activation::kGeluTanh: {
-      const float k = 0.7978845608028654f;  // sqrt(2/pi)
-      return 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x)));
-    }
-  }
-  return x;
-}
-
 // Scratch buffers reused across the blocks of one step.
 struct Scratch {
   std::vector<float> a, b, c, d, e;
@@ -134,9 +121,9 @@ void run_mlp(const ModelConfig& cfg, const Block& blk, const float* xn, int64_t 
   if (cfg.mlp.gated) {
     float* gate = Scratch::sized(s.b, rows * I);
     linear(blk.mlp.gate, xn, H, rows, gate, I);
-    for (int64_t i = 0; i < rows * I; ++i) up[i] *= activate(cfg.mlp.act, gate[i]);
+    for (int64_t i = 0; i < rows * I; ++i) up[i] *= ops::activate(cfg.mlp.act, gate[i]);
   } else {
-    for (int64_t i = 0; i < rows * I; ++i) up[i] = activate(cfg.mlp.act, up[i]);
+    for (int64_t i = 0; i < rows * I; ++i) up[i] = ops::activate(cfg.mlp.act, up[i]);
   }
   linear(blk.mlp.down, up, I, rows, out, H);
 }

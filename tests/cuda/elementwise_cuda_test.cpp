@@ -30,20 +30,6 @@ class ElementwiseCuda : public ::testing::Test {
   }
 };
 
-// forward.cpp's activate().
-float activate(Activation a, float x) {
-  switch (a) {
-    case Activation::kRelu2: return ops::relu2(x);
-    case Activation::kSilu: return ops::silu(x);
-    case Activation::kRelu: return x > 0.0f ? x : 0.0f;
-    case Activation::kGeluTanh: {
-      const float k = 0.7978845608028654f;
-      return 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x)));
-    }
-  }
-  return x;
-}
-
 TEST_F(ElementwiseCuda, MlpActivationMatchesForward) {
   struct Case {
     Activation act;
@@ -71,7 +57,7 @@ TEST_F(ElementwiseCuda, MlpActivationMatchesForward) {
     for (int64_t r = 0; r < c.rows; ++r)
       for (int64_t i = 0; i < c.n; ++i) {
         const float u = up.f[r * ldu + i];
-        want[r * ldo + i] = c.gated ? u * activate(c.act, gate.f[r * ldg + i]) : activate(c.act, u);
+        want[r * ldo + i] = c.gated ? u * ops::activate(c.act, gate.f[r * ldg + i]) : ops::activate(c.act, u);
       }
     EXPECT_TRUE(test::bf16_close(c.in_place ? du.get() : dout.get(), want));
   }

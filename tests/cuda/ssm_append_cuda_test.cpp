@@ -13,13 +13,12 @@
 
 #include "cuda_test_util.h"
 #include "op_parity_util.h"
+#include "ops/cpu/activation.h"
 #include "ops/cuda/ssm_append.h"
 #include "runtime/cuda/device_fill.h"
 
 namespace replayssm {
 namespace {
-
-float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 
 TEST(SsmAppendCuda, Mamba2RowsLandOnTheirEntriesWithDt) {
   if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
@@ -52,7 +51,7 @@ TEST(SsmAppendCuda, Mamba2RowsLandOnTheirEntriesWithDt) {
       ASSERT_EQ(hC[size_t(r * GN + i)], in.bits[size_t(r * width + HP + GN + i)]);
     }
     for (int h = 0; h < H; ++h) {
-      const float want = std::min(std::max(softplus(in.f[size_t(r * width + HP + 2 * GN + h)] + bias[size_t(h)]), 0.05f), 1.5f);
+      const float want = std::min(std::max(ops::softplus(in.f[size_t(r * width + HP + 2 * GN + h)] + bias[size_t(h)]), 0.05f), 1.5f);
       EXPECT_NEAR(hdt[size_t(e * H + h)], want, 1e-6f * (1.0f + want)) << "row " << r << " head " << h;
     }
   }

@@ -21,7 +21,7 @@ __device__ __forceinline__ float activate_f(Activation act, float x) {
     case Activation::kSilu: return silu_f(x);
     case Activation::kRelu: return x > 0.0f ? x : 0.0f;
     case Activation::kGeluTanh: {
-      const float k = 0.7978845608028654f;  // sqrt(2/pi), as forward.cpp
+      const float k = 0.7978845608028654f;  // sqrt(2/pi), as ops/cpu/activation.h
       return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
     }
   }

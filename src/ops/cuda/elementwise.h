@@ -1,5 +1,5 @@
 // Elementwise ops on CUDA between the GEMMs, with the math of the CPU
-// forward (src/model/forward.cpp) and ops/cpu/gdn_scan.h:
+// forward (src/model/forward.cpp, ops/cpu/activation.h) and ops/cpu/gdn_scan.h:
 //
 //   mlp_activation_cuda — the MLP's middle: out = act(gate) ⊙ up (gated,
 //                         Qwen3.5: SiLU) or out = act(up) (NemotronH: relu²);

@@ -23,6 +23,7 @@
 #include "ops/cuda/rope.h"
 #include "ops/cuda/sampling.h"
 #include "ops/cuda/ssm_append.h"
+#include "runtime/cuda/cuda_status.h"
 
 namespace replayssm::cuda {
 
@@ -47,21 +48,12 @@ enum PlanField {
   kPlanFields
 };
 
-Status cuda_status(cudaError_t e, const std::string& what) {
-  if (e == cudaSuccess) return {};
-  cudaGetLastError();
-  if (e == cudaErrorMemoryAllocation)  // the device is full: a budget, not a fault
-    return out_of_budget("cuda decode: " + what + ": " + cudaGetErrorString(e));
-  return io_error("cuda decode: " + what + ": " + cudaGetErrorString(e));
-}
-
-#define RSSM_CU(expr, what) RSSM_RETURN_IF_ERROR(cuda_status((expr), (what)))
+#define RSSM_CU(expr, what) RSSM_RETURN_IF_ERROR(cuda_status((expr), "cuda decode", (what)))
 
 }  // namespace
 
 // Buffers of one stateful layer (CacheSpec order).
 struct LayerState {
-  BlockKind kind = BlockKind::kMlp;
   float* state = nullptr;       // (B, heads, rows, cols): the state (standard) or checkpoint (replay)
   uint16_t* window = nullptr;   // (B, K−1, C) conv window
   uint16_t* log_x = nullptr;    // Mamba2 log (B, W, H·P) (standard: the shared chunk log)
@@ -244,7 +236,6 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
     if (blk.cache_layer < 0) continue;
     if (I.layers.size() <= size_t(blk.cache_layer)) I.layers.resize(size_t(blk.cache_layer) + 1);
     LayerState& L = I.layers[size_t(blk.cache_layer)];
-    L.kind = blk.kind;
     const std::string what = "layer " + std::to_string(blk.cache_layer);
     int64_t& st = mem.state_bytes;
     if (blk.kind == BlockKind::kMamba2) {
@@ -296,10 +287,12 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
   int64_t& ws2 = mem.workspace_bytes;
   if (any_mamba) {
     const int64_t HP = mc.n_heads * mc.head_dim, GN = mc.n_groups * mc.state_size;
-    RSSM_RETURN_IF_ERROR(I.alloc(&I.cx, R * HP, "Mamba2 x", &ws2));
-    RSSM_RETURN_IF_ERROR(I.alloc(&I.cB, R * GN, "Mamba2 B", &ws2));
+    // x, B, dt compact only for the standard layout's single-token steps
+    // (chunks and replay append to a log): B rows. C goes to every kernel.
+    RSSM_RETURN_IF_ERROR(I.alloc(&I.cx, B * HP, "Mamba2 x", &ws2));
+    RSSM_RETURN_IF_ERROR(I.alloc(&I.cB, B * GN, "Mamba2 B", &ws2));
     RSSM_RETURN_IF_ERROR(I.alloc(&I.cC, R * GN, "Mamba2 C", &ws2));
-    RSSM_RETURN_IF_ERROR(I.alloc(&I.cdt, R * mc.n_heads, "Mamba2 dt", &ws2));
+    RSSM_RETURN_IF_ERROR(I.alloc(&I.cdt, B * mc.n_heads, "Mamba2 dt", &ws2));
     if (replay || chunk > 1)
       RSSM_RETURN_IF_ERROR(I.alloc(&I.mamba_scratch,
                                    oc::mamba2_replay_scratch_floats(int(B), int(chunk), int(mc.n_heads),

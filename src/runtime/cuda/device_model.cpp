@@ -9,6 +9,7 @@
 
 #include "core/dtype.h"
 #include "model/program.h"
+#include "runtime/cuda/cuda_status.h"
 #include "runtime/cuda/device_fill.h"
 
 namespace replayssm::cuda {
@@ -81,11 +82,7 @@ class DeviceModel::Builder {
     return d;
   }
 
-  static Status check(cudaError_t e, const std::string& what) {
-    if (e == cudaSuccess) return {};
-    cudaGetLastError();
-    return io_error("device weights: " + what + ": " + cudaGetErrorString(e));
-  }
+  static Status check(cudaError_t e, const std::string& what) { return cuda_status(e, "device weights", what); }
 
  private:
   DeviceModel& m_;
