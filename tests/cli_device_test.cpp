@@ -24,9 +24,11 @@ struct Refusal {
 TEST(CliDevice, CudaRefusesWhatItCannotRunByName) {
   const std::string m = " --model " + data_dir("nemotron_h_tiny");
   const std::vector<Refusal> cases = {
-      {"generate --device cuda --prompt-ids 1,2 --beam 2" + m, "--beam, --n and --spec run on the CPU only"},
-      {"generate --device cuda --prompt-ids 1,2 --n 2" + m, "--beam, --n and --spec run on the CPU only"},
-      {"generate --device cuda --prompt-ids 1,2 --spec ngram:4" + m, "--beam, --n and --spec run on the CPU only"},
+      {"generate --device cuda --prompt-ids 1,2 --beam 2" + m, "--beam and --n run on the CPU only"},
+      {"generate --device cuda --prompt-ids 1,2 --n 2" + m, "--beam and --n run on the CPU only"},
+      {"generate --device cuda --prompt-ids 1,2 --spec ngram:8" + m, "--spec: 8 drafts per verify; --device cuda verifies 1..7"},
+      {"generate --device cuda --prompt-ids 1,2 --spec ngram:4 --window 8" + m,
+       "--window: 8 is too small for 4 drafts on cuda (replay needs a window >= 10)"},
       {"generate --device cuda --prompt-ids 1,2 --strategy recompute" + m, "--strategy recompute is CPU only"},
       {"generate --device cuda --prompt-ids 1,2 --exact" + m, "only --strategy and --window apply on cuda"},
       {"generate --device cuda --prompt-ids 1,2 --state-budget 100000" + m, "only --strategy and --window apply"},

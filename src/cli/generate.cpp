@@ -132,18 +132,29 @@ Status run_search(const GenerateArgs& a, const Model& model, const std::vector<i
   return {};
 }
 
-// --device cuda: plain AR decoding (greedy or sampled) of one prompt on the
-// GPU. Store options other than the strategy and the window configure the
-// CPU store and are refused rather than ignored.
+// --device cuda: AR or speculative decoding (greedy or sampled) of one
+// prompt on the GPU. Store options other than the strategy and the window
+// configure the CPU store and are refused rather than ignored.
 Status check_cuda_request(const GenerateArgs& a) {
-  if (a.beam > 0 || a.n > 0 || !a.spec.empty())
-    return unsupported("--device cuda: --beam, --n and --spec run on the CPU only so far (the CUDA decoder has no "
-                       "fork or rollback yet)");
-  return check_cuda_store(a.store);
+  if (a.beam > 0 || a.n > 0)
+    return unsupported("--device cuda: --beam and --n run on the CPU only so far (the CUDA decoder has no fork yet)");
+  RSSM_RETURN_IF_ERROR(check_cuda_store(a.store));
+  if (a.spec.empty()) return {};
+  SpecOptions spec;
+  std::string dir;
+  RSSM_RETURN_IF_ERROR(parse_spec(a.spec, &spec, &dir));
+  if (spec.tokens > 7)
+    return invalid_argument("--spec: " + std::to_string(spec.tokens) + " drafts per verify; --device cuda verifies 1..7");
+  // A replay log holds a verify's T + 1 entries beside as many committed ones.
+  if (a.store.strategy == "replay" && a.store.window < 2 * (spec.tokens + 1))
+    return invalid_argument("--window: " + std::to_string(a.store.window) + " is too small for " +
+                            std::to_string(spec.tokens) + " drafts on cuda (replay needs a window >= " +
+                            std::to_string(2 * (spec.tokens + 1)) + ")");
+  return {};
 }
 
 Result<GenerateResult> generate_on_cuda(const GenerateArgs& a, const Model& model, const std::vector<int32_t>& ids,
-                                        const std::function<void(int32_t)>& stream) {
+                                        const SpecOptions& spec, const std::function<void(int32_t)>& stream) {
 #if REPLAYSSM_HAVE_CUDA
   RSSM_ASSIGN_OR_RETURN(auto dm, cuda::DeviceModel::create(model));
   cuda::CudaGenerateOptions o;
@@ -152,16 +163,17 @@ Result<GenerateResult> generate_on_cuda(const GenerateArgs& a, const Model& mode
   o.stop_at_eos = !a.ignore_eos;
   o.strategy = cuda_strategy(a.store);
   o.window = int(a.store.window);
+  o.spec = spec;
   const std::vector<std::vector<int32_t>> prompts = {ids};
   RSSM_ASSIGN_OR_RETURN(BatchResult b, cuda::generate_batch_cuda(*dm, prompts, o, [&](int64_t, int32_t t) {
                           if (stream) stream(t);
                         }));
   GenerateResult r;
   r.tokens = std::move(b.tokens[0]);
-  r.prefill_s = b.prefill_s, r.decode_s = b.decode_s, r.store = b.store;
+  r.prefill_s = b.prefill_s, r.decode_s = b.decode_s, r.store = b.store, r.spec = b.spec;
   return r;
 #else
-  (void)a, (void)model, (void)ids, (void)stream;
+  (void)a, (void)model, (void)ids, (void)spec, (void)stream;
   return unsupported("--device cuda: this build has no CUDA backend");
 #endif
 }
@@ -237,7 +249,7 @@ Status run_generate(const GenerateArgs& a) {
   }
   GenerateResult r;
   if (a.device == "cuda") {
-    RSSM_ASSIGN_OR_RETURN(r, generate_on_cuda(a, *model, ids, stream));
+    RSSM_ASSIGN_OR_RETURN(r, generate_on_cuda(a, *model, ids, spec, stream));
   } else {
     RSSM_ASSIGN_OR_RETURN(r, generate(*model, ids, opt, stream));
   }
@@ -290,7 +302,7 @@ Runner add_generate(CLI::App& app) {
   app.add_option("--beam", a->beam, "Beam search of width W (tokens = the best beam)");
   app.add_option("--length-penalty", a->length_penalty, "Beam score = logprob / length^P")->capture_default_str();
   app.add_option("--n", a->n, "Best-of-n: N samples sharing the prompt (seeds seed..seed+N-1)");
-  app.add_option("--device", a->device, "Device: cpu or cuda (cuda: plain AR decoding; snapshot = the standard in-place state)")->capture_default_str();
+  app.add_option("--device", a->device, "Device: cpu or cuda (cuda: AR and --spec decoding; snapshot = the standard in-place state)")->capture_default_str();
   add_store_options(app, &a->store);
   return [a] { return run_generate(*a); };
 }

@@ -43,24 +43,6 @@ struct Lane {
   }
 };
 
-Result<std::unique_ptr<DraftSource>> make_drafts(const Model& model, const GenerateOptions& opt, int64_t i) {
-  switch (opt.spec.kind) {
-    case SpecOptions::kNone:
-      return std::unique_ptr<DraftSource>();
-    case SpecOptions::kNgram:
-      return std::unique_ptr<DraftSource>(std::make_unique<NgramDraft>(opt.spec.ngram_max));
-    case SpecOptions::kDraft: {
-      if (opt.spec.draft == nullptr) return invalid_argument("generate: draft speculation needs a draft model");
-      RSSM_ASSIGN_OR_RETURN(auto d, ModelDraft::create(*opt.spec.draft, model, opt.store, opt.sampling));
-      return std::unique_ptr<DraftSource>(std::move(d));
-    }
-    case SpecOptions::kCustom:
-      if (!opt.spec.make_source) return invalid_argument("generate: custom speculation needs make_source");
-      return opt.spec.make_source(i);
-  }
-  return std::unique_ptr<DraftSource>();
-}
-
 }  // namespace
 
 Result<BatchResult> generate_batch(const Model& model, std::span<const std::vector<int32_t>> prompts,
@@ -82,7 +64,7 @@ Result<BatchResult> generate_batch(const Model& model, std::span<const std::vect
     SamplingParams sp = opt.sampling;
     sp.seed = opt.sampling.seed + static_cast<uint64_t>(i);
     Lane l(static_cast<int64_t>(i), store.add_sequence(), sp);
-    RSSM_ASSIGN_OR_RETURN(l.drafts, make_drafts(model, opt, static_cast<int64_t>(i)));
+    RSSM_ASSIGN_OR_RETURN(l.drafts, make_draft_source(model.config(), opt.spec, opt.store, opt.sampling, static_cast<int64_t>(i)));
     l.context.assign(prompts[i].begin(), prompts[i].end());
     lanes.push_back(std::move(l));
   }

@@ -20,13 +20,13 @@ Result<Draft> NgramDraft::propose(std::span<const int32_t> ctx, int64_t max_toke
   return d;
 }
 
-Result<std::unique_ptr<ModelDraft>> ModelDraft::create(const Model& draft, const Model& target,
+Result<std::unique_ptr<ModelDraft>> ModelDraft::create(const Model& draft, const ModelConfig& target,
                                                        const StoreOptions& store,
                                                        const SamplingParams& sampling) {
-  if (draft.config().vocab_size != target.config().vocab_size)
+  if (draft.config().vocab_size != target.vocab_size)
     return invalid_argument("draft model " + draft.config().dir + " has vocabulary " +
                             std::to_string(draft.config().vocab_size) + ", the target has " +
-                            std::to_string(target.config().vocab_size));
+                            std::to_string(target.vocab_size));
   RSSM_ASSIGN_OR_RETURN(auto session, Session::create(draft, store));
   SamplingParams p = sampling;
   p.seed = sampling.seed ^ 0x9e3779b97f4a7c15ull;  // its own stream, still reproducible
@@ -61,6 +61,27 @@ Result<Draft> ModelDraft::propose(std::span<const int32_t> ctx, int64_t max_toke
   }
   return d;
 }
+
+Result<std::unique_ptr<DraftSource>> make_draft_source(const ModelConfig& target, const SpecOptions& spec,
+                                                       const StoreOptions& store, const SamplingParams& sampling,
+                                                       int64_t i) {
+  switch (spec.kind) {
+    case SpecOptions::kNone:
+      return std::unique_ptr<DraftSource>();
+    case SpecOptions::kNgram:
+      return std::unique_ptr<DraftSource>(std::make_unique<NgramDraft>(spec.ngram_max));
+    case SpecOptions::kDraft: {
+      if (spec.draft == nullptr) return invalid_argument("generate: draft speculation needs a draft model");
+      RSSM_ASSIGN_OR_RETURN(auto d, ModelDraft::create(*spec.draft, target, store, sampling));
+      return std::unique_ptr<DraftSource>(std::move(d));
+    }
+    case SpecOptions::kCustom:
+      if (!spec.make_source) return invalid_argument("generate: custom speculation needs make_source");
+      return spec.make_source(i);
+  }
+  return std::unique_ptr<DraftSource>();
+}
+
 
 AcceptResult accept_drafts(std::span<const float> rows, int64_t V, const Draft& d, Sampler& sampler) {
   const int64_t k = static_cast<int64_t>(d.tokens.size());

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "decode/sampler.h"
+#include "decode/generate.h"
 #include "decode/session.h"
 
 namespace replayssm {
@@ -49,7 +50,7 @@ class NgramDraft final : public DraftSource {
 // rolls it back to the longest common prefix and catches up.
 class ModelDraft final : public DraftSource {
  public:
-  static Result<std::unique_ptr<ModelDraft>> create(const Model& draft, const Model& target,
+  static Result<std::unique_ptr<ModelDraft>> create(const Model& draft, const ModelConfig& target,
                                                     const StoreOptions& store, const SamplingParams& sampling);
   Result<Draft> propose(std::span<const int32_t> context, int64_t max_tokens) override;
 
@@ -59,6 +60,12 @@ class ModelDraft final : public DraftSource {
   Sampler sampler_;
   int64_t seq_ = -1;
 };
+
+// The draft source spec asks for, for prompt i of a batch (nullptr for
+// kNone): a draft model decodes on its own CPU store with `store`'s options.
+Result<std::unique_ptr<DraftSource>> make_draft_source(const ModelConfig& target, const SpecOptions& spec,
+                                                       const StoreOptions& store, const SamplingParams& sampling,
+                                                       int64_t i);
 
 struct AcceptResult {
   int64_t accepted = 0;  // drafts kept, a prefix of the draft

@@ -8,12 +8,23 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/dtype.h"
 
 namespace replayssm::test {
+
+// "models/NAME" (the embedded trained models) or a tests/data fixture. On
+// the device machine the tests run from a copy of the repository root.
+inline std::string fixture(const std::string& name) {
+  const bool model = name.rfind("models/", 0) == 0;
+  const std::string root = model ? std::string(REPLAYSSM_TEST_DATA) + "/../.." : std::string(REPLAYSSM_TEST_DATA);
+  const std::string built = root + "/" + name;
+  return std::filesystem::exists(built) ? built : (model ? name : "tests/data/" + name);
+}
 
 inline bool have_gpu() {
   int n = 0;

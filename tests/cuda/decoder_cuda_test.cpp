@@ -32,14 +32,7 @@ namespace {
 
 using cuda::DecodeStrategy;
 
-// "models/NAME" (the embedded trained models) or a tests/data fixture. On
-// the device machine the tests run from a copy of the repository root.
-std::string fixture(const std::string& name) {
-  const bool model = name.rfind("models/", 0) == 0;
-  const std::string root = model ? std::string(REPLAYSSM_TEST_DATA) + "/../.." : std::string(REPLAYSSM_TEST_DATA);
-  const std::string built = root + "/" + name;
-  return std::filesystem::exists(built) ? built : (model ? name : "tests/data/" + name);
-}
+using test::fixture;
 
 // The device holds bf16 matrices and rounds activations to bf16 between
 // ops. These tiny fixture models amplify perturbations strongly: rounding

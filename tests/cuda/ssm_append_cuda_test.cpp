@@ -92,10 +92,12 @@ TEST(SsmAppendCuda, GdnDenseVAndLogKGThenTheMoveWithOverlap) {
   }
   // Sequence 0 moves 3 entries from 1 (overlapping [0, 3) and [1, 4)); sequence 1 none.
   test::Dev<int32_t> from(std::vector<int32_t>{1, 4}), count(std::vector<int32_t>{3, 0});
-  ops::cuda::GdnLogMoveArgs mv;
-  mv.batch = 2, mv.W = W, mv.Hk = Hk, mv.Hv = Hv, mv.dk = dk, mv.dv = dv, mv.from = from.p, mv.count = count.p;
-  mv.log_k = log_k.p, mv.log_u = log_u.p, mv.log_g = log_g.p;
-  ASSERT_EQ(ops::cuda::gdn_log_move_cuda(mv, nullptr), cudaSuccess);
+  ops::cuda::LogMoveArgs mv;
+  mv.batch = 2, mv.W = W, mv.from = from.p, mv.count = count.p;
+  mv.array[0] = log_k.p, mv.width[0] = K;
+  mv.array[1] = log_u.p, mv.width[1] = 2 * V;
+  mv.array[2] = log_g.p, mv.width[2] = 2 * Hv;
+  ASSERT_EQ(ops::cuda::log_move_cuda(mv, nullptr), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const std::vector<float> hu = log_u.get();
   const std::vector<uint16_t> hk2 = log_k.get();
@@ -138,9 +140,11 @@ TEST(SsmAppendCudaArgs, BadShapesAreRefused) {
   ops::cuda::GdnAppendArgs g;
   g.rows = 1, g.Hk = 1, g.Hv = 2, g.dk = 4, g.dv = 4, g.ldv = 7;  // ldv < Hv·dv
   EXPECT_EQ(ops::cuda::gdn_append_cuda(g, nullptr), cudaErrorInvalidValue);
-  ops::cuda::GdnLogMoveArgs mv;
-  mv.batch = 1, mv.W = 0, mv.Hk = 1, mv.Hv = 1, mv.dk = 1, mv.dv = 1;
-  EXPECT_EQ(ops::cuda::gdn_log_move_cuda(mv, nullptr), cudaErrorInvalidValue);
+  ops::cuda::LogMoveArgs mv;
+  mv.batch = 1, mv.W = 0;
+  EXPECT_EQ(ops::cuda::log_move_cuda(mv, nullptr), cudaErrorInvalidValue);  // W = 0
+  mv.W = 4, mv.array[0] = &mv;
+  EXPECT_EQ(ops::cuda::log_move_cuda(mv, nullptr), cudaErrorInvalidValue);  // an array of width 0
   EXPECT_EQ(cuda::fill_uniform_bf16(nullptr, 4, 1.0f, 0, nullptr), cudaErrorInvalidValue);
 }
 

@@ -78,7 +78,7 @@ __global__ void __launch_bounds__(kConvThreads) conv1d_prefill_kernel(Conv1dArgs
 // ones it writes, so the update is in place per thread.
 __global__ void __launch_bounds__(kConvThreads) conv1d_window_kernel(Conv1dArgs a) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x, b = blockIdx.y, K = a.K;
-  const int64_t r0 = a.cu_rows[b], n = a.cu_rows[b + 1] - r0;
+  const int64_t r0 = a.cu_rows[b], n = a.n_rows != nullptr ? a.n_rows[b] : a.cu_rows[b + 1] - r0;
   if (c >= a.C || n <= 0) return;
   uint16_t* win = a.window + int64_t(a.slot[b]) * (K - 1) * a.C + c;
   for (int r = 0; r < K - 1; ++r) {
@@ -87,9 +87,11 @@ __global__ void __launch_bounds__(kConvThreads) conv1d_window_kernel(Conv1dArgs 
   }
 }
 
-cudaError_t check(const Conv1dArgs& a) {
-  if (a.batch < 0 || a.C < 1 || a.K < 1 || a.K > kConvMaxK || a.weight == nullptr || a.x == nullptr ||
-      a.y == nullptr || a.ldx < a.C || a.ldy < a.C || a.batch > 65535 ||  // grid y / z
+// The window update needs neither weights nor outputs.
+cudaError_t check(const Conv1dArgs& a, bool window_only = false) {
+  if (a.batch < 0 || a.C < 1 || a.K < 1 || a.K > kConvMaxK || a.x == nullptr || a.ldx < a.C ||
+      a.batch > 65535 ||  // grid y / z
+      (!window_only && (a.weight == nullptr || a.y == nullptr || a.ldy < a.C)) ||
       (a.K > 1 && (a.window == nullptr || a.slot == nullptr)))
     return cudaErrorInvalidValue;
   return cudaSuccess;
@@ -111,8 +113,16 @@ cudaError_t conv1d_prefill_cuda(const Conv1dArgs& a, cudaStream_t stream) {
   const unsigned cb = (a.C + kConvThreads - 1) / kConvThreads, chunks = (a.max_rows + kConvChunk - 1) / kConvChunk;
   if (chunks > 65535) return cudaErrorInvalidValue;
   conv1d_prefill_kernel<<<dim3(cb, chunks, a.batch), kConvThreads, 0, stream>>>(a);
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess || a.K == 1) return e;
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess || a.K == 1 || a.keep_window) return e;
   conv1d_window_kernel<<<dim3(cb, a.batch), kConvThreads, 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+cudaError_t conv1d_window_cuda(const Conv1dArgs& a, cudaStream_t stream) {
+  if (cudaError_t e = check(a, true); e != cudaSuccess) return e;
+  if (a.cu_rows == nullptr) return cudaErrorInvalidValue;
+  if (a.batch == 0 || a.K == 1) return cudaSuccess;
+  conv1d_window_kernel<<<dim3((a.C + kConvThreads - 1) / kConvThreads, a.batch), kConvThreads, 0, stream>>>(a);
   return cudaGetLastError();
 }
 

@@ -10,7 +10,12 @@
 //   conv1d_prefill_cuda — segments of any length (ragged, cu_rows), one
 //                         thread per (channel, chunk of 16 rows, sequence),
 //                         then a second launch updates the windows (in place,
-//                         so it must run after every chunk has read them).
+//                         so it must run after every chunk has read them) —
+//                         unless keep_window (a speculative verify: which of
+//                         its rows stay is only known after the pass);
+//   conv1d_window_cuda  — that window update alone, over the first n_rows[b]
+//                         rows of each segment (the accepted prefix of a
+//                         verify, from pre-conv rows the caller kept).
 //
 // Shapes: B sequences, C channels, K conv width (1..8). Pre-conv rows and
 // the window are bf16 (the window only ever holds pre-conv rows, which
@@ -38,11 +43,17 @@ struct Conv1dArgs {
   // Prefill: sequence b's rows are [cu_rows[b], cu_rows[b+1]) of x and y.
   const int32_t* cu_rows = nullptr;  // (B + 1), ascending, cu_rows[0] = 0
   int max_rows = 0;                  // host bound on cu_rows[b+1] − cu_rows[b]
+  bool keep_window = false;          // prefill: leave the windows as they were
+  // Window update: rows of segment b that go in (≤ its length); nullptr: all.
+  const int32_t* n_rows = nullptr;   // (B)
 };
 
 // Decode: rows = B.
 cudaError_t conv1d_step_cuda(const Conv1dArgs& a, cudaStream_t stream);
 // Prefill (or any segment lengths, verify drafts included).
 cudaError_t conv1d_prefill_cuda(const Conv1dArgs& a, cudaStream_t stream);
+// Windows ← the last K−1 rows of [window; first n_rows[b] rows of segment b]
+// (reads x, cu_rows, n_rows; y unused and may be nullptr).
+cudaError_t conv1d_window_cuda(const Conv1dArgs& a, cudaStream_t stream);
 
 }  // namespace replayssm::ops::cuda

@@ -42,16 +42,18 @@ __global__ void __launch_bounds__(kAppendThreads) gdn_append_kernel(GdnAppendArg
   for (int h = threadIdx.x; h < a.Hv; h += blockDim.x) a.log_g[e * a.Hv + h] = a.g[r * a.Hv + h];
 }
 
-__global__ void __launch_bounds__(kAppendThreads) gdn_log_move_kernel(GdnLogMoveArgs a) {
+__global__ void __launch_bounds__(kAppendThreads) log_move_kernel(LogMoveArgs a) {
   const int b = blockIdx.x, n = a.count[b], from = a.from[b];
-  const int64_t K = int64_t(a.Hk) * a.dk, V = int64_t(a.Hv) * a.dv, base = int64_t(b) * a.W;
   // Entry by entry, in order (dst s < src from + s): a source is read before
   // any later copy can reach it, overlapping ranges included.
   for (int s = 0; s < n; ++s) {
-    const int64_t src = base + from + s, dst = base + s;
-    for (int64_t i = threadIdx.x; i < K; i += blockDim.x) a.log_k[dst * K + i] = a.log_k[src * K + i];
-    for (int64_t i = threadIdx.x; i < V; i += blockDim.x) a.log_u[dst * V + i] = a.log_u[src * V + i];
-    for (int h = threadIdx.x; h < a.Hv; h += blockDim.x) a.log_g[dst * a.Hv + h] = a.log_g[src * a.Hv + h];
+#pragma unroll
+    for (int i = 0; i < kLogArrays; ++i) {
+      if (a.array[i] == nullptr) continue;
+      uint16_t* base = static_cast<uint16_t*>(a.array[i]) + int64_t(b) * a.W * a.width[i];
+      const int64_t w = a.width[i];
+      for (int64_t e = threadIdx.x; e < w; e += blockDim.x) base[s * w + e] = base[(from + s) * w + e];
+    }
     __syncthreads();
   }
 }
@@ -84,12 +86,16 @@ cudaError_t gdn_append_cuda(const GdnAppendArgs& a, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-cudaError_t gdn_log_move_cuda(const GdnLogMoveArgs& a, cudaStream_t stream) {
-  if (a.batch < 0 || a.W < 1 || a.Hk < 1 || a.Hv < 1 || a.dk < 1 || a.dv < 1) return cudaErrorInvalidValue;
+cudaError_t log_move_cuda(const LogMoveArgs& a, cudaStream_t stream) {
+  if (a.batch < 0 || a.W < 1) return cudaErrorInvalidValue;
+  bool any = false;
+  for (int i = 0; i < kLogArrays; ++i) {
+    if (a.array[i] != nullptr && a.width[i] < 1) return cudaErrorInvalidValue;
+    any |= a.array[i] != nullptr;
+  }
   if (a.batch == 0) return cudaSuccess;
-  if (a.from == nullptr || a.count == nullptr || a.log_k == nullptr || a.log_u == nullptr || a.log_g == nullptr)
-    return cudaErrorInvalidValue;
-  gdn_log_move_kernel<<<unsigned(a.batch), kAppendThreads, 0, stream>>>(a);
+  if (a.from == nullptr || a.count == nullptr || !any) return cudaErrorInvalidValue;
+  log_move_kernel<<<unsigned(a.batch), kAppendThreads, 0, stream>>>(a);
   return cudaGetLastError();
 }
 

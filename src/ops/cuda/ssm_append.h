@@ -8,8 +8,10 @@
 //                        dt_min, dt_max) (fp32) to `entry[r]`; C (bf16) to row r;
 //   gdn_append_cuda    — v (bf16) to row r; with a log, k (bf16) and g (fp32)
 //                        to `entry[r]` as well (q, β stay in gdn_prepare's dense rows);
-//   gdn_log_move_cuda  — after a fold that left the newest entries at the
-//                        end of a GDN log, moves them to its front.
+//   log_move_cuda      — after a fold that left the newest entries at the
+//                        end of a log (GDN's AR fold; either kind after a
+//                        verify folds its committed prefix), moves them to
+//                        its front.
 //
 // Shapes are checked before anything touches the device (cudaErrorInvalidValue);
 // rows = 0 is a no-op.
@@ -56,19 +58,20 @@ struct GdnAppendArgs {
 cudaError_t gdn_append_cuda(const GdnAppendArgs& a, cudaStream_t stream);
 
 // Sequence b's log entries [from[b], from[b] + count[b]) move to [0, count[b])
-// (count[b] = 0: untouched), in k (Hk·dk bf16), u (Hv·dv fp32) and g (Hv fp32)
-// of its W-entry log. Entries are copied in order, one after another, so
-// the ranges may overlap (from[b] ≥ 1): a source is read before any later
-// entry's copy can overwrite it.
-struct GdnLogMoveArgs {
-  int batch = 0, W = 0, Hk = 0, Hv = 0, dk = 0, dv = 0;
+// (count[b] = 0: untouched) in each of a log's arrays (B, W, width[i]
+// 16-bit units per entry: bf16 elements, or two per fp32). Entries are
+// copied in order, one after another, so the ranges may overlap
+// (from[b] ≥ 1): a source is read before any later entry's copy can
+// overwrite it.
+constexpr int kLogArrays = 3;
+struct LogMoveArgs {
+  int batch = 0, W = 0;
   const int32_t* from = nullptr;   // (B)
   const int32_t* count = nullptr;  // (B)
-  uint16_t* log_k = nullptr;       // (B, W, Hk·dk)
-  float* log_u = nullptr;          // (B, W, Hv·dv)
-  float* log_g = nullptr;          // (B, W, Hv)
+  void* array[kLogArrays] = {};    // nullptr: unused
+  int64_t width[kLogArrays] = {};  // 16-bit units per entry
 };
 
-cudaError_t gdn_log_move_cuda(const GdnLogMoveArgs& a, cudaStream_t stream);
+cudaError_t log_move_cuda(const LogMoveArgs& a, cudaStream_t stream);
 
 }  // namespace replayssm::ops::cuda

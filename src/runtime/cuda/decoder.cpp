@@ -36,15 +36,18 @@ const char* decode_strategy_name(DecodeStrategy s) {
 namespace {
 
 // The plan: one int32 array per field in one buffer, each with room for
-// every row of a chunked step (batch × max_chunk) plus one. Per row r =
-// b·T + t: kTokens, kRowPos, kRowSeq, kMEntry, kGEntry. Per sequence b:
-// the rest (kCuRows has B + 1 entries).
+// every row of a step (batch × the most tokens per sequence) plus one. Per
+// row r = b·T + t: kTokens, kRowPos, kRowSeq, kMEntry, kGEntry, kOutSlot.
+// Per sequence b: the rest (kCuRows and kCommitRows have B + 1 entries).
 enum PlanField {
   kTokens, kRowPos, kRowSeq,      // the step's rows
   kSeqPos, kSeqLen, kCuRows,      // per sequence: first new position, rows attended, rows b·T
-  kMEntry, kMLog, kMFold,         // Mamba2 layers: log entry of each new row; entries; fold
+  kMEntry, kMLog, kMFold,         // Mamba2 layers: log entry (standard: compact row) of each new row; entries; fold
   kGEntry, kGLog, kGFold,         // Gated DeltaNet layers, likewise
-  kSlot, kMoveFrom, kMoveCount,   // slot b = sequence b (constant); GDN's post-fold move
+  kSlot, kOutSlot, kWinSlot,      // state slot read; where each row's state goes (standard); conv window = b
+  kMMoveFrom, kMMoveCount,        // the post-fold log moves (replay)
+  kGMoveFrom, kGMoveCount,
+  kCommitRows, kCommitCount,      // the last verify's rows b·T and accepted count, rolled into the windows
   kPlanFields
 };
 
@@ -62,6 +65,7 @@ struct LayerState {
   uint16_t* log_k = nullptr;    // GDN log    (B, W, Hk·dk)
   float* log_u = nullptr;       //            (B, W, Hv·dv)
   float* log_g = nullptr;       //            (B, W, Hv)
+  uint16_t* pending = nullptr;  // speculation: a verify's pre-conv rows (B·T, C), until accept
   oc::PagedKv kv;               // attention
   size_t state_bytes = 0;       // what reset() zeroes at `state` and `window`
   size_t window_bytes = 0;
@@ -100,9 +104,16 @@ struct Decoder::Impl {
   float* inv_freq = nullptr;
   int32_t* page_table = nullptr;  // (B, pages per sequence): sequence b owns pages b·n .. b·n + n − 1
   int pages_per_seq = 0;
-  std::map<std::pair<int, bool>, cudaGraphExec_t> graphs;  // (T, fold) → the captured step
-  std::set<std::pair<int, bool>> ran_eager;
-  int m_count = 0, g_count = 0;   // replay: log entries before this step (Mamba2, GDN layers)
+  std::map<int, cudaGraphExec_t> graphs;  // graph_key(T, fold, verify, commit) → the captured step
+  std::set<int> ran_eager;
+  int64_t rows_cap = 0;           // rows a step may have: batch × max(max_chunk, spec_tokens)
+  int slots_per_seq = 1;          // standard layout: spec_tokens + 1 with speculation
+  // Per sequence. Replay: committed log entries (Mamba2, GDN layers);
+  // standard: which of its slots holds the state.
+  std::vector<int> m_count, g_count, cur;
+  // The verify awaiting accept(): whose logs folded their prefix (replay).
+  std::vector<char> m_folded, g_folded;
+  bool commit_pending = false;    // the next launch first rolls the windows over accepted rows
   bool has_mamba = false, has_gdn = false;  // a kind without layers never folds
 
   Impl(const DeviceModel& model, const DecoderOptions& o) : m(model), opt(o) {}
@@ -131,22 +142,28 @@ struct Decoder::Impl {
     return {};
   }
 
-  int64_t field_len() const { return opt.batch * opt.max_chunk + 1; }
+  int64_t field_len() const { return rows_cap + 1; }
   int32_t* field(PlanField f) const { return plan + int64_t(f) * field_len(); }
   int32_t* host_field(PlanField f) const { return plan_host + int64_t(f) * field_len(); }
 
   // A step of T tokens per sequence (rows = batch·T).
-  Status enqueue(int T, bool fold);
-  Status run_mamba2(const DeviceBlock& blk, LayerState& L, int T, bool fold);
-  Status run_gdn(const DeviceBlock& blk, LayerState& L, int T, bool fold);
+  Status enqueue(int T, bool fold, bool verify, bool commit);
+  Status run_mamba2(const DeviceBlock& blk, LayerState& L, int T, bool fold, bool verify);
+  Status run_gdn(const DeviceBlock& blk, LayerState& L, int T, bool fold, bool verify);
   Status run_attention(const DeviceBlock& blk, LayerState& L, int T);
   Status run_mlp(const DeviceBlock& blk, int T);
   // Conv1d over the projection's conv channels at column `off`: in place for
   // a one-token step; a chunk writes xconv (the prefill kernel must not
   // alias). *out, *ldo: where the post-conv rows are.
-  Status run_conv(const DeviceBlock& blk, LayerState& L, int T, int64_t C, int64_t K, int64_t off, int64_t width,
-                  const uint16_t** out, int64_t* ldo);
+  Status run_conv(const DeviceBlock& blk, LayerState& L, int T, bool verify, int64_t C, int64_t K, int64_t off,
+                  int64_t width, const uint16_t** out, int64_t* ldo);
+  // The accepted rows of the last verify into every conv window.
+  Status commit_windows();
 };
+
+namespace {
+int graph_key(int T, bool fold, bool verify, bool commit) { return T * 8 + fold * 4 + verify * 2 + commit; }
+}  // namespace
 
 Decoder::~Decoder() = default;
 
@@ -189,20 +206,34 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
                             std::to_string(chunk_limit) + "] (0: the most allowed)" +
                             (o.strategy == DecodeStrategy::kReplay ? " (a chunk must fit the window with room)" : ""));
 
+  // A verify leaves at most spec_tokens new entries that a later fold may
+  // have to move to the front and still fit the next verify beside.
+  const int spec_limit = std::min({oc::kMamba2MaxT, oc::kGdnMaxT, o.strategy == DecodeStrategy::kReplay ? o.window / 2 : 8});
+  if (o.spec_tokens != 0 && (o.spec_tokens < 2 || o.spec_tokens > spec_limit))
+    return invalid_argument("cuda decode: spec_tokens " + std::to_string(o.spec_tokens) + " out of range [2, " +
+                            std::to_string(spec_limit) + "] (0: no speculation)" +
+                            (o.strategy == DecodeStrategy::kReplay ? " (a verify must fit half the window)" : ""));
+
   std::unique_ptr<Decoder> dec(new Decoder());
   dec->opt_ = o;
   if (dec->opt_.max_chunk == 0) dec->opt_.max_chunk = chunk_limit;
   dec->impl_ = std::make_unique<Impl>(model, dec->opt_);
   Impl& I = *dec->impl_;
   DecoderMemory& mem = dec->mem_;
-  const int chunk = dec->opt_.max_chunk;
-  const int64_t B = o.batch, W = o.window, Hd = c.hidden_size, R = o.batch * chunk;
+  const int chunk = dec->opt_.max_chunk, spec = o.spec_tokens;
+  const int64_t B = o.batch, W = o.window, Hd = c.hidden_size;
   const bool replay = o.strategy == DecodeStrategy::kReplay;
+  I.rows_cap = B * std::max(chunk, spec);
+  I.slots_per_seq = !replay && spec > 0 ? spec + 1 : 1;
+  const int64_t R = I.rows_cap, S = I.slots_per_seq;
+  dec->pos_.assign(size_t(B), 0);
+  I.m_count.assign(size_t(B), 0), I.g_count.assign(size_t(B), 0), I.cur.assign(size_t(B), 0);
+  I.m_folded.assign(size_t(B), 0), I.g_folded.assign(size_t(B), 0);
   RSSM_CU(cudaStreamCreateWithFlags(&I.stream, cudaStreamNonBlocking), "stream");
   RSSM_CU(I.gemm->init(I.stream), "cuBLAS handle and workspace");
   mem.workspace_bytes += 32 << 20;
 
-  const int64_t logit_rows = o.all_logits ? R : B;
+  const int64_t logit_rows = o.all_logits || spec > 0 ? R : B;
   RSSM_CU(cudaMallocHost(reinterpret_cast<void**>(&I.plan_host), sizeof(int32_t) * kPlanFields * I.field_len()),
           "pinned plan");
   RSSM_CU(cudaMallocHost(reinterpret_cast<void**>(&I.next_host), sizeof(int32_t) * logit_rows), "pinned tokens");
@@ -210,7 +241,6 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
   int64_t& ws = mem.workspace_bytes;
   RSSM_RETURN_IF_ERROR(I.alloc(&I.plan, kPlanFields * I.field_len(), "the step plan", &ws));
   RSSM_RETURN_IF_ERROR(I.alloc(&I.next, logit_rows, "next tokens", &ws));
-  for (int64_t b = 0; b < B; ++b) I.host_field(kSlot)[b] = int32_t(b);
 
   // The widest activation each buffer must hold, over the blocks.
   int64_t widest_in = 0, widest_y = 0;
@@ -226,7 +256,7 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
   RSSM_RETURN_IF_ERROR(I.alloc(&I.logits, logit_rows * c.vocab_size, "logits", &ws));
 
   // Per stateful layer.
-  const CacheSpec spec = cache_spec(c);
+  const CacheSpec cspec = cache_spec(c);
   const Mamba2Config& mc = c.mamba;
   const GdnConfig& gc = c.gdn;
   const AttentionConfig& ac = c.attn;
@@ -241,9 +271,11 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
     if (blk.kind == BlockKind::kMamba2) {
       any_mamba = true;
       const int64_t C = mc.conv_channels(), HP = mc.n_heads * mc.head_dim, GN = mc.n_groups * mc.state_size;
-      RSSM_RETURN_IF_ERROR(I.alloc(&L.state, B * HP * mc.state_size, what + (replay ? " checkpoints" : " states"), &st));
+      RSSM_RETURN_IF_ERROR(
+          I.alloc(&L.state, B * S * HP * mc.state_size, what + (replay ? " checkpoints" : " states"), &st));
       RSSM_RETURN_IF_ERROR(I.alloc(&L.window, B * (mc.conv_width - 1) * C, what + " conv windows", &st));
-      L.state_bytes = size_t(B * HP * mc.state_size) * 4, L.window_bytes = size_t(B * (mc.conv_width - 1) * C) * 2;
+      L.state_bytes = size_t(B * S * HP * mc.state_size) * 4, L.window_bytes = size_t(B * (mc.conv_width - 1) * C) * 2;
+      if (spec > 0) RSSM_RETURN_IF_ERROR(I.alloc(&L.pending, B * spec * C, what + " verify conv rows", &st));
       if (replay) {
         RSSM_RETURN_IF_ERROR(I.alloc(&L.log_x, B * W * HP, what + " log x", &st));
         RSSM_RETURN_IF_ERROR(I.alloc(&L.log_B, B * W * GN, what + " log B", &st));
@@ -252,9 +284,10 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
     } else if (blk.kind == BlockKind::kGatedDeltaNet) {
       any_gdn = true;
       const int64_t C = gc.conv_channels(), K = gc.n_k_heads * gc.k_dim, V = gc.n_v_heads * gc.v_dim;
-      RSSM_RETURN_IF_ERROR(I.alloc(&L.state, B * gc.n_v_heads * gc.k_dim * gc.v_dim, what + " states", &st));
+      RSSM_RETURN_IF_ERROR(I.alloc(&L.state, B * S * gc.n_v_heads * gc.k_dim * gc.v_dim, what + " states", &st));
       RSSM_RETURN_IF_ERROR(I.alloc(&L.window, B * (gc.conv_width - 1) * C, what + " conv windows", &st));
-      L.state_bytes = size_t(B * gc.n_v_heads * gc.k_dim * gc.v_dim) * 4;
+      if (spec > 0) RSSM_RETURN_IF_ERROR(I.alloc(&L.pending, B * spec * C, what + " verify conv rows", &st));
+      L.state_bytes = size_t(B * S * gc.n_v_heads * gc.k_dim * gc.v_dim) * 4;
       L.window_bytes = size_t(B * (gc.conv_width - 1) * C) * 2;
       if (replay) {
         RSSM_RETURN_IF_ERROR(I.alloc(&L.log_k, B * W * K, what + " log k", &st));
@@ -282,29 +315,31 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
     }
   }
   I.has_mamba = any_mamba, I.has_gdn = any_gdn;
-  if (int64_t(I.layers.size()) != int64_t(spec.layers.size()))
+  if (int64_t(I.layers.size()) != int64_t(cspec.layers.size()))
     return invalid_argument("cuda decode: the model's blocks do not cover its cache layers");
   int64_t& ws2 = mem.workspace_bytes;
   if (any_mamba) {
     const int64_t HP = mc.n_heads * mc.head_dim, GN = mc.n_groups * mc.state_size;
-    // x, B, dt compact only for the standard layout's single-token steps
-    // (chunks and replay append to a log): B rows. C goes to every kernel.
-    RSSM_RETURN_IF_ERROR(I.alloc(&I.cx, B * HP, "Mamba2 x", &ws2));
-    RSSM_RETURN_IF_ERROR(I.alloc(&I.cB, B * GN, "Mamba2 B", &ws2));
+    // x, B, dt compact only for the standard layout's step kernel (chunks
+    // and replay append to a log): a row per sequence, or per verify row.
+    // C goes to every kernel.
+    const int64_t compact = replay ? B : B * std::max(spec, 1);
+    RSSM_RETURN_IF_ERROR(I.alloc(&I.cx, compact * HP, "Mamba2 x", &ws2));
+    RSSM_RETURN_IF_ERROR(I.alloc(&I.cB, compact * GN, "Mamba2 B", &ws2));
     RSSM_RETURN_IF_ERROR(I.alloc(&I.cC, R * GN, "Mamba2 C", &ws2));
-    RSSM_RETURN_IF_ERROR(I.alloc(&I.cdt, B * mc.n_heads, "Mamba2 dt", &ws2));
+    RSSM_RETURN_IF_ERROR(I.alloc(&I.cdt, compact * mc.n_heads, "Mamba2 dt", &ws2));
     if (replay || chunk > 1)
       RSSM_RETURN_IF_ERROR(I.alloc(&I.mamba_scratch,
-                                   oc::mamba2_replay_scratch_floats(int(B), int(chunk), int(mc.n_heads),
+                                   oc::mamba2_replay_scratch_floats(int(B), int(R / B), int(mc.n_heads),
                                                                     int(mc.head_dim)),
                                    "Mamba2 replay scratch", &ws2));
     if (!replay && chunk > 1) {  // the standard layout's chunks fold through a shared log
-      RSSM_RETURN_IF_ERROR(I.alloc(&I.s_log_x, R * HP, "Mamba2 chunk log x", &ws2));
-      RSSM_RETURN_IF_ERROR(I.alloc(&I.s_log_B, R * GN, "Mamba2 chunk log B", &ws2));
-      RSSM_RETURN_IF_ERROR(I.alloc(&I.s_log_dt, R * mc.n_heads, "Mamba2 chunk log dt", &ws2));
+      RSSM_RETURN_IF_ERROR(I.alloc(&I.s_log_x, B * chunk * HP, "Mamba2 chunk log x", &ws2));
+      RSSM_RETURN_IF_ERROR(I.alloc(&I.s_log_B, B * chunk * GN, "Mamba2 chunk log B", &ws2));
+      RSSM_RETURN_IF_ERROR(I.alloc(&I.s_log_dt, B * chunk * mc.n_heads, "Mamba2 chunk log dt", &ws2));
     }
   }
-  if (chunk > 1)
+  if (R > B)
     RSSM_RETURN_IF_ERROR(I.alloc(&I.xconv, R * std::max(any_mamba ? mc.conv_channels() : 0,
                                                        any_gdn ? gc.conv_channels() : 0),
                                  "chunk conv output", &ws2));
@@ -356,13 +391,15 @@ Status Decoder::reset() {
     if (L.window != nullptr) RSSM_CU(cudaMemsetAsync(L.window, 0, L.window_bytes, I.stream), "reset");
   }
   RSSM_CU(cudaStreamSynchronize(I.stream), "reset");
-  pos_ = 0;
-  I.m_count = 0, I.g_count = 0;
+  std::fill(pos_.begin(), pos_.end(), 0);
+  std::fill(I.m_count.begin(), I.m_count.end(), 0), std::fill(I.g_count.begin(), I.g_count.end(), 0);
+  std::fill(I.cur.begin(), I.cur.end(), 0);
+  I.commit_pending = false, verify_T_ = 0;
   poisoned_ = false;
   return {};
 }
 
-Status Decoder::Impl::run_mamba2(const DeviceBlock& blk, LayerState& L, int T, bool fold) {
+Status Decoder::Impl::run_mamba2(const DeviceBlock& blk, LayerState& L, int T, bool fold, bool verify) {
   const ModelConfig& c = m.config();
   const Mamba2Config& mc = c.mamba;
   const int B = int(opt.batch), Hd = int(c.hidden_size);
@@ -372,15 +409,16 @@ Status Decoder::Impl::run_mamba2(const DeviceBlock& blk, LayerState& L, int T, b
   RSSM_CU(gemm->linear(xn, Hd, rows, blk.in.w, width, Hd, blk.in.b, proj, width, false), "Mamba2 in_proj");
   const uint16_t* xbc = nullptr;
   int64_t ldxbc = 0;
-  RSSM_RETURN_IF_ERROR(run_conv(blk, L, T, C, mc.conv_width, HP, width, &xbc, &ldxbc));
-  // Standard layout, T > 1: the chunk goes through the replay kernel over a
-  // shared log of T entries folded in place — the dual form of a chunk scan.
-  const bool chunk_log = !replay && T > 1;
+  RSSM_RETURN_IF_ERROR(run_conv(blk, L, T, verify, C, mc.conv_width, HP, width, &xbc, &ldxbc));
+  // Standard layout, T > 1: a prompt chunk goes through the replay kernel
+  // over a shared log of T entries folded in place — the dual form of a
+  // chunk scan; a verify goes through the step kernel, a state per token.
+  const bool chunk_log = !replay && T > 1 && !verify;
   oc::Mamba2AppendArgs ap;
   ap.rows = rows, ap.H = int(mc.n_heads), ap.P = int(mc.head_dim), ap.G = int(mc.n_groups), ap.N = int(mc.state_size);
   ap.xbc = xbc, ap.ldxbc = ldxbc, ap.dt_raw = proj + HP + C, ap.lddt = width, ap.dt_bias = blk.dt_bias;
   ap.dt_min = mc.dt_min, ap.dt_max = mc.dt_max, ap.Cm = cC;
-  ap.entry = replay || chunk_log ? field(kMEntry) : field(kSlot);
+  ap.entry = field(kMEntry);
   ap.x = replay ? L.log_x : chunk_log ? s_log_x : cx;
   ap.Bm = replay ? L.log_B : chunk_log ? s_log_B : cB;
   ap.dt = replay ? L.log_dt : chunk_log ? s_log_dt : cdt;
@@ -389,8 +427,8 @@ Status Decoder::Impl::run_mamba2(const DeviceBlock& blk, LayerState& L, int T, b
   a.batch = B, a.H = int(mc.n_heads), a.P = int(mc.head_dim), a.N = int(mc.state_size), a.G = int(mc.n_groups), a.T = T;
   a.A_log = blk.A_log, a.D = blk.D, a.dt_bias = blk.dt_bias, a.dt_min = mc.dt_min, a.dt_max = mc.dt_max;
   a.state = L.state, a.slot = field(kSlot), a.Cm = cC, a.y = y;
-  if (!replay && T == 1) {
-    a.x = cx, a.Bm = cB, a.dt = cdt, a.out_slot = field(kSlot);
+  if (!replay && !chunk_log) {
+    a.x = cx, a.Bm = cB, a.dt = cdt, a.out_slot = field(kOutSlot);
     RSSM_CU(oc::mamba2_step_cuda(a, stream), "Mamba2 step");
   } else {
     a.W = replay ? opt.window : T, a.n_log = field(kMLog);
@@ -399,6 +437,16 @@ Status Decoder::Impl::run_mamba2(const DeviceBlock& blk, LayerState& L, int T, b
     a.max_fold = a.fold != nullptr ? a.W : 0;
     a.scratch = mamba_scratch;
     RSSM_CU(oc::mamba2_replay_cuda(a, stream), "Mamba2 replay");
+    if (replay && fold && verify) {
+      // A verify folds only the committed prefix: its T entries move to the
+      // front of the log (kMMoveCount is 0 where the log did not fold).
+      oc::LogMoveArgs mv;
+      mv.batch = B, mv.W = opt.window, mv.from = field(kMMoveFrom), mv.count = field(kMMoveCount);
+      mv.array[0] = L.log_x, mv.width[0] = HP;
+      mv.array[1] = L.log_B, mv.width[1] = mc.n_groups * mc.state_size;
+      mv.array[2] = L.log_dt, mv.width[2] = 2 * mc.n_heads;
+      RSSM_CU(oc::log_move_cuda(mv, stream), "Mamba2 log move");
+    }
   }
   RSSM_CU(oc::rmsnorm_gated_group_cuda(y, HP, proj, width, rows, HP, HP / mc.n_groups, blk.norm_w, c.norm_eps, y, HP,
                                        stream),
@@ -407,23 +455,30 @@ Status Decoder::Impl::run_mamba2(const DeviceBlock& blk, LayerState& L, int T, b
   return {};
 }
 
-Status Decoder::Impl::run_conv(const DeviceBlock& blk, LayerState& L, int T, int64_t C, int64_t K, int64_t off,
-                               int64_t width, const uint16_t** out, int64_t* ldo) {
+Status Decoder::Impl::run_conv(const DeviceBlock& blk, LayerState& L, int T, bool verify, int64_t C, int64_t K,
+                               int64_t off, int64_t width, const uint16_t** out, int64_t* ldo) {
   oc::Conv1dArgs cv;
   cv.batch = int(opt.batch), cv.C = int(C), cv.K = int(K), cv.weight = blk.conv_w, cv.bias = blk.conv_b;
-  cv.window = L.window, cv.slot = field(kSlot), cv.x = proj + off, cv.ldx = width;
+  cv.window = L.window, cv.slot = field(kWinSlot), cv.x = proj + off, cv.ldx = width;
   if (T == 1) {
     cv.y = proj + off, cv.ldy = width;
     RSSM_CU(oc::conv1d_step_cuda(cv, stream), "conv1d");
   } else {
     cv.y = xconv, cv.ldy = C, cv.cu_rows = field(kCuRows), cv.max_rows = T;
+    // A verify leaves the window as it was and keeps its pre-conv rows for
+    // the accepted prefix to roll in (commit_windows).
+    cv.keep_window = verify;
     RSSM_CU(oc::conv1d_prefill_cuda(cv, stream), "conv1d chunk");
+    if (verify)
+      RSSM_CU(cudaMemcpy2DAsync(L.pending, sizeof(uint16_t) * C, proj + off, sizeof(uint16_t) * width,
+                                sizeof(uint16_t) * C, size_t(opt.batch) * T, cudaMemcpyDeviceToDevice, stream),
+              "verify conv rows");
   }
   *out = cv.y, *ldo = cv.ldy;
   return {};
 }
 
-Status Decoder::Impl::run_gdn(const DeviceBlock& blk, LayerState& L, int T, bool fold) {
+Status Decoder::Impl::run_gdn(const DeviceBlock& blk, LayerState& L, int T, bool fold, bool verify) {
   const ModelConfig& c = m.config();
   const GdnConfig& g = c.gdn;
   const int B = int(opt.batch), Hd = int(c.hidden_size);
@@ -433,7 +488,7 @@ Status Decoder::Impl::run_gdn(const DeviceBlock& blk, LayerState& L, int T, bool
   RSSM_CU(gemm->linear(xn, Hd, rows, blk.in.w, width, Hd, blk.in.b, proj, width, false), "GDN in_proj");
   const uint16_t* qkv = nullptr;
   int64_t ldqkv = 0;
-  RSSM_RETURN_IF_ERROR(run_conv(blk, L, T, C, g.conv_width, 0, width, &qkv, &ldqkv));
+  RSSM_RETURN_IF_ERROR(run_conv(blk, L, T, verify, C, g.conv_width, 0, width, &qkv, &ldqkv));
   oc::GdnPrepareArgs pr;
   pr.rows = rows, pr.Hk = int(g.n_k_heads), pr.Hv = int(g.n_v_heads), pr.dk = int(g.k_dim);
   pr.A_log = blk.A_log, pr.dt_bias = blk.dt_bias, pr.q = qkv, pr.k = qkv + K, pr.ldq = ldqkv, pr.ldk = ldqkv;
@@ -448,22 +503,23 @@ Status Decoder::Impl::run_gdn(const DeviceBlock& blk, LayerState& L, int T, bool
   oc::GdnDecodeArgs a;
   a.batch = B, a.Hk = int(g.n_k_heads), a.Hv = int(g.n_v_heads), a.dk = int(g.k_dim), a.dv = int(g.v_dim), a.T = T;
   a.state = L.state, a.slot = field(kSlot), a.q = gq, a.v = gv, a.beta = gbeta, a.o = y;
-  if (!replay) {  // T = 1 (max_chunk() keeps GDN's standard layout to single tokens)
-    a.k = gk, a.g = gg, a.out_slot = field(kSlot);
+  if (!replay) {  // T = 1, or a verify's state per token (max_chunk() keeps prompts to single tokens)
+    a.k = gk, a.g = gg, a.out_slot = field(kOutSlot);
     RSSM_CU(oc::gdn_step_cuda(a, stream), "GDN step");
   } else {
     a.W = opt.window, a.n_log = field(kGLog), a.log_k = L.log_k, a.log_u = L.log_u, a.log_g = L.log_g;
     a.fold = fold ? field(kGFold) : nullptr, a.fold_slot = field(kSlot), a.max_fold = fold ? opt.window : 0;
     RSSM_CU(oc::gdn_replay_cuda(a, stream), "GDN replay");
     if (fold) {
-      oc::GdnLogMoveArgs mv;
-      mv.batch = B, mv.W = opt.window, mv.Hk = a.Hk, mv.Hv = a.Hv, mv.dk = a.dk, mv.dv = a.dv;
       // The fold left this step's T entries (whose u the kernel just wrote)
-      // at the end of the log; they become its first entries. kMoveCount is
-      // 0 on steps whose GDN log did not fill (a Mamba2-only fold).
-      mv.from = field(kMoveFrom), mv.count = field(kMoveCount);
-      mv.log_k = L.log_k, mv.log_u = L.log_u, mv.log_g = L.log_g;
-      RSSM_CU(oc::gdn_log_move_cuda(mv, stream), "GDN log move");
+      // at the end of the log; they become its first entries. kGMoveCount
+      // is 0 where a GDN log did not fold.
+      oc::LogMoveArgs mv;
+      mv.batch = B, mv.W = opt.window, mv.from = field(kGMoveFrom), mv.count = field(kGMoveCount);
+      mv.array[0] = L.log_k, mv.width[0] = K;
+      mv.array[1] = L.log_u, mv.width[1] = 2 * V;
+      mv.array[2] = L.log_g, mv.width[2] = 2 * g.n_v_heads;
+      RSSM_CU(oc::log_move_cuda(mv, stream), "GDN log move");
     }
   }
   RSSM_CU(oc::rmsnorm_then_gate_cuda(y, V, proj + C, width, rows, g.n_v_heads, g.v_dim, blk.norm_w, c.norm_eps, y, V,
@@ -552,12 +608,29 @@ Status Decoder::Impl::run_mlp(const DeviceBlock& blk, int T) {
   return {};
 }
 
-Status Decoder::Impl::enqueue(int T, bool fold) {
+Status Decoder::Impl::commit_windows() {
+  const ModelConfig& c = m.config();
+  for (const DeviceBlock& blk : m.blocks()) {
+    if (blk.kind != BlockKind::kMamba2 && blk.kind != BlockKind::kGatedDeltaNet) continue;
+    const bool mamba = blk.kind == BlockKind::kMamba2;
+    LayerState& L = layers[size_t(blk.cache_layer)];
+    oc::Conv1dArgs cv;
+    cv.batch = int(opt.batch), cv.C = int(mamba ? c.mamba.conv_channels() : c.gdn.conv_channels());
+    cv.K = int(mamba ? c.mamba.conv_width : c.gdn.conv_width);
+    cv.window = L.window, cv.slot = field(kWinSlot), cv.x = L.pending, cv.ldx = cv.C;
+    cv.cu_rows = field(kCommitRows), cv.n_rows = field(kCommitCount);
+    RSSM_CU(oc::conv1d_window_cuda(cv, stream), "conv window commit");
+  }
+  return {};
+}
+
+Status Decoder::Impl::enqueue(int T, bool fold, bool verify, bool commit) {
   const ModelConfig& c = m.config();
   const int B = int(opt.batch);
   const int64_t Hd = c.hidden_size, V = c.vocab_size, rows = int64_t(B) * T;
   RSSM_CU(cudaMemcpyAsync(plan, plan_host, sizeof(int32_t) * kPlanFields * field_len(), cudaMemcpyHostToDevice, stream),
           "plan");
+  if (commit) RSSM_RETURN_IF_ERROR(commit_windows());
   RSSM_CU(oc::embedding_cuda(field(kTokens), rows, m.embed(), V, Hd, Hd, h, Hd, stream), "embedding");
   const uint16_t* pending = nullptr;  // the previous block's output, added to h by the next norm
   for (const DeviceBlock& blk : m.blocks()) {
@@ -565,8 +638,12 @@ Status Decoder::Impl::enqueue(int T, bool fold) {
                                       stream),
             "block norm");
     switch (blk.kind) {
-      case BlockKind::kMamba2: RSSM_RETURN_IF_ERROR(run_mamba2(blk, layers[size_t(blk.cache_layer)], T, fold)); break;
-      case BlockKind::kGatedDeltaNet: RSSM_RETURN_IF_ERROR(run_gdn(blk, layers[size_t(blk.cache_layer)], T, fold)); break;
+      case BlockKind::kMamba2:
+        RSSM_RETURN_IF_ERROR(run_mamba2(blk, layers[size_t(blk.cache_layer)], T, fold, verify));
+        break;
+      case BlockKind::kGatedDeltaNet:
+        RSSM_RETURN_IF_ERROR(run_gdn(blk, layers[size_t(blk.cache_layer)], T, fold, verify));
+        break;
       case BlockKind::kAttention: RSSM_RETURN_IF_ERROR(run_attention(blk, layers[size_t(blk.cache_layer)], T)); break;
       case BlockKind::kMlp: RSSM_RETURN_IF_ERROR(run_mlp(blk, T)); break;
     }
@@ -575,11 +652,12 @@ Status Decoder::Impl::enqueue(int T, bool fold) {
   RSSM_CU(oc::residual_rmsnorm_cuda(h, Hd, pending, Hd, rows, Hd, m.final_norm(), c.norm_eps, c.norm_unit_offset, xn,
                                     Hd, stream),
           "final norm");
-  // Logits of every row, or of each sequence's last row (rows b·T + T − 1).
+  // Logits of every row (all_logits, verify), or of each sequence's last row (rows b·T + T − 1).
   const DeviceLinear& lm = m.lm_head();
-  const int64_t out_rows = opt.all_logits ? rows : B;
-  const uint16_t* x = opt.all_logits ? xn : xn + (T - 1) * Hd;
-  const int64_t ldx = opt.all_logits ? Hd : T * Hd;
+  const bool every = opt.all_logits || verify;
+  const int64_t out_rows = every ? rows : B;
+  const uint16_t* x = every ? xn : xn + (T - 1) * Hd;
+  const int64_t ldx = every ? Hd : T * Hd;
   RSSM_CU(gemm->linear(x, ldx, out_rows, lm.w, V, Hd, lm.b, logits, V, true), "LM head");
   RSSM_CU(oc::argmax_cuda(logits, V, out_rows, V, next, stream), "argmax");
   RSSM_CU(cudaMemcpyAsync(next_host, next, sizeof(int32_t) * out_rows, cudaMemcpyDeviceToHost, stream), "next tokens");
@@ -591,88 +669,172 @@ int Decoder::max_chunk() const {
   int t = opt_.max_chunk;
   if (I.has_gdn && opt_.strategy == DecodeStrategy::kStandard) return 1;  // GDN folds need their u first: no chunk log
   if (opt_.strategy == DecodeStrategy::kReplay) {
-    if (I.has_mamba) t = std::min(t, opt_.window - I.m_count);
-    if (I.has_gdn) t = std::min(t, opt_.window - std::max(I.g_count, 1));
+    for (size_t b = 0; b < pos_.size(); ++b) {
+      if (I.has_mamba) t = std::min(t, opt_.window - I.m_count[b]);
+      if (I.has_gdn) t = std::min(t, opt_.window - std::max(I.g_count[b], 1));
+    }
+    // A GDN fold keeps the step's T entries, which must leave a verify room.
+    if (I.has_gdn && opt_.spec_tokens > 0) t = std::min(t, opt_.window - opt_.spec_tokens);
   }
   return std::max(t, 1);
 }
 
 Status Decoder::step(std::span<const int32_t> tokens, int T, std::span<int32_t> next, float* logits) {
+  if (T < 1 || T > max_chunk())
+    return invalid_argument("cuda decode: " + std::to_string(T) + " tokens per sequence this step; the decoder takes 1.." +
+                            std::to_string(max_chunk()) + " now (max_chunk " + std::to_string(opt_.max_chunk) + ")");
+  if (int64_t(next.size()) != opt_.batch)
+    return invalid_argument("cuda decode: a step returns one token per sequence (" + std::to_string(opt_.batch) +
+                            "), got room for " + std::to_string(next.size()));
+  return run(tokens, T, false, next, logits);
+}
+
+Status Decoder::verify(std::span<const int32_t> tokens, int T, std::span<int32_t> argmax, float* logits) {
+  if (opt_.spec_tokens == 0) return invalid_argument("cuda decode: verify needs a decoder created with spec_tokens > 0");
+  if (T < 2 || T > opt_.spec_tokens)
+    return invalid_argument("cuda decode: a verify of " + std::to_string(T) + " tokens per sequence; this decoder takes 2.." +
+                            std::to_string(opt_.spec_tokens) + " (spec_tokens)");
+  if (int64_t(argmax.size()) != opt_.batch * T)
+    return invalid_argument("cuda decode: a verify returns " + std::to_string(opt_.batch * T) + " argmax rows, got room for " +
+                            std::to_string(argmax.size()));
+  return run(tokens, T, true, argmax, logits);
+}
+
+Status Decoder::accept(std::span<const int32_t> accepted) {
+  Impl& I = *impl_;
+  const int64_t B = opt_.batch;
+  const int T = verify_T_;
+  if (T == 0) return invalid_argument("cuda decode: accept() without a verify to accept");
+  if (int64_t(accepted.size()) != B)
+    return invalid_argument("cuda decode: accept takes one count per sequence (" + std::to_string(B) + "), got " +
+                            std::to_string(accepted.size()));
+  for (int64_t b = 0; b < B; ++b)
+    if (accepted[size_t(b)] < 1 || accepted[size_t(b)] > T)
+      return invalid_argument("cuda decode: sequence " + std::to_string(b) + " accepts " +
+                              std::to_string(accepted[size_t(b)]) + " tokens of a verify of " + std::to_string(T) +
+                              " (1.." + std::to_string(T) + ")");
+  const bool replay = opt_.strategy == DecodeStrategy::kReplay;
+  for (int64_t b = 0; b < B; ++b) {
+    const int a = accepted[size_t(b)];
+    pos_[size_t(b)] += a;
+    if (replay) {  // a folded log holds the verify's T at its front
+      I.m_count[size_t(b)] = (I.m_folded[size_t(b)] ? 0 : I.m_count[size_t(b)]) + a;
+      I.g_count[size_t(b)] = (I.g_folded[size_t(b)] ? 0 : I.g_count[size_t(b)]) + a;
+    } else {  // the state after the last accepted token is in the verify's slot for it
+      I.cur[size_t(b)] = (I.cur[size_t(b)] + a) % I.slots_per_seq;
+    }
+    I.host_field(kCommitRows)[b] = int32_t(b * T);
+    I.host_field(kCommitCount)[b] = a;
+  }
+  I.host_field(kCommitRows)[B] = int32_t(B * T);
+  I.commit_pending = true;
+  verify_T_ = 0;
+  return {};
+}
+
+Status Decoder::run(std::span<const int32_t> tokens, int T, bool verify, std::span<int32_t> next, float* logits) {
   Impl& I = *impl_;
   const int64_t B = opt_.batch, V = I.m.config().vocab_size;
   if (poisoned_)
     return invalid_argument("cuda decode: an earlier step failed part-way; the states are undefined until reset()");
-  if (T < 1 || T > max_chunk())
-    return invalid_argument("cuda decode: " + std::to_string(T) + " tokens per sequence this step; the decoder takes 1.." +
-                            std::to_string(max_chunk()) + " now (max_chunk " + std::to_string(opt_.max_chunk) + ")");
-  if (int64_t(tokens.size()) != B * T || int64_t(next.size()) != B)
+  if (verify_T_ != 0) return invalid_argument("cuda decode: the last verify awaits accept()");
+  if (int64_t(tokens.size()) != B * T)
     return invalid_argument("cuda decode: a step takes " + std::to_string(T) + " token(s) per sequence (" +
                             std::to_string(B * T) + " in all), got " + std::to_string(tokens.size()));
-  if (pos_ + T > opt_.max_context)
-    return out_of_budget("cuda decode: the context is full (" + std::to_string(opt_.max_context) + " positions)");
+  for (int64_t b = 0; b < B; ++b)
+    if (pos_[size_t(b)] + T > opt_.max_context)
+      return out_of_budget("cuda decode: sequence " + std::to_string(b) + " would pass the context (" +
+                           std::to_string(opt_.max_context) + " positions)");
   for (int32_t t : tokens)
     if (t < 0 || t >= V)
       return invalid_argument("token id " + std::to_string(t) + " is out of range [0, " + std::to_string(V) + ")");
   const bool replay = opt_.strategy == DecodeStrategy::kReplay;
-  const int W = opt_.window;
-  const bool m_full = replay && I.has_mamba && I.m_count + T == W;
-  const bool g_full = replay && I.has_gdn && I.g_count + T == W;
-  const bool fold = m_full || g_full;
+  const int W = opt_.window, S = I.slots_per_seq;
+  // A log folds where the step would leave it without room for the next
+  // step: one token, or a whole verify with speculation. A fold takes the
+  // committed prefix and, under AR, Mamba2's new entries too (they are
+  // committed on arrival); GDN's new u are only known after the pass, and a
+  // verify's entries are not committed, so those move to the front.
+  const int need = std::max(opt_.spec_tokens, 1);
+  bool fold = false;
   for (int64_t b = 0; b < B; ++b) {
+    const int m = I.m_count[size_t(b)], g = I.g_count[size_t(b)];
+    const bool m_fold = replay && I.has_mamba && m + T + need > W;
+    const bool g_fold = replay && I.has_gdn && g + T + need > W;
+    fold = fold || m_fold || g_fold;
+    I.m_folded[size_t(b)] = m_fold, I.g_folded[size_t(b)] = g_fold;
+    const int64_t pos = pos_[size_t(b)];
     for (int t = 0; t < T; ++t) {
       const int64_t r = b * T + t;
       I.host_field(kTokens)[r] = tokens[size_t(r)];
-      I.host_field(kRowPos)[r] = int32_t(pos_ + t);
+      I.host_field(kRowPos)[r] = int32_t(pos + t);
       I.host_field(kRowSeq)[r] = int32_t(b);
-      // Replay: the sequence's log; standard chunks: the shared chunk log; standard single tokens: unused.
-      I.host_field(kMEntry)[r] = int32_t(replay ? b * W + I.m_count + t : b * T + t);
-      I.host_field(kGEntry)[r] = int32_t(b * W + I.g_count + t);
+      // Replay: the sequence's log; standard: the step's compact row (or the chunk log's entry).
+      I.host_field(kMEntry)[r] = int32_t(replay ? b * W + m + t : r);
+      I.host_field(kGEntry)[r] = int32_t(b * W + g + t);
+      // Standard: a verify writes each token's state to the sequence's next
+      // slots; anything else updates the current one in place.
+      I.host_field(kOutSlot)[r] = int32_t(b * S + (verify ? (I.cur[size_t(b)] + 1 + t) % S : I.cur[size_t(b)]));
     }
-    I.host_field(kSeqPos)[b] = int32_t(pos_);
-    I.host_field(kSeqLen)[b] = int32_t(pos_ + T);
+    I.host_field(kSeqPos)[b] = int32_t(pos);
+    I.host_field(kSeqLen)[b] = int32_t(pos + T);
     I.host_field(kCuRows)[b] = int32_t(b * T);
-    I.host_field(kMLog)[b] = replay ? I.m_count + T : T;
-    I.host_field(kMFold)[b] = replay ? (m_full ? W : 0) : T;  // standard chunks fold all their T entries
-    I.host_field(kGLog)[b] = I.g_count + T;
-    I.host_field(kGFold)[b] = g_full ? I.g_count : 0;
-    I.host_field(kMoveFrom)[b] = I.g_count;
-    I.host_field(kMoveCount)[b] = g_full ? T : 0;
+    I.host_field(kSlot)[b] = int32_t(b * S + I.cur[size_t(b)]);
+    I.host_field(kWinSlot)[b] = int32_t(b);
+    I.host_field(kMLog)[b] = replay ? m + T : T;
+    // Standard chunks fold all their T entries; replay folds its prefix, or
+    // everything under AR.
+    I.host_field(kMFold)[b] = replay ? (m_fold ? (verify ? m : m + T) : 0) : T;
+    I.host_field(kMMoveFrom)[b] = m;
+    I.host_field(kMMoveCount)[b] = m_fold && verify ? T : 0;
+    I.host_field(kGLog)[b] = g + T;
+    I.host_field(kGFold)[b] = g_fold ? g : 0;
+    I.host_field(kGMoveFrom)[b] = g;
+    I.host_field(kGMoveCount)[b] = g_fold ? T : 0;
   }
   I.host_field(kCuRows)[B] = int32_t(B * T);
   // From the first launch on, a failure leaves the device part-way through
   // the step (windows shifted, states or logs written): the decoder refuses
   // further steps until reset().
-  if (const Status st = launch_step(T, fold, logits); !st.ok()) {
+  if (const Status st = launch_step(T, fold, verify, I.commit_pending, logits); !st.ok()) {
     cudaStreamSynchronize(I.stream);  // nothing of the step may still be reading the plan
     cudaGetLastError();
     poisoned_ = true;
     return st;
   }
-  for (int64_t b = 0; b < B; ++b) next[size_t(b)] = I.next_host[opt_.all_logits ? b * T + T - 1 : b];
-  pos_ += T;
+  I.commit_pending = false;
   if (fold) ++folds_;
-  if (replay) {
-    I.m_count = m_full ? 0 : I.m_count + T;
-    I.g_count = g_full ? T : I.g_count + T;
+  if (verify) {
+    for (int64_t r = 0; r < B * T; ++r) next[size_t(r)] = I.next_host[r];
+    verify_T_ = T;  // positions and logs move in accept()
+    return {};
+  }
+  for (int64_t b = 0; b < B; ++b) {
+    next[size_t(b)] = I.next_host[opt_.all_logits ? b * T + T - 1 : b];
+    pos_[size_t(b)] += T;
+    if (replay) {
+      I.m_count[size_t(b)] = I.m_folded[size_t(b)] ? 0 : I.m_count[size_t(b)] + T;
+      I.g_count[size_t(b)] = I.g_folded[size_t(b)] ? T : I.g_count[size_t(b)] + T;
+    }
   }
   return {};
 }
 
-Status Decoder::launch_step(int T, bool fold, float* logits) {
+Status Decoder::launch_step(int T, bool fold, bool verify, bool commit, float* logits) {
   Impl& I = *impl_;
   const int64_t B = opt_.batch, V = I.m.config().vocab_size;
-  // The first step of each (T, fold) runs eagerly (cuBLAS settles its
-  // choices and workspace there); the second captures the graph every later
-  // one replays.
-  const std::pair<int, bool> key{T, fold};
+  // The first step of each kind runs eagerly (cuBLAS settles its choices
+  // and workspace there); the second captures the graph every later one
+  // replays.
+  const int key = graph_key(T, fold, verify, commit);
   if (!opt_.graphs || !I.ran_eager.count(key)) {
-    RSSM_RETURN_IF_ERROR(I.enqueue(T, fold));
+    RSSM_RETURN_IF_ERROR(I.enqueue(T, fold, verify, commit));
     I.ran_eager.insert(key);
   } else {
     auto it = I.graphs.find(key);
     if (it == I.graphs.end()) {
       RSSM_CU(cudaStreamBeginCapture(I.stream, cudaStreamCaptureModeThreadLocal), "graph capture");
-      const Status s = I.enqueue(T, fold);
+      const Status s = I.enqueue(T, fold, verify, commit);
       cudaGraph_t g = nullptr;
       const cudaError_t e = cudaStreamEndCapture(I.stream, &g);
       if (!s.ok() || e != cudaSuccess) {
@@ -688,7 +850,7 @@ Status Decoder::launch_step(int T, bool fold, float* logits) {
     }
     RSSM_CU(cudaGraphLaunch(it->second, I.stream), "graph launch");
   }
-  const int64_t out_rows = opt_.all_logits ? B * T : B;
+  const int64_t out_rows = opt_.all_logits || verify ? B * T : B;
   if (logits != nullptr)
     RSSM_CU(cudaMemcpyAsync(logits, I.logits, sizeof(float) * size_t(out_rows * V), cudaMemcpyDeviceToHost, I.stream),
             "logits");

@@ -33,11 +33,25 @@
 // takes one token per step (a chunk's u is only known after its pass, so it
 // cannot fold the chunk it computes): max_chunk() says what the next step
 // accepts.
+//
+// Speculative decoding (options.spec_tokens > 0): verify() runs T tokens per
+// sequence (its last token and T − 1 drafts) and commits none of them;
+// accept() then keeps a prefix of each sequence's T, and the sequences go on
+// from their own positions. What a rollback costs is the layouts' point:
+//   standard — the verify writes one state per token (the vLLM/SGLang
+//              path; spec_tokens + 1 state slots per sequence) and accept()
+//              makes the accepted token's slot current;
+//   replay   — the verify appends T log entries and writes no state (if the
+//              log is near full it folds the committed prefix in the same
+//              pass and moves the T to the front); accept() moves a cursor.
+// Either way the conv windows keep the verify's pre-conv rows aside and the
+// next step starts by rolling each window forward over the accepted ones.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "replayssm/status.h"
 #include "runtime/cuda/device_model.h"
@@ -56,6 +70,7 @@ struct DecoderOptions {
   bool graphs = true;          // replay each step as a captured CUDA graph
   int max_chunk = 0;           // tokens per sequence per step, 1..8 (replay: < window); 0: the most allowed
   bool all_logits = false;     // logits of every row of a chunk, not just each sequence's last
+  int spec_tokens = 0;         // the most tokens a verify() takes, 2..8 (replay: ≤ window/2); 0: no verify
 };
 
 // Device memory, by what holds it.
@@ -76,10 +91,10 @@ class Decoder {
 
   const DecoderOptions& options() const { return opt_; }
   const DecoderMemory& memory() const { return mem_; }
-  int64_t length() const { return pos_; }  // tokens each sequence holds
+  int64_t length(int64_t b = 0) const { return pos_[size_t(b)]; }  // tokens sequence b holds
 
   // One step of T tokens per sequence: sequence b takes tokens[b·T .. b·T+T)
-  // at positions length() .. length()+T−1. next[b] gets the argmax after its
+  // at positions length(b) .. length(b)+T−1. next[b] gets the argmax after its
   // last token; logits (host fp32), when given, get every logit — of each
   // sequence's last token (batch × vocab), or of every row (batch·T × vocab,
   // row b·T + t) with options().all_logits. Token ids, T (1..max_chunk())
@@ -91,6 +106,15 @@ class Decoder {
   // The most tokens per sequence the next step takes: max_chunk, less where
   // a replay log has less room before it folds; 1 for GDN's standard layout.
   int max_chunk() const;
+
+  // Speculative verify of T (2..spec_tokens) tokens per sequence, laid out
+  // as step()'s: argmax[b·T + t] gets the argmax after token t; logits, when
+  // given, every row's (batch·T × vocab). Nothing is committed until
+  // accept(), which must come before the next step or verify.
+  Status verify(std::span<const int32_t> tokens, int T, std::span<int32_t> argmax, float* logits = nullptr);
+  // Keep the first accepted[b] (1..T) tokens of the last verify for each
+  // sequence; the rest are rolled back (their positions are free again).
+  Status accept(std::span<const int32_t> accepted);
 
   // Every sequence back to empty: states, checkpoints and conv windows
   // zeroed. Also what makes a decoder usable again after a failed step.
@@ -104,9 +128,13 @@ class Decoder {
   Decoder() = default;
   DecoderOptions opt_;
   DecoderMemory mem_;
-  int64_t pos_ = 0, folds_ = 0;
+  std::vector<int64_t> pos_;  // per sequence
+  int64_t folds_ = 0;
   bool poisoned_ = false;  // a step failed after its first launch
-  Status launch_step(int T, bool fold, float* logits);  // the launches and the wait of step()
+  int verify_T_ = 0;       // a verify awaiting accept(): its T
+  // step() and verify(): the plan, the launches, the wait.
+  Status run(std::span<const int32_t> tokens, int T, bool verify, std::span<int32_t> next, float* logits);
+  Status launch_step(int T, bool fold, bool verify, bool commit, float* logits);
   std::unique_ptr<Impl> impl_;
 };
 

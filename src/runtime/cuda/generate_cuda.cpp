@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "decode/sampler.h"
+#include "decode/speculative.h"
 
 namespace replayssm::cuda {
 
@@ -29,51 +30,125 @@ Result<BatchResult> generate_batch_cuda(const DeviceModel& model, std::span<cons
         return invalid_argument("token id " + std::to_string(t) + " is out of range [0, " + std::to_string(V) + ")");
     longest = std::max(longest, p.size());
   }
+  const bool speculate = opt.spec.kind != SpecOptions::kNone;
+  if (speculate && (opt.spec.tokens < 1 || opt.spec.tokens > 7))
+    return invalid_argument("generate: " + std::to_string(opt.spec.tokens) +
+                            " drafts per verify; the CUDA decoder verifies 1..7");
   BatchResult out;
   out.tokens.resize(size_t(B));
   if (opt.max_new_tokens == 0) return out;
   DecoderOptions dopt;
   dopt.strategy = opt.strategy, dopt.batch = B, dopt.window = opt.window, dopt.graphs = opt.graphs;
-  dopt.max_context = int64_t(longest) + opt.max_new_tokens;
+  dopt.spec_tokens = speculate ? int(opt.spec.tokens) + 1 : 0;
+  // A finished sequence idles one position per step, and a verify reaches
+  // spec_tokens past the last committed token.
+  dopt.max_context = int64_t(longest) + opt.max_new_tokens + dopt.spec_tokens;
   RSSM_ASSIGN_OR_RETURN(std::unique_ptr<Decoder> dec, Decoder::create(model, dopt));
 
   const bool sample = opt.sampling.temperature > 0.0f;
   std::vector<Sampler> samplers;
+  std::vector<std::unique_ptr<DraftSource>> sources(static_cast<size_t>(B));
+  std::vector<std::vector<int32_t>> context(static_cast<size_t>(B));
   for (int64_t i = 0; i < B; ++i) {
     SamplingParams sp = opt.sampling;
     sp.seed = opt.sampling.seed + uint64_t(i);
     samplers.emplace_back(sp);
+    RSSM_ASSIGN_OR_RETURN(sources[size_t(i)], make_draft_source(c, opt.spec, StoreOptions{}, sp, i));
+    context[size_t(i)] = prompts[size_t(i)];
   }
-  std::vector<float> logits(sample ? size_t(B * V) : 0);
-  std::vector<int32_t> tok, next(static_cast<size_t>(B));
+  std::vector<float> logits(sample ? size_t(B * V) * (dopt.spec_tokens > 0 ? size_t(dopt.spec_tokens) : 1) : 0);
+  std::vector<int32_t> tok, next(static_cast<size_t>(B)), last(static_cast<size_t>(B));
   std::vector<bool> done(static_cast<size_t>(B), false);
+  auto is_eos = [&](int32_t id) {
+    return opt.stop_at_eos && std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), id) != c.eos_token_ids.end();
+  };
+  // Appends a new token to sequence b; false once the sequence is done.
+  auto emit = [&](size_t b, int32_t id) {
+    if (done[b]) return false;
+    out.tokens[b].push_back(id);
+    context[b].push_back(id);
+    if (on_token) on_token(int64_t(b), id);
+    done[b] = is_eos(id) || int64_t(out.tokens[b].size()) >= opt.max_new_tokens;
+    return !done[b];
+  };
+  auto all_done = [&] { return std::all_of(done.begin(), done.end(), [](bool d) { return d; }); };
   const double start = now_s();
-  double prefill_end = start;
-  for (size_t t = 0;;) {
-    // While every sequence is inside its prompt, whole chunks of it go in
-    // one step; after that, one token per step.
+  // The prompts: while every sequence is inside its prompt, whole chunks of
+  // it go in one step; after that, one token per step. The last token of
+  // each prompt's step picks its first new token.
+  for (size_t t = 0; t < longest;) {
     size_t T = size_t(dec->max_chunk());
     for (const auto& p : prompts) T = t < p.size() ? std::min(T, p.size() - t) : 1;
     tok.resize(size_t(B) * T);
     for (size_t b = 0; b < size_t(B); ++b)
-      for (size_t i = 0; i < T; ++i)  // a done sequence idles on its last token
-        tok[b * T + i] = t + i < prompts[b].size() ? prompts[b][t + i] : out.tokens[b].back();
+      for (size_t i = 0; i < T; ++i)  // a sequence past its prompt feeds what it has chosen
+        tok[b * T + i] = t + i < prompts[b].size() ? prompts[b][t + i] : last[b];
     RSSM_RETURN_IF_ERROR(dec->step(tok, int(T), next, sample ? logits.data() : nullptr));
     t += T;
-    bool all_done = true;
     for (size_t b = 0; b < size_t(B); ++b) {
-      if (!done[b] && t >= prompts[b].size()) {
-        const int32_t id = sample ? samplers[b].sample({logits.data() + b * size_t(V), size_t(V)}) : next[b];
-        out.tokens[b].push_back(id);
-        if (on_token) on_token(int64_t(b), id);
-        const bool eos = opt.stop_at_eos && std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), id) !=
-                                                c.eos_token_ids.end();
-        done[b] = eos || int64_t(out.tokens[b].size()) >= opt.max_new_tokens;
-      }
-      all_done = all_done && done[b];
+      if (t < prompts[b].size()) continue;
+      const int32_t id = sample ? samplers[b].sample({logits.data() + b * size_t(V), size_t(V)}) : next[b];
+      if (t > prompts[b].size()) emit(b, last[b]);  // a shorter prompt's choice, fed this step
+      last[b] = id;
     }
-    if (t == longest) prefill_end = now_s();
-    if (all_done) break;
+  }
+  const double prefill_end = now_s();
+  // Decoding: last[b] is chosen and not yet fed. Emit it, draft after it,
+  // then one step (or verify) feeds it with the drafts.
+  std::vector<Draft> drafts(static_cast<size_t>(B));
+  std::vector<int32_t> argmax, accepted(static_cast<size_t>(B));
+  for (;;) {
+    int T = 1;
+    for (size_t b = 0; b < size_t(B); ++b) {
+      drafts[b] = Draft{};
+      if (!emit(b, last[b]) || !speculate) continue;
+      const int64_t room = opt.max_new_tokens - int64_t(out.tokens[b].size());
+      RSSM_ASSIGN_OR_RETURN(drafts[b], sources[b]->propose(context[b], std::min(opt.spec.tokens, room)));
+      if (int64_t(drafts[b].tokens.size()) > opt.spec.tokens)
+        return invalid_argument("generate: a draft source proposed " + std::to_string(drafts[b].tokens.size()) +
+                                " tokens, over the " + std::to_string(opt.spec.tokens) + " asked for");
+      T = std::max(T, 1 + int(drafts[b].tokens.size()));
+    }
+    if (all_done()) break;
+    tok.assign(size_t(B) * T, 0);
+    for (size_t b = 0; b < size_t(B); ++b)
+      for (int i = 0; i < T; ++i) {  // padding repeats the last real token; it is never accepted
+        const int64_t k = int64_t(drafts[b].tokens.size());
+        tok[b * T + i] = i == 0 || k == 0 ? last[b] : drafts[b].tokens[size_t(std::min<int64_t>(i, k) - 1)];
+      }
+    if (T == 1) {
+      RSSM_RETURN_IF_ERROR(dec->step(tok, 1, next, sample ? logits.data() : nullptr));
+      for (size_t b = 0; b < size_t(B); ++b)
+        last[b] = sample ? samplers[b].sample({logits.data() + b * size_t(V), size_t(V)}) : next[b];
+      continue;
+    }
+    argmax.resize(size_t(B) * T);
+    RSSM_RETURN_IF_ERROR(dec->verify(tok, T, argmax, sample ? logits.data() : nullptr));
+    for (size_t b = 0; b < size_t(B); ++b) {
+      const Draft& d = drafts[b];
+      const int64_t k = int64_t(d.tokens.size());
+      AcceptResult a;
+      if (sample) {
+        a = accept_drafts({logits.data() + b * size_t(T) * size_t(V), size_t(k + 1) * size_t(V)}, V, d, samplers[b]);
+      } else {
+        while (a.accepted < k && argmax[b * size_t(T) + size_t(a.accepted)] == d.tokens[size_t(a.accepted)])
+          ++a.accepted;
+        a.next = argmax[b * size_t(T) + size_t(a.accepted)];
+      }
+      accepted[b] = int32_t(1 + a.accepted);
+      if (done[b]) continue;
+      if (k > 0) {
+        out.spec.verify_steps++;
+        out.spec.drafted += k;
+        out.spec.accepted += a.accepted;
+        out.spec.rejections += a.accepted < k;
+      }
+      for (int64_t j = 0; j < a.accepted && emit(b, d.tokens[size_t(j)]); ++j) {}
+      last[b] = a.next;
+    }
+    const double r0 = now_s();
+    RSSM_RETURN_IF_ERROR(dec->accept(accepted));
+    out.spec.rollback_s += now_s() - r0;
   }
   const double end = now_s();
   out.prefill_s = prefill_end - start;

@@ -5,10 +5,19 @@
 // each step's logits back and draws with prompt i's Sampler seeded
 // seed + i, as the CPU path does.
 //
-// No speculation, beams or forks here: the Decoder has no rollback or fork
-// (docs/cuda.md). The store counters of the result report the Decoder's
-// device memory: state_bytes_peak (states or checkpoints + logs + conv
-// windows), kv_bytes_peak (K/V pages for the whole context).
+// Speculation (opt.spec): every live sequence drafts up to spec.tokens
+// tokens (n-gram lookup, a draft model on the CPU store, or a caller's
+// source) and the batch verifies [last, drafts] in one Decoder::verify —
+// sequences with fewer drafts are padded, and their padding is never
+// accepted — then accept() keeps each sequence's accepted prefix (greedy:
+// drafts equal to the argmax; sampling: accept_drafts on the copied
+// logits). Without drafts anywhere an iteration is a plain step.
+//
+// No beams or forks here: the Decoder has no fork (docs/cuda.md). The store
+// counters of the result report the Decoder's device memory:
+// state_bytes_peak (states or checkpoints + logs + conv windows, and with
+// speculation the standard layout's per-draft states and the verify's
+// pre-conv rows), kv_bytes_peak (K/V pages for the whole context).
 #pragma once
 
 #include <functional>
@@ -27,6 +36,7 @@ struct CudaGenerateOptions {
   DecodeStrategy strategy = DecodeStrategy::kReplay;
   int window = 16;
   bool graphs = true;
+  SpecOptions spec;  // tokens: drafts per verify, 1..7 (replay: window ≥ 2·(tokens + 1))
 };
 
 Result<BatchResult> generate_batch_cuda(const DeviceModel& model, std::span<const std::vector<int32_t>> prompts,

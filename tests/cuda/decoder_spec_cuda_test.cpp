@@ -1,0 +1,259 @@
+// Speculative decoding on the CUDA decoder: verify() of T tokens per
+// sequence, accept() of a random prefix per sequence, sequences drifting
+// apart in position — and every committed row's logits equal to stepping
+// the committed tokens one at a time from scratch. A rollback that left a
+// rejected token anywhere (a conv window, a log entry, a state slot, a K/V
+// row that is read) shows up in the logits of the tokens after it. Then the
+// generation loop: greedy speculation with n-gram drafts emits greedy
+// decoding's tokens in both layouts.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda_test_util.h"
+#include "replayssm/model.h"
+#include "runtime/cuda/decoder.h"
+#include "runtime/cuda/device_model.h"
+#include "runtime/cuda/generate_cuda.h"
+
+namespace replayssm {
+namespace {
+
+using cuda::DecodeStrategy;
+using test::fixture;
+
+constexpr float kLogitTol = 6e-2f;
+// As decoder_cuda_test.cpp: the tiny fixtures amplify bf16 rounding (a
+// chunked pass sums in another order than single steps), the trained
+// models do not.
+constexpr float kFixtureRatio = 25.0f;
+constexpr float kTrainedRatio = 3.0f;
+constexpr double kGreedyGap = 0.15;
+
+float worst_ratio(const std::vector<float>& got, const std::vector<float>& ref) {
+  float worst = 0.0f;
+  for (size_t v = 0; v < ref.size(); ++v) {
+    if (!std::isfinite(got[v])) return INFINITY;
+    worst = std::max(worst, std::abs(got[v] - ref[v]) / (kLogitTol * (1.0f + std::abs(ref[v]))));
+  }
+  return worst;
+}
+
+// Logits after each of `ids`, fed one token per step to a fresh batch-1
+// standard decoder (the reference path: no chunks, no log, no rollback).
+std::vector<std::vector<float>> stepped(const cuda::DeviceModel& dm, const std::vector<int32_t>& ids) {
+  const int64_t V = dm.config().vocab_size;
+  cuda::DecoderOptions o;
+  o.strategy = DecodeStrategy::kStandard, o.max_context = int64_t(ids.size()), o.kv_page = 16, o.graphs = false;
+  auto dec = cuda::Decoder::create(dm, o);
+  EXPECT_TRUE(dec.ok()) << dec.status().message();
+  std::vector<std::vector<float>> out;
+  if (!dec.ok()) return out;
+  std::vector<int32_t> next(1);
+  std::vector<float> row(static_cast<size_t>(V));
+  for (int32_t t : ids) {
+    const Status st = (*dec)->step(std::vector<int32_t>{t}, next, row.data());
+    EXPECT_TRUE(st.ok()) << st.message();
+    out.push_back(row);
+  }
+  return out;
+}
+
+struct SpecCase {
+  DecodeStrategy strategy;
+  int window, spec_tokens;
+};
+
+class CudaSpec : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
+    auto m = Model::load(fixture(GetParam()));
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    model_ = std::move(m).value();
+    auto dm = cuda::DeviceModel::create(*model_);
+    ASSERT_TRUE(dm.ok()) << dm.status().message();
+    dm_ = std::move(dm).value();
+  }
+  float bound() const { return GetParam().rfind("models/", 0) == 0 ? kTrainedRatio : kFixtureRatio; }
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<cuda::DeviceModel> dm_;
+};
+
+// Three sequences, a 10-token prompt each, then 30 rounds of random plain
+// steps and verifies with random acceptance: windows of 6 and 8 with
+// verifies of up to 3 and 4 tokens make the replay logs fold their
+// committed prefix under a verify (and move the verify's entries) many
+// times; the standard layout cycles through its per-draft state slots.
+TEST_P(CudaSpec, AcceptedRowsMatchSteppingTheCommittedTokens) {
+  const int64_t B = 3, V = dm_->config().vocab_size;
+  const std::vector<SpecCase> cases = {
+      {DecodeStrategy::kStandard, 16, 4}, {DecodeStrategy::kReplay, 8, 4}, {DecodeStrategy::kReplay, 6, 3}};
+  for (const SpecCase& sc : cases) {
+    SCOPED_TRACE(std::string(cuda::decode_strategy_name(sc.strategy)) + " window " + std::to_string(sc.window));
+    std::mt19937 g(11);
+    std::uniform_int_distribution<int32_t> id(0, int32_t(V - 1));
+    cuda::DecoderOptions o;
+    o.strategy = sc.strategy, o.batch = B, o.max_context = 200, o.window = sc.window, o.kv_page = 16;
+    o.spec_tokens = sc.spec_tokens;
+    auto dec = cuda::Decoder::create(*dm_, o);
+    ASSERT_TRUE(dec.ok()) << dec.status().message();
+    std::vector<std::vector<int32_t>> ids(static_cast<size_t>(B));       // every committed token
+    std::vector<std::vector<std::vector<float>>> rows(static_cast<size_t>(B));  // logits after each
+    std::vector<int32_t> next(static_cast<size_t>(B));
+    // The prompts, in chunks as large as the decoder takes.
+    for (int t = 0; t < 10;) {
+      const int T = std::min((*dec)->max_chunk(), 10 - t);
+      std::vector<int32_t> tok;
+      for (int64_t b = 0; b < B; ++b)
+        for (int i = 0; i < T; ++i) ids[size_t(b)].push_back(id(g)), tok.push_back(ids[size_t(b)].back());
+      ASSERT_TRUE((*dec)->step(tok, T, next).ok());
+      t += T;
+    }
+    for (auto& r : rows) r.resize(10);  // prompt rows are not compared
+    int verifies = 0, partial = 0;
+    for (int round = 0; round < 30; ++round) {
+      const bool verify = g() % 4 != 0;
+      const int T = verify ? 2 + int(g() % uint32_t(sc.spec_tokens - 1)) : 1;
+      std::vector<int32_t> tok;
+      for (int64_t b = 0; b < B * T; ++b) tok.push_back(id(g));
+      std::vector<float> logits(size_t(B * T * V));
+      if (!verify) {
+        ASSERT_TRUE((*dec)->step(tok, 1, next, logits.data()).ok());
+        for (int64_t b = 0; b < B; ++b) {
+          ids[size_t(b)].push_back(tok[size_t(b)]);
+          rows[size_t(b)].emplace_back(logits.begin() + b * V, logits.begin() + (b + 1) * V);
+        }
+        continue;
+      }
+      std::vector<int32_t> argmax(size_t(B * T)), accepted(static_cast<size_t>(B));
+      ASSERT_TRUE((*dec)->verify(tok, T, argmax, logits.data()).ok());
+      EXPECT_FALSE((*dec)->step(std::vector<int32_t>(size_t(B), 0), next).ok()) << "a step before accept()";
+      for (int64_t b = 0; b < B; ++b) {
+        accepted[size_t(b)] = 1 + int32_t(g() % uint32_t(T));
+        partial += accepted[size_t(b)] < T;
+        for (int j = 0; j < accepted[size_t(b)]; ++j) {
+          const int64_t r = b * T + j;
+          ids[size_t(b)].push_back(tok[size_t(r)]);
+          rows[size_t(b)].emplace_back(logits.begin() + r * V, logits.begin() + (r + 1) * V);
+          EXPECT_EQ(argmax[size_t(r)], std::max_element(logits.begin() + r * V, logits.begin() + (r + 1) * V) -
+                                           (logits.begin() + r * V));
+        }
+      }
+      ASSERT_TRUE((*dec)->accept(accepted).ok());
+      ++verifies;
+    }
+    EXPECT_GT(verifies, 15);
+    EXPECT_GT(partial, 15);
+    for (int64_t b = 0; b < B; ++b) {
+      EXPECT_EQ((*dec)->length(b), int64_t(ids[size_t(b)].size()));
+      const auto ref = stepped(*dm_, ids[size_t(b)]);
+      float worst = 0.0f;
+      for (size_t t = 10; t < ids[size_t(b)].size(); ++t) worst = std::max(worst, worst_ratio(rows[size_t(b)][t], ref[t]));
+      std::printf("  %s %s W=%d spec %d sequence %lld (%zu tokens): worst ratio vs stepping %.3f\n", GetParam().c_str(),
+                  cuda::decode_strategy_name(sc.strategy), sc.window, sc.spec_tokens, (long long)b,
+                  ids[size_t(b)].size(), worst);
+      EXPECT_LE(worst, bound()) << "sequence " << b;
+    }
+  }
+}
+
+TEST_P(CudaSpec, MisuseIsRefused) {
+  cuda::DecoderOptions o;
+  o.window = 8, o.spec_tokens = 5;  // replay: a verify must fit half the window
+  EXPECT_FALSE(cuda::Decoder::create(*dm_, o).ok());
+  o.spec_tokens = 1;
+  EXPECT_FALSE(cuda::Decoder::create(*dm_, o).ok());
+  o.spec_tokens = 0, o.max_context = 16;
+  auto plain = cuda::Decoder::create(*dm_, o);
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  std::vector<int32_t> am(2), acc{1};
+  EXPECT_FALSE((*plain)->verify(std::vector<int32_t>{1, 2}, 2, am).ok()) << "no spec_tokens";
+  o.spec_tokens = 4;
+  auto dec = cuda::Decoder::create(*dm_, o);
+  ASSERT_TRUE(dec.ok()) << dec.status().message();
+  EXPECT_FALSE((*dec)->accept(acc).ok()) << "nothing to accept";
+  std::vector<int32_t> am5(5);
+  EXPECT_FALSE((*dec)->verify(std::vector<int32_t>(5, 1), 5, am5).ok()) << "over spec_tokens";
+  ASSERT_TRUE((*dec)->verify(std::vector<int32_t>{1, 2}, 2, am).ok());
+  EXPECT_FALSE((*dec)->verify(std::vector<int32_t>{1, 2}, 2, am).ok()) << "a verify awaiting accept";
+  EXPECT_FALSE((*dec)->accept(std::vector<int32_t>{3}).ok()) << "more than verified";
+  EXPECT_FALSE((*dec)->accept(std::vector<int32_t>{0}).ok()) << "none accepted";
+  ASSERT_TRUE((*dec)->accept(acc).ok());
+  EXPECT_EQ((*dec)->length(), 1);
+  // The context bounds a verify's reach: 16 positions, 13 used.
+  std::vector<int32_t> next(1);
+  for (int i = 0; i < 12; ++i) ASSERT_TRUE((*dec)->step(std::vector<int32_t>{1}, next).ok());
+  std::vector<int32_t> am4(4);
+  EXPECT_EQ((*dec)->verify(std::vector<int32_t>(4, 1), 4, am4).code(), StatusCode::kOutOfBudget);
+  EXPECT_FALSE((*dec)->verify(std::vector<int32_t>(3, 1), 3, am4).ok()) << "argmax room for 4 rows, 3 verified";
+}
+
+// Greedy speculation with n-gram drafts emits greedy decoding's tokens: two
+// prompts of different lengths that repeat a phrase (so lookups hit), both
+// layouts. Verify rows are computed in chunks and single steps are not, so
+// the two may part only at a near tie of greedy decoding's logits.
+TEST_P(CudaSpec, GreedyNgramSpeculationEmitsGreedyDecodingsTokens) {
+  const int64_t V = dm_->config().vocab_size;
+  std::mt19937 g(5);
+  std::uniform_int_distribution<int32_t> id(0, int32_t(V - 1));
+  std::vector<std::vector<int32_t>> prompts(2);
+  for (size_t p = 0; p < 2; ++p) {
+    std::vector<int32_t> phrase;
+    for (int i = 0; i < 6 + int(p) * 3; ++i) phrase.push_back(id(g));
+    for (int r = 0; r < 4; ++r) prompts[p].insert(prompts[p].end(), phrase.begin(), phrase.end());
+  }
+  for (DecodeStrategy s : {DecodeStrategy::kStandard, DecodeStrategy::kReplay}) {
+    cuda::CudaGenerateOptions o;
+    o.max_new_tokens = 40, o.stop_at_eos = false, o.strategy = s, o.window = 16;
+    auto ar = cuda::generate_batch_cuda(*dm_, prompts, o);
+    ASSERT_TRUE(ar.ok()) << ar.status().message();
+    o.spec.kind = SpecOptions::kNgram, o.spec.tokens = 4;
+    auto sp = cuda::generate_batch_cuda(*dm_, prompts, o);
+    ASSERT_TRUE(sp.ok()) << sp.status().message();
+    for (size_t p = 0; p < 2; ++p) {
+      const auto &a = ar->tokens[p], &b = sp->tokens[p];
+      ASSERT_EQ(a.size(), 40u);
+      ASSERT_EQ(b.size(), 40u);
+      const size_t same = size_t(std::mismatch(a.begin(), a.end(), b.begin()).first - a.begin());
+      if (same < a.size()) {  // only at a near tie
+        std::vector<int32_t> ctx = prompts[p];
+        ctx.insert(ctx.end(), a.begin(), a.begin() + int64_t(same));
+        std::vector<float> top = stepped(*dm_, ctx).back();
+        std::partial_sort(top.begin(), top.begin() + 2, top.end(), std::greater<float>());
+        EXPECT_LT(top[0] - top[1], kGreedyGap) << "prompt " << p << " parts at token " << same;
+      }
+      std::printf("  %s %s prompt %zu: %zu of 40 tokens equal\n", GetParam().c_str(), cuda::decode_strategy_name(s), p,
+                  same);
+    }
+    std::printf("    %lld verifies, %lld drafted, %lld accepted, %lld with a rollback\n",
+                (long long)sp->spec.verify_steps, (long long)sp->spec.drafted, (long long)sp->spec.accepted,
+                (long long)sp->spec.rejections);
+    EXPECT_GT(sp->spec.verify_steps, 0);
+    EXPECT_GT(sp->spec.accepted, 0);
+    EXPECT_GT(sp->spec.rejections, 0);
+    // Sampled speculation is reproducible under a seed.
+    o.sampling.temperature = 0.8f, o.sampling.seed = 3;
+    auto s1 = cuda::generate_batch_cuda(*dm_, prompts, o);
+    auto s2 = cuda::generate_batch_cuda(*dm_, prompts, o);
+    ASSERT_TRUE(s1.ok() && s2.ok());
+    EXPECT_EQ(s1->tokens, s2->tokens);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, CudaSpec,
+                         ::testing::Values("nemotron_h_tiny", "qwen3_5_tiny", "models/nemotron_h_small",
+                                           "models/qwen3_5_small"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           std::replace(n.begin(), n.end(), '/', '_');
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace replayssm
