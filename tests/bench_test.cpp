@@ -460,7 +460,7 @@ TEST(BenchCli, BadInputIsOneLineNamingTheFlag) {
       {"--workload spec --runs 0" + out, "--runs: must be >= 1"},
       {"--workload spec --memory-budget lots" + out, "--memory-budget: 'lots'"},
       {"--workload spec --latency-target -3" + out, "--latency-target"},
-      {"--workload spec --device cuda" + out, "--workload spec: not supported on --device cuda yet"},
+      {"--workload spec --device cuda --spec-t 9" + out, "--spec-t: 9 drafts per verify; --device cuda verifies 1..7"},
       {"--workload spec --device tpu" + out, "--device: unknown device 'tpu'"},
       {"--workload spec --preset tiny --model /tmp" + out, "--preset and --model cannot be combined"},
       {"--workload spec --out " + file + "/sub", "--out: cannot create directory '" + file + "/sub'"},

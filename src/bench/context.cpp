@@ -26,7 +26,7 @@ std::vector<std::vector<int32_t>> BenchContext::prompts(int64_t n) {
   return out;
 }
 
-Status BenchContext::prepare_references(int64_t n, int64_t length) {
+Status BenchContext::prepare_references(int64_t n, int64_t length, const Greedy& greedy) {
   if (static_cast<int64_t>(refs_.size()) < n) refs_.resize(static_cast<size_t>(n));
   std::vector<int64_t> missing;
   for (int64_t i = 0; i < n; ++i)
@@ -34,14 +34,21 @@ Status BenchContext::prepare_references(int64_t n, int64_t length) {
   if (missing.empty()) return {};
   std::vector<std::vector<int32_t>> ps;
   for (int64_t i : missing) ps.push_back(prompt(i));
-  GenerateOptions g;
-  g.max_new_tokens = std::max<int64_t>(length - opt_.prompt_tokens, 1);
-  g.stop_at_eos = false;
-  RSSM_ASSIGN_OR_RETURN(BatchResult r, generate_batch(model_, ps, g));
+  const int64_t new_tokens = std::max<int64_t>(length - opt_.prompt_tokens, 1);
+  std::vector<std::vector<int32_t>> cont;
+  if (greedy) {
+    RSSM_ASSIGN_OR_RETURN(cont, greedy(ps, new_tokens));
+  } else {
+    GenerateOptions g;
+    g.max_new_tokens = new_tokens;
+    g.stop_at_eos = false;
+    RSSM_ASSIGN_OR_RETURN(BatchResult r, generate_batch(model_, ps, g));
+    cont = std::move(r.tokens);
+  }
   for (size_t k = 0; k < missing.size(); ++k) {
     std::vector<int32_t>& full = refs_[missing[k]];
     full = ps[k];
-    full.insert(full.end(), r.tokens[k].begin(), r.tokens[k].end());
+    full.insert(full.end(), cont[k].begin(), cont[k].end());
   }
   return {};
 }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "bench/bench.h"
@@ -28,8 +29,12 @@ class BenchContext {
   std::vector<std::vector<int32_t>> prompts(int64_t n);
   // Makes references 0..n-1 at least `length` tokens long: prompt i
   // followed by its greedy continuation, computed once for all missing
-  // ones in one batch under the default replay store.
-  Status prepare_references(int64_t n, int64_t length);
+  // ones in one batch — by `greedy` (the new tokens of each prompt) where
+  // given (a device backend's own decoding), else under the default
+  // replay store on the CPU.
+  using Greedy = std::function<Result<std::vector<std::vector<int32_t>>>(
+      const std::vector<std::vector<int32_t>>& prompts, int64_t new_tokens)>;
+  Status prepare_references(int64_t n, int64_t length, const Greedy& greedy = {});
   const std::vector<int32_t>& reference(int64_t i) const { return refs_[static_cast<size_t>(i)]; }
   // The store of a configuration.
   StoreOptions store_options(const Config& c) const;

@@ -17,11 +17,24 @@ namespace replayssm::cli {
 using namespace replayssm::bench;
 
 Status check_cuda_scope(const Axes& axes, int64_t checkpoint_interval, int64_t page_size) {
-  for (Workload w : axes.workloads)
-    if (w != Workload::kAr)
+  bool spec = false;
+  for (Workload w : axes.workloads) {
+    if (w != Workload::kAr && w != Workload::kSpec)
       return unsupported(std::string("--workload ") + workload_name(w) +
-                         ": not supported on --device cuda yet (the CUDA decoder has no fork or rollback; "
-                         "only ar runs there)");
+                         ": not supported on --device cuda yet (the CUDA decoder has no fork; ar and spec run there)");
+    spec |= w == Workload::kSpec;
+  }
+  if (spec)
+    for (int64_t t : axes.spec_ts) {
+      if (t > 7)
+        return invalid_argument("--spec-t: " + std::to_string(t) + " drafts per verify; --device cuda verifies 1..7");
+      // A replay log holds a verify's T + 1 entries beside as many committed ones.
+      for (Strategy s : axes.strategies)
+        for (int64_t w : axes.windows)
+          if (s == Strategy::kReplay && w < 2 * (t + 1))
+            return invalid_argument("--window: " + std::to_string(w) + " is too small for --spec-t " + std::to_string(t) +
+                                    " on --device cuda (replay needs a window >= " + std::to_string(2 * (t + 1)) + ")");
+    }
   for (Strategy s : axes.strategies)
     if (s == Strategy::kRecompute)
       return unsupported("--strategy recompute: not supported on --device cuda yet (the CUDA decoder has no "

@@ -3,7 +3,10 @@
 // batches 1 and 2 (one warm-up, one run), every JSON field present and
 // positive, the strategies mapped onto the decoder's layouts, folds every
 // W steps, the device-memory estimate an upper bound of what the decoder
-// held, and the max_concurrency search run to its limit. Skips without a GPU.
+// held, and the max_concurrency search run to its limit; the spec workload
+// with oracle drafts of accuracy 1 and 0 on the embedded trained model
+// (every draft, then none, accepted).
+// Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include "bench/memory.h"
@@ -86,6 +89,56 @@ TEST(BenchDecodeCuda, TinyArSweepReportsEveryField) {
   // folds only, the standard layout every step.
   EXPECT_GT((*res)[1].peak_state_bytes, (*res)[0].peak_state_bytes);
   EXPECT_LT((*res)[0].state_writes_bytes, (*res)[2].state_writes_bytes);
+}
+
+// On the embedded trained model: a random-weight preset's top-2 logits are
+// close enough that a verify's chunked rows and the reference's single
+// steps pick different tokens now and then, which oracle drafts of
+// accuracy 1 would count as rejections.
+TEST(BenchDecodeCuda, SpecSweepAcceptsOracleDrafts) {
+  if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
+  auto model = Model::load(test::fixture("models/nemotron_h_small"));
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  const ModelConfig* cfg = &(*model)->config();
+  SweepOptions opt;
+  opt.prompt_tokens = 24;
+  opt.new_tokens = 40;
+  opt.runs = 1;
+  opt.warmup = 1;
+  auto runner = cuda::BenchDecodeRunner::create(**model, opt, kPresetSeed);
+  ASSERT_TRUE(runner.ok()) << runner.status().message();
+  Axes a;
+  a.workloads = {Workload::kSpec};
+  a.strategies = {Strategy::kReplay, Strategy::kSnapshot};
+  a.batches = {2};
+  a.windows = {16};
+  a.spec_ts = {4};
+  a.accuracies = {1.0, 0.0};
+  const std::vector<Config> configs = enumerate_configs(a, DraftKind::kOracle);
+  ASSERT_EQ(configs.size(), 4u);
+  Progress progress(false);
+  SweepCost cost;
+  auto res = run_sweep(**runner, (*runner)->weights_bytes(), configs, progress, &cost);
+  ASSERT_TRUE(res.ok()) << res.status().message();
+  for (const ConfigResult& r : *res) {
+    const std::string what = r.config.describe();
+    ASSERT_TRUE(r.acceptance_rate.has_value()) << what;
+    // Accuracy 1 drafts the target's own greedy continuation: only a near
+    // tie between a verify's chunked rows and the reference's single steps
+    // can reject one. Accuracy 0 drafts a wrong token every time.
+    if (r.config.draft_accuracy == 1.0) EXPECT_GT(*r.acceptance_rate, 0.9) << what;
+    else EXPECT_EQ(*r.acceptance_rate, 0.0) << what;
+    EXPECT_GT(r.tokens_per_s.median, 0.0) << what;
+    EXPECT_LE(r.peak_device_bytes - (*runner)->weights_bytes(), estimate_device_run_bytes(*cfg, r.config, opt)) << what;
+    EXPECT_GT(r.state_writes_bytes, 0) << what;
+    std::printf("  %s: acceptance %.3f, %.0f tokens/s, state %lld bytes\n", what.c_str(), *r.acceptance_rate,
+                r.tokens_per_s.median, (long long)r.peak_state_bytes);
+  }
+  // With every draft accepted a verify emits 5 tokens: far fewer steps, and
+  // the standard layout holds T + 1 states per sequence.
+  EXPECT_GT((*res)[0].tokens_per_s.median, 2.0 * (*res)[1].tokens_per_s.median);
+  EXPECT_GT((*res)[2].peak_state_bytes, (*res)[0].peak_state_bytes);
+  EXPECT_GT((*res)[2].state_writes_bytes, 2 * (*res)[0].state_writes_bytes) << "a state per verified token";
 }
 
 }  // namespace

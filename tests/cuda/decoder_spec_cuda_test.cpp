@@ -86,7 +86,7 @@ class CudaSpec : public ::testing::TestWithParam<std::string> {
 };
 
 // Three sequences, a 10-token prompt each, then 30 rounds of random plain
-// steps and verifies with random acceptance: windows of 6 and 8 with
+// steps and verifies with random acceptance (0..T): windows of 6 and 8 with
 // verifies of up to 3 and 4 tokens make the replay logs fold their
 // committed prefix under a verify (and move the verify's entries) many
 // times; the standard layout cycles through its per-draft state slots.
@@ -135,7 +135,7 @@ TEST_P(CudaSpec, AcceptedRowsMatchSteppingTheCommittedTokens) {
       ASSERT_TRUE((*dec)->verify(tok, T, argmax, logits.data()).ok());
       EXPECT_FALSE((*dec)->step(std::vector<int32_t>(size_t(B), 0), next).ok()) << "a step before accept()";
       for (int64_t b = 0; b < B; ++b) {
-        accepted[size_t(b)] = 1 + int32_t(g() % uint32_t(T));
+        accepted[size_t(b)] = int32_t(g() % uint32_t(T + 1));  // 0: the sequence sits the verify out
         partial += accepted[size_t(b)] < T;
         for (int j = 0; j < accepted[size_t(b)]; ++j) {
           const int64_t r = b * T + j;
@@ -183,7 +183,7 @@ TEST_P(CudaSpec, MisuseIsRefused) {
   ASSERT_TRUE((*dec)->verify(std::vector<int32_t>{1, 2}, 2, am).ok());
   EXPECT_FALSE((*dec)->verify(std::vector<int32_t>{1, 2}, 2, am).ok()) << "a verify awaiting accept";
   EXPECT_FALSE((*dec)->accept(std::vector<int32_t>{3}).ok()) << "more than verified";
-  EXPECT_FALSE((*dec)->accept(std::vector<int32_t>{0}).ok()) << "none accepted";
+  EXPECT_FALSE((*dec)->accept(std::vector<int32_t>{-1}).ok()) << "fewer than none";
   ASSERT_TRUE((*dec)->accept(acc).ok());
   EXPECT_EQ((*dec)->length(), 1);
   // The context bounds a verify's reach: 16 positions, 13 used.

@@ -6,9 +6,13 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <vector>
 
+#include "bench/oracle_draft.h"
 #include "core/clock.h"
+#include "decode/speculative.h"
+#include "runtime/cuda/generate_cuda.h"
 
 namespace replayssm::cuda {
 
@@ -53,73 +57,97 @@ Result<std::unique_ptr<BenchDecodeRunner>> BenchDecodeRunner::create(const Model
   return r;
 }
 
-namespace {
-
-// Bytes written to SSM state per sequence: the fp32 states (standard: every
-// step; replay: on fold steps) and the bf16 conv windows (every step, both).
-struct StateWidths {
-  int64_t state = 0, window = 0;
-};
-StateWidths state_widths(const ModelConfig& c) {
-  StateWidths w;
-  for (BlockKind k : c.blocks) {
-    if (k == BlockKind::kMamba2) {
-      w.state += c.mamba.n_heads * c.mamba.head_dim * c.mamba.state_size * 4;
-      w.window += (c.mamba.conv_width - 1) * c.mamba.conv_channels() * 2;
-    } else if (k == BlockKind::kGatedDeltaNet) {
-      w.state += c.gdn.n_v_heads * c.gdn.k_dim * c.gdn.v_dim * 4;
-      w.window += (c.gdn.conv_width - 1) * c.gdn.conv_channels() * 2;
-    }
-  }
-  return w;
-}
-
-}  // namespace
-
 Result<bench::Measurement> BenchDecodeRunner::run(const bench::Config& c) {
-  if (c.workload != bench::Workload::kAr)
+  if (c.workload != bench::Workload::kAr && c.workload != bench::Workload::kSpec)
     return unsupported(std::string("--workload ") + bench::workload_name(c.workload) + ": not supported on cuda yet");
   const bench::SweepOptions& opt = opt_;
+  const bool spec = c.workload == bench::Workload::kSpec;
   DecoderOptions o;
   RSSM_ASSIGN_OR_RETURN(o.strategy, device_strategy(c.strategy));
   o.batch = c.batch;
-  o.max_context = opt.prompt_tokens + opt.new_tokens;
   o.window = static_cast<int>(c.window);
+  o.spec_tokens = spec ? static_cast<int>(c.spec_t) + 1 : 0;
+  // Room for a speculating batch's idle sequences and a verify's reach
+  // (decoder_context), and for the references' spec_t extra tokens.
+  CudaGenerateOptions reach;
+  reach.max_new_tokens = opt.new_tokens + (spec ? c.spec_t : 0);
+  if (spec) reach.spec.kind = SpecOptions::kCustom, reach.spec.tokens = c.spec_t;
+  o.max_context = decoder_context(size_t(opt.prompt_tokens), reach);
   o.max_chunk = 1;  // the prompt goes one token per step, as estimate_device_run_bytes assumes
   if (decoder_ == nullptr || decoder_opt_.strategy != o.strategy || decoder_opt_.batch != o.batch ||
-      decoder_opt_.max_context != o.max_context || decoder_opt_.window != o.window) {
+      decoder_opt_.max_context != o.max_context || decoder_opt_.window != o.window ||
+      decoder_opt_.spec_tokens != o.spec_tokens) {
     decoder_.reset();  // before the next one: the device holds one decoder at a time
     RSSM_ASSIGN_OR_RETURN(decoder_, Decoder::create(*model_, o));
     decoder_opt_ = o;
   }
   Decoder& dec = *decoder_;
-  const size_t B = static_cast<size_t>(c.batch);
   const std::vector<std::vector<int32_t>> prompts = ctx_.prompts(c.batch);
-  std::vector<int32_t> tok(B), next(B);
-  RSSM_RETURN_IF_ERROR(dec.reset());
-  const int64_t folds0 = dec.folds();
-  for (int64_t t = 0; t < opt.prompt_tokens; ++t) {
-    for (size_t b = 0; b < B; ++b) tok[b] = prompts[b][static_cast<size_t>(t)];
-    RSSM_RETURN_IF_ERROR(dec.step(tok, next));
-  }
-  const double t0 = now_seconds();
-  for (int64_t t = 1; t < opt.new_tokens; ++t) {
-    tok.swap(next);
-    RSSM_RETURN_IF_ERROR(dec.step(tok, next));
-  }
   bench::Measurement m;
-  m.decode_s = now_seconds() - t0;
-  m.emitted = c.batch * (opt.new_tokens - 1);
+  int64_t written0 = 0, folds0 = 0;
+  if (!spec) {
+    const size_t B = static_cast<size_t>(c.batch);
+    std::vector<int32_t> tok(B), next(B);
+    RSSM_RETURN_IF_ERROR(dec.reset());
+    written0 = dec.state_bytes_written(), folds0 = dec.folds();
+    for (int64_t t = 0; t < opt.prompt_tokens; ++t) {
+      for (size_t b = 0; b < B; ++b) tok[b] = prompts[b][static_cast<size_t>(t)];
+      RSSM_RETURN_IF_ERROR(dec.step(tok, next));
+    }
+    const double t0 = now_seconds();
+    for (int64_t t = 1; t < opt.new_tokens; ++t) {
+      tok.swap(next);
+      RSSM_RETURN_IF_ERROR(dec.step(tok, next));
+    }
+    m.decode_s = now_seconds() - t0;
+    m.emitted = c.batch * (opt.new_tokens - 1);
+  } else {
+    CudaGenerateOptions g;
+    g.max_new_tokens = opt.new_tokens;
+    g.stop_at_eos = false;  // random weights: every run decodes the same number of tokens
+    g.spec.tokens = c.spec_t;
+    if (opt.draft == bench::DraftKind::kNgram) {
+      g.spec.kind = SpecOptions::kNgram;
+    } else {
+      // The oracle drafts read the target's greedy continuation, decoded
+      // here on the same decoder (the CPU could not run a preset's shapes).
+      // Missing references go as one batch of the decoder's size, padded
+      // with copies of the first prompt.
+      auto greedy = [&dec](const std::vector<std::vector<int32_t>>& ps,
+                           int64_t new_tokens) -> Result<std::vector<std::vector<int32_t>>> {
+        std::vector<std::vector<int32_t>> all(ps);
+        all.resize(static_cast<size_t>(dec.options().batch), ps.front());
+        CudaGenerateOptions ar;
+        ar.max_new_tokens = new_tokens;
+        ar.stop_at_eos = false;
+        RSSM_ASSIGN_OR_RETURN(BatchResult r, generate_batch_cuda(dec, all, ar));
+        r.tokens.resize(ps.size());
+        return std::move(r.tokens);
+      };
+      RSSM_RETURN_IF_ERROR(ctx_.prepare_references(c.batch, opt.prompt_tokens + opt.new_tokens + c.spec_t, greedy));
+      g.spec.kind = SpecOptions::kCustom;
+      const int64_t V = model_->config().vocab_size;
+      const double accuracy = c.draft_accuracy;
+      const uint64_t seed = opt.seed;
+      bench::BenchContext* ctx = &ctx_;
+      g.spec.make_source = [ctx, accuracy, seed, V](int64_t i) -> Result<std::unique_ptr<DraftSource>> {
+        return std::unique_ptr<DraftSource>(std::make_unique<bench::OracleDraft>(
+            &ctx->reference(i), accuracy, V, seed * 0x2545f4914f6cdd1dull + static_cast<uint64_t>(i)));
+      };
+    }
+    written0 = dec.state_bytes_written(), folds0 = dec.folds();  // generate resets the decoder, not its counters
+    RSSM_ASSIGN_OR_RETURN(BatchResult r, generate_batch_cuda(dec, prompts, g));
+    m.decode_s = r.decode_s;
+    for (const auto& t : r.tokens) m.emitted += std::max<int64_t>(static_cast<int64_t>(t.size()) - 1, 0);
+    m.spec = r.spec;
+  }
   const DecoderMemory& mem = dec.memory();
   m.store.state_bytes_peak = mem.state_bytes;
   m.store.kv_bytes_peak = mem.kv_bytes;
   m.device_bytes = model_->bytes() + mem.state_bytes + mem.kv_bytes + mem.workspace_bytes;
   m.device_strategy = decode_strategy_name(o.strategy);
-  const int64_t steps = dec.length(), folds = dec.folds() - folds0;
-  const StateWidths w = state_widths(model_->config());
-  const bool replay = o.strategy == DecodeStrategy::kReplay;
-  m.store.state_writes_bytes = c.batch * ((replay ? folds : steps) * w.state + steps * w.window);
-  if (replay) m.folds = folds;
+  m.store.state_writes_bytes = dec.state_bytes_written() - written0;
+  if (o.strategy == DecodeStrategy::kReplay) m.folds = dec.folds() - folds0;
   return m;
 }
 

@@ -8,9 +8,11 @@
 //              snapshot store holds between drafts, with no drafts here);
 //   replay   → kReplay: a checkpoint plus a log of the last < W inputs,
 //              written only on the step that folds the log.
-// recompute has no device layout, and every workload but ar needs forks or
-// rollback, which the decoder lacks; those are refused before anything
-// runs (device_strategy, check_device_workload).
+// recompute has no device layout. ar and spec run (spec through
+// generate_batch_cuda's verify/accept, on this runner's decoder); beam,
+// best-of-n, tree and restore need forks or far restores, which the decoder
+// lacks: those are refused before anything runs (device_strategy,
+// check_cuda_scope).
 #pragma once
 
 #include <cstdint>
@@ -50,7 +52,9 @@ class BenchDecodeRunner : public bench::Runner {
   void set_memory_budget(int64_t bytes) { opt_.memory_budget = bytes; }
   // One run: reset, prefill the prompts one token per step (not timed),
   // then new_tokens − 1 timed decode steps, each fed the previous argmax
-  // (the first new token comes from the prefill, as on the CPU). The
+  // (the first new token comes from the prefill, as on the CPU) — or, for
+  // spec, generate_batch_cuda with T drafts per verify (oracle drafts read
+  // the greedy references this decoder computed first). The
   // decoder of the last configuration is kept, so its warm-up runs capture
   // the graphs the measured runs replay. Decoder::create's out_of_budget
   // passes through: the search reads it as "device memory".

@@ -114,6 +114,7 @@ struct Decoder::Impl {
   // The verify awaiting accept(): whose logs folded their prefix (replay).
   std::vector<char> m_folded, g_folded;
   bool commit_pending = false;    // the next launch first rolls the windows over accepted rows
+  int64_t mamba_state_w = 0, gdn_state_w = 0, window_w = 0;  // one sequence's state and window bytes, all layers
   bool has_mamba = false, has_gdn = false;  // a kind without layers never folds
 
   Impl(const DeviceModel& model, const DecoderOptions& o) : m(model), opt(o) {}
@@ -166,6 +167,8 @@ int graph_key(int T, bool fold, bool verify, bool commit) { return T * 8 + fold 
 }  // namespace
 
 Decoder::~Decoder() = default;
+
+const DeviceModel& Decoder::model() const { return impl_->m; }
 
 Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const DecoderOptions& o) {
   const ModelConfig& c = model.config();
@@ -275,6 +278,7 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
           I.alloc(&L.state, B * S * HP * mc.state_size, what + (replay ? " checkpoints" : " states"), &st));
       RSSM_RETURN_IF_ERROR(I.alloc(&L.window, B * (mc.conv_width - 1) * C, what + " conv windows", &st));
       L.state_bytes = size_t(B * S * HP * mc.state_size) * 4, L.window_bytes = size_t(B * (mc.conv_width - 1) * C) * 2;
+      I.mamba_state_w += HP * mc.state_size * 4, I.window_w += (mc.conv_width - 1) * C * 2;
       if (spec > 0) RSSM_RETURN_IF_ERROR(I.alloc(&L.pending, B * spec * C, what + " verify conv rows", &st));
       if (replay) {
         RSSM_RETURN_IF_ERROR(I.alloc(&L.log_x, B * W * HP, what + " log x", &st));
@@ -288,6 +292,7 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
       RSSM_RETURN_IF_ERROR(I.alloc(&L.window, B * (gc.conv_width - 1) * C, what + " conv windows", &st));
       if (spec > 0) RSSM_RETURN_IF_ERROR(I.alloc(&L.pending, B * spec * C, what + " verify conv rows", &st));
       L.state_bytes = size_t(B * S * gc.n_v_heads * gc.k_dim * gc.v_dim) * 4;
+      I.gdn_state_w += gc.n_v_heads * gc.k_dim * gc.v_dim * 4, I.window_w += (gc.conv_width - 1) * C * 2;
       L.window_bytes = size_t(B * (gc.conv_width - 1) * C) * 2;
       if (replay) {
         RSSM_RETURN_IF_ERROR(I.alloc(&L.log_k, B * W * K, what + " log k", &st));
@@ -709,10 +714,10 @@ Status Decoder::accept(std::span<const int32_t> accepted) {
     return invalid_argument("cuda decode: accept takes one count per sequence (" + std::to_string(B) + "), got " +
                             std::to_string(accepted.size()));
   for (int64_t b = 0; b < B; ++b)
-    if (accepted[size_t(b)] < 1 || accepted[size_t(b)] > T)
+    if (accepted[size_t(b)] < 0 || accepted[size_t(b)] > T)
       return invalid_argument("cuda decode: sequence " + std::to_string(b) + " accepts " +
                               std::to_string(accepted[size_t(b)]) + " tokens of a verify of " + std::to_string(T) +
-                              " (1.." + std::to_string(T) + ")");
+                              " (0.." + std::to_string(T) + ")");
   const bool replay = opt_.strategy == DecodeStrategy::kReplay;
   for (int64_t b = 0; b < B; ++b) {
     const int a = accepted[size_t(b)];
@@ -804,6 +809,9 @@ Status Decoder::run(std::span<const int32_t> tokens, int T, bool verify, std::sp
   }
   I.commit_pending = false;
   if (fold) ++folds_;
+  for (int64_t b = 0; b < B; ++b)
+    state_written_ += I.window_w + (replay ? I.m_folded[size_t(b)] * I.mamba_state_w + I.g_folded[size_t(b)] * I.gdn_state_w
+                                           : (verify ? T : 1) * (I.mamba_state_w + I.gdn_state_w));
   if (verify) {
     for (int64_t r = 0; r < B * T; ++r) next[size_t(r)] = I.next_host[r];
     verify_T_ = T;  // positions and logs move in accept()

@@ -90,6 +90,7 @@ class Decoder {
   Decoder& operator=(const Decoder&) = delete;
 
   const DecoderOptions& options() const { return opt_; }
+  const DeviceModel& model() const;
   const DecoderMemory& memory() const { return mem_; }
   int64_t length(int64_t b = 0) const { return pos_[size_t(b)]; }  // tokens sequence b holds
 
@@ -112,8 +113,9 @@ class Decoder {
   // given, every row's (batch·T × vocab). Nothing is committed until
   // accept(), which must come before the next step or verify.
   Status verify(std::span<const int32_t> tokens, int T, std::span<int32_t> argmax, float* logits = nullptr);
-  // Keep the first accepted[b] (1..T) tokens of the last verify for each
+  // Keep the first accepted[b] (0..T) tokens of the last verify for each
   // sequence; the rest are rolled back (their positions are free again).
+  // 0: the sequence sat the verify out (a finished one in a batch).
   Status accept(std::span<const int32_t> accepted);
 
   // Every sequence back to empty: states, checkpoints and conv windows
@@ -121,6 +123,10 @@ class Decoder {
   Status reset();
 
   int64_t folds() const { return folds_; }  // replay steps that folded the log
+  // SSM state bytes written since creation, over all sequences: fp32 states
+  // (standard: every step, one per token of a verify; replay: where a log
+  // folds) and bf16 conv windows (once per step or accepted verify).
+  int64_t state_bytes_written() const { return state_written_; }
 
  private:
   struct Impl;
@@ -129,7 +135,7 @@ class Decoder {
   DecoderOptions opt_;
   DecoderMemory mem_;
   std::vector<int64_t> pos_;  // per sequence
-  int64_t folds_ = 0;
+  int64_t folds_ = 0, state_written_ = 0;
   bool poisoned_ = false;  // a step failed after its first launch
   int verify_T_ = 0;       // a verify awaiting accept(): its T
   // step() and verify(): the plan, the launches, the wait.

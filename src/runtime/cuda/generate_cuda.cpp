@@ -13,12 +13,10 @@ namespace {
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
-}  // namespace
 
-Result<BatchResult> generate_batch_cuda(const DeviceModel& model, std::span<const std::vector<int32_t>> prompts,
-                                        const CudaGenerateOptions& opt,
-                                        const std::function<void(int64_t, int32_t)>& on_token) {
-  const ModelConfig& c = model.config();
+// The prompts' longest length, once every prompt and option is checked.
+Result<size_t> check_request(const ModelConfig& c, std::span<const std::vector<int32_t>> prompts,
+                             const CudaGenerateOptions& opt) {
   const int64_t B = int64_t(prompts.size()), V = c.vocab_size;
   if (B == 0) return invalid_argument("generate: no prompts");
   if (opt.max_new_tokens < 0) return invalid_argument("generate: max_new_tokens must be >= 0");
@@ -30,20 +28,59 @@ Result<BatchResult> generate_batch_cuda(const DeviceModel& model, std::span<cons
         return invalid_argument("token id " + std::to_string(t) + " is out of range [0, " + std::to_string(V) + ")");
     longest = std::max(longest, p.size());
   }
-  const bool speculate = opt.spec.kind != SpecOptions::kNone;
-  if (speculate && (opt.spec.tokens < 1 || opt.spec.tokens > 7))
+  if (opt.spec.kind != SpecOptions::kNone && (opt.spec.tokens < 1 || opt.spec.tokens > 7))
     return invalid_argument("generate: " + std::to_string(opt.spec.tokens) +
                             " drafts per verify; the CUDA decoder verifies 1..7");
+  return longest;
+}
+}  // namespace
+
+Result<BatchResult> generate_batch_cuda(const DeviceModel& model, std::span<const std::vector<int32_t>> prompts,
+                                        const CudaGenerateOptions& opt,
+                                        const std::function<void(int64_t, int32_t)>& on_token) {
+  RSSM_ASSIGN_OR_RETURN(const size_t longest, check_request(model.config(), prompts, opt));
+  if (opt.max_new_tokens == 0) return BatchResult{std::vector<std::vector<int32_t>>(prompts.size())};
+  DecoderOptions dopt;
+  dopt.strategy = opt.strategy, dopt.batch = int64_t(prompts.size()), dopt.window = opt.window, dopt.graphs = opt.graphs;
+  dopt.spec_tokens = opt.spec.kind != SpecOptions::kNone ? int(opt.spec.tokens) + 1 : 0;
+  dopt.max_context = decoder_context(longest, opt);
+  RSSM_ASSIGN_OR_RETURN(std::unique_ptr<Decoder> dec, Decoder::create(model, dopt));
+  return generate_batch_cuda(*dec, prompts, opt, on_token);
+}
+
+int64_t decoder_context(size_t longest_prompt, const CudaGenerateOptions& opt) {
+  // A finished sequence idles a position per plain step (it accepts
+  // nothing of a verify), and a verify reaches spec.tokens + 1 past the
+  // last committed token. Without speculation every live sequence takes a
+  // token per step, so the idle ones stay within max_new_tokens; with it, a
+  // sequence can finish max_new_tokens / (spec.tokens + 1) steps in and
+  // then idle through as many plain steps as the others need.
+  const bool spec = opt.spec.kind != SpecOptions::kNone;
+  return int64_t(longest_prompt) + opt.max_new_tokens + (spec ? opt.max_new_tokens + opt.spec.tokens + 1 : 0);
+}
+
+Result<BatchResult> generate_batch_cuda(Decoder& decoder, std::span<const std::vector<int32_t>> prompts,
+                                        const CudaGenerateOptions& opt,
+                                        const std::function<void(int64_t, int32_t)>& on_token) {
+  const ModelConfig& c = decoder.model().config();
+  const int64_t B = int64_t(prompts.size()), V = c.vocab_size;
+  RSSM_ASSIGN_OR_RETURN(const size_t longest, check_request(c, prompts, opt));
+  const bool speculate = opt.spec.kind != SpecOptions::kNone;
+  const DecoderOptions& dopt = decoder.options();
+  if (dopt.batch != B)
+    return invalid_argument("generate: " + std::to_string(B) + " prompts for a decoder of batch " +
+                            std::to_string(dopt.batch));
+  if (speculate && dopt.spec_tokens < opt.spec.tokens + 1)
+    return invalid_argument("generate: " + std::to_string(opt.spec.tokens) + " drafts need a decoder with spec_tokens >= " +
+                            std::to_string(opt.spec.tokens + 1) + " (it has " + std::to_string(dopt.spec_tokens) + ")");
+  if (dopt.max_context < decoder_context(longest, opt))
+    return invalid_argument("generate: the decoder's context (" + std::to_string(dopt.max_context) +
+                            ") is under the " + std::to_string(decoder_context(longest, opt)) + " this request can reach");
   BatchResult out;
   out.tokens.resize(size_t(B));
   if (opt.max_new_tokens == 0) return out;
-  DecoderOptions dopt;
-  dopt.strategy = opt.strategy, dopt.batch = B, dopt.window = opt.window, dopt.graphs = opt.graphs;
-  dopt.spec_tokens = speculate ? int(opt.spec.tokens) + 1 : 0;
-  // A finished sequence idles one position per step, and a verify reaches
-  // spec_tokens past the last committed token.
-  dopt.max_context = int64_t(longest) + opt.max_new_tokens + dopt.spec_tokens;
-  RSSM_ASSIGN_OR_RETURN(std::unique_ptr<Decoder> dec, Decoder::create(model, dopt));
+  RSSM_RETURN_IF_ERROR(decoder.reset());
+  Decoder* dec = &decoder;
 
   const bool sample = opt.sampling.temperature > 0.0f;
   std::vector<Sampler> samplers;
@@ -135,7 +172,7 @@ Result<BatchResult> generate_batch_cuda(const DeviceModel& model, std::span<cons
           ++a.accepted;
         a.next = argmax[b * size_t(T) + size_t(a.accepted)];
       }
-      accepted[b] = int32_t(1 + a.accepted);
+      accepted[b] = done[b] ? 0 : int32_t(1 + a.accepted);  // a finished sequence keeps its place
       if (done[b]) continue;
       if (k > 0) {
         out.spec.verify_steps++;

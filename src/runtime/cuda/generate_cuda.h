@@ -39,8 +39,20 @@ struct CudaGenerateOptions {
   SpecOptions spec;  // tokens: drafts per verify, 1..7 (replay: window ≥ 2·(tokens + 1))
 };
 
+// A decoder of batch prompts.size() for this request, dropped at the end.
 Result<BatchResult> generate_batch_cuda(const DeviceModel& model, std::span<const std::vector<int32_t>> prompts,
                                         const CudaGenerateOptions& opt,
                                         const std::function<void(int64_t, int32_t)>& on_token = {});
+// On the caller's decoder (reset first; its strategy, window and graphs
+// stand, opt's are not read), so repeated requests reuse its buffers and
+// captured graphs. It needs batch = prompts.size(), spec_tokens ≥
+// spec.tokens + 1 when speculating, and max_context ≥ decoder_context().
+Result<BatchResult> generate_batch_cuda(Decoder& decoder, std::span<const std::vector<int32_t>> prompts,
+                                        const CudaGenerateOptions& opt,
+                                        const std::function<void(int64_t, int32_t)>& on_token = {});
+// The positions a request can reach: the longest prompt, max_new_tokens,
+// and with speculation as many again (a finished sequence idles a position
+// per plain step) plus a verify's reach.
+int64_t decoder_context(size_t longest_prompt, const CudaGenerateOptions& opt);
 
 }  // namespace replayssm::cuda
