@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cuda_test_util.h"
+#include "bench/presets.h"
 #include "replayssm/model.h"
 #include "runtime/cuda/decoder.h"
 #include "runtime/cuda/device_model.h"
@@ -86,79 +87,142 @@ class CudaSpec : public ::testing::TestWithParam<std::string> {
 };
 
 // Three sequences, a 10-token prompt each, then 30 rounds of random plain
-// steps and verifies with random acceptance (0..T): windows of 6 and 8 with
-// verifies of up to 3 and 4 tokens make the replay logs fold their
-// committed prefix under a verify (and move the verify's entries) many
-// times; the standard layout cycles through its per-draft state slots.
-TEST_P(CudaSpec, AcceptedRowsMatchSteppingTheCommittedTokens) {
-  const int64_t B = 3, V = dm_->config().vocab_size;
-  const std::vector<SpecCase> cases = {
-      {DecodeStrategy::kStandard, 16, 4}, {DecodeStrategy::kReplay, 8, 4}, {DecodeStrategy::kReplay, 6, 3}};
-  for (const SpecCase& sc : cases) {
-    SCOPED_TRACE(std::string(cuda::decode_strategy_name(sc.strategy)) + " window " + std::to_string(sc.window));
-    std::mt19937 g(11);
-    std::uniform_int_distribution<int32_t> id(0, int32_t(V - 1));
-    cuda::DecoderOptions o;
-    o.strategy = sc.strategy, o.batch = B, o.max_context = 200, o.window = sc.window, o.kv_page = 16;
-    o.spec_tokens = sc.spec_tokens;
-    auto dec = cuda::Decoder::create(*dm_, o);
-    ASSERT_TRUE(dec.ok()) << dec.status().message();
-    std::vector<std::vector<int32_t>> ids(static_cast<size_t>(B));       // every committed token
-    std::vector<std::vector<std::vector<float>>> rows(static_cast<size_t>(B));  // logits after each
-    std::vector<int32_t> next(static_cast<size_t>(B));
-    // The prompts, in chunks as large as the decoder takes.
-    for (int t = 0; t < 10;) {
-      const int T = std::min((*dec)->max_chunk(), 10 - t);
-      std::vector<int32_t> tok;
-      for (int64_t b = 0; b < B; ++b)
-        for (int i = 0; i < T; ++i) ids[size_t(b)].push_back(id(g)), tok.push_back(ids[size_t(b)].back());
-      ASSERT_TRUE((*dec)->step(tok, T, next).ok());
-      t += T;
-    }
-    for (auto& r : rows) r.resize(10);  // prompt rows are not compared
-    int verifies = 0, partial = 0;
-    for (int round = 0; round < 30; ++round) {
-      const bool verify = g() % 4 != 0;
-      const int T = verify ? 2 + int(g() % uint32_t(sc.spec_tokens - 1)) : 1;
-      std::vector<int32_t> tok;
-      for (int64_t b = 0; b < B * T; ++b) tok.push_back(id(g));
-      std::vector<float> logits(size_t(B * T * V));
-      if (!verify) {
-        ASSERT_TRUE((*dec)->step(tok, 1, next, logits.data()).ok());
-        for (int64_t b = 0; b < B; ++b) {
-          ids[size_t(b)].push_back(tok[size_t(b)]);
-          rows[size_t(b)].emplace_back(logits.begin() + b * V, logits.begin() + (b + 1) * V);
-        }
-        continue;
-      }
-      std::vector<int32_t> argmax(size_t(B * T)), accepted(static_cast<size_t>(B));
-      ASSERT_TRUE((*dec)->verify(tok, T, argmax, logits.data()).ok());
-      EXPECT_FALSE((*dec)->step(std::vector<int32_t>(size_t(B), 0), next).ok()) << "a step before accept()";
+// steps and verifies with random acceptance (0..T), against stepping each
+// sequence's committed tokens from scratch. Returns the worst ratio over
+// every committed row; counts the rows whose argmax differs from
+// stepping's where stepping's top-2 gap is at least `clear_gap`.
+struct RowsResult {
+  float worst = 0.0f;
+  int64_t rows = 0, flips = 0, clear = 0, clear_flips = 0;
+  double median_gap = 0.0;
+};
+RowsResult accepted_rows_vs_stepping(const cuda::DeviceModel& dm, const SpecCase& sc, double clear_gap) {
+  RowsResult res;
+  const int64_t B = 3, V = dm.config().vocab_size;
+  std::mt19937 g(11);
+  std::uniform_int_distribution<int32_t> id(0, int32_t(V - 1));
+  cuda::DecoderOptions o;
+  o.strategy = sc.strategy, o.batch = B, o.max_context = 200, o.window = sc.window, o.kv_page = 16;
+  o.spec_tokens = sc.spec_tokens;
+  auto dec = cuda::Decoder::create(dm, o);
+  EXPECT_TRUE(dec.ok()) << dec.status().message();
+  if (!dec.ok()) return res;
+  std::vector<std::vector<int32_t>> ids(static_cast<size_t>(B));                // every committed token
+  std::vector<std::vector<std::vector<float>>> rows(static_cast<size_t>(B));  // logits after each
+  std::vector<int32_t> next(static_cast<size_t>(B));
+  // The prompts, in chunks as large as the decoder takes.
+  for (int t = 0; t < 10;) {
+    const int T = std::min((*dec)->max_chunk(), 10 - t);
+    std::vector<int32_t> tok;
+    for (int64_t b = 0; b < B; ++b)
+      for (int i = 0; i < T; ++i) ids[size_t(b)].push_back(id(g)), tok.push_back(ids[size_t(b)].back());
+    EXPECT_TRUE((*dec)->step(tok, T, next).ok());
+    t += T;
+  }
+  for (auto& r : rows) r.resize(10);  // prompt rows are not compared
+  int verifies = 0, partial = 0;
+  for (int round = 0; round < 30; ++round) {
+    const bool verify = g() % 4 != 0;
+    const int T = verify ? 2 + int(g() % uint32_t(sc.spec_tokens - 1)) : 1;
+    std::vector<int32_t> tok;
+    for (int64_t b = 0; b < B * T; ++b) tok.push_back(id(g));
+    std::vector<float> logits(size_t(B * T * V));
+    if (!verify) {
+      EXPECT_TRUE((*dec)->step(tok, 1, next, logits.data()).ok());
       for (int64_t b = 0; b < B; ++b) {
-        accepted[size_t(b)] = int32_t(g() % uint32_t(T + 1));  // 0: the sequence sits the verify out
-        partial += accepted[size_t(b)] < T;
-        for (int j = 0; j < accepted[size_t(b)]; ++j) {
-          const int64_t r = b * T + j;
-          ids[size_t(b)].push_back(tok[size_t(r)]);
-          rows[size_t(b)].emplace_back(logits.begin() + r * V, logits.begin() + (r + 1) * V);
-          EXPECT_EQ(argmax[size_t(r)], std::max_element(logits.begin() + r * V, logits.begin() + (r + 1) * V) -
-                                           (logits.begin() + r * V));
-        }
+        ids[size_t(b)].push_back(tok[size_t(b)]);
+        rows[size_t(b)].emplace_back(logits.begin() + b * V, logits.begin() + (b + 1) * V);
       }
-      ASSERT_TRUE((*dec)->accept(accepted).ok());
-      ++verifies;
+      continue;
     }
-    EXPECT_GT(verifies, 15);
-    EXPECT_GT(partial, 15);
+    std::vector<int32_t> argmax(size_t(B * T)), accepted(static_cast<size_t>(B));
+    EXPECT_TRUE((*dec)->verify(tok, T, argmax, logits.data()).ok());
+    EXPECT_FALSE((*dec)->step(std::vector<int32_t>(size_t(B), 0), next).ok()) << "a step before accept()";
     for (int64_t b = 0; b < B; ++b) {
-      EXPECT_EQ((*dec)->length(b), int64_t(ids[size_t(b)].size()));
-      const auto ref = stepped(*dm_, ids[size_t(b)]);
-      float worst = 0.0f;
-      for (size_t t = 10; t < ids[size_t(b)].size(); ++t) worst = std::max(worst, worst_ratio(rows[size_t(b)][t], ref[t]));
-      std::printf("  %s %s W=%d spec %d sequence %lld (%zu tokens): worst ratio vs stepping %.3f\n", GetParam().c_str(),
-                  cuda::decode_strategy_name(sc.strategy), sc.window, sc.spec_tokens, (long long)b,
-                  ids[size_t(b)].size(), worst);
-      EXPECT_LE(worst, bound()) << "sequence " << b;
+      accepted[size_t(b)] = int32_t(g() % uint32_t(T + 1));  // 0: the sequence sits the verify out
+      partial += accepted[size_t(b)] < T;
+      for (int j = 0; j < accepted[size_t(b)]; ++j) {
+        const int64_t r = b * T + j;
+        ids[size_t(b)].push_back(tok[size_t(r)]);
+        rows[size_t(b)].emplace_back(logits.begin() + r * V, logits.begin() + (r + 1) * V);
+        EXPECT_EQ(argmax[size_t(r)], std::max_element(logits.begin() + r * V, logits.begin() + (r + 1) * V) -
+                                         (logits.begin() + r * V));
+      }
+    }
+    EXPECT_TRUE((*dec)->accept(accepted).ok());
+    ++verifies;
+  }
+  EXPECT_GT(verifies, 15);
+  EXPECT_GT(partial, 15);
+  std::vector<double> gaps;
+  for (int64_t b = 0; b < B; ++b) {
+    EXPECT_EQ((*dec)->length(b), int64_t(ids[size_t(b)].size()));
+    const auto ref = stepped(dm, ids[size_t(b)]);
+    for (size_t t = 10; t < ids[size_t(b)].size(); ++t) {
+      const auto& got = rows[size_t(b)][t];
+      res.worst = std::max(res.worst, worst_ratio(got, ref[t]));
+      std::vector<float> top(ref[t]);
+      std::partial_sort(top.begin(), top.begin() + 2, top.end(), std::greater<float>());
+      const bool flip = std::max_element(got.begin(), got.end()) - got.begin() !=
+                        std::max_element(ref[t].begin(), ref[t].end()) - ref[t].begin();
+      gaps.push_back(top[0] - top[1]);
+      ++res.rows, res.flips += flip;
+      if (top[0] - top[1] >= clear_gap) ++res.clear, res.clear_flips += flip;
+    }
+  }
+  std::sort(gaps.begin(), gaps.end());
+  res.median_gap = gaps.empty() ? 0.0 : gaps[gaps.size() / 2];
+  return res;
+}
+
+// Windows of 6 and 8 with verifies of up to 3 and 4 tokens make the replay
+// logs fold their committed prefix under a verify (and move the verify's
+// entries) many times; the standard layout cycles through its per-draft
+// state slots.
+const std::vector<SpecCase> kCases = {
+    {DecodeStrategy::kStandard, 16, 4}, {DecodeStrategy::kReplay, 8, 4}, {DecodeStrategy::kReplay, 6, 3}};
+
+TEST_P(CudaSpec, AcceptedRowsMatchSteppingTheCommittedTokens) {
+  for (const SpecCase& sc : kCases) {
+    const RowsResult r = accepted_rows_vs_stepping(*dm_, sc, 0.5);
+    std::printf("  %s %s W=%d spec %d: %lld rows, worst ratio vs stepping %.3f, argmax differs at %lld (%lld of %lld "
+                "with a top-2 gap >= 0.5)\n",
+                GetParam().c_str(), cuda::decode_strategy_name(sc.strategy), sc.window, sc.spec_tokens,
+                (long long)r.rows, r.worst, (long long)r.flips, (long long)r.clear_flips, (long long)r.clear);
+    EXPECT_LE(r.worst, bound()) << cuda::decode_strategy_name(sc.strategy) << " window " << sc.window;
+    EXPECT_EQ(r.clear_flips, 0) << cuda::decode_strategy_name(sc.strategy) << " window " << sc.window;
+  }
+}
+
+// The bench presets' shapes with random weights (cut after their first
+// attention block and the block after it, to keep the test small): the
+// paths a verify takes at these sizes (cuBLAS GEMMs instead of the 1–2 row
+// GEMV, the attention prefill kernel, the split Mamba2 replay) against
+// single steps. (At full depth a random model's top-2 logits sit within
+// bf16 noise of each other — gaps of 0.01–0.2 on logits near 4.3 — so a
+// verify and single steps pick different tokens now and then; the bench's
+// oracle drafts lose their reference there: docs/perf/README.md.)
+TEST(CudaSpecPresets, AcceptedRowsMatchSteppingAtPresetShapes) {
+  if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
+  for (const char* name : {"nemotron-h-8b", "qwen3.5-27b"}) {
+    auto cfg = bench::preset_config(name);
+    ASSERT_TRUE(cfg.ok()) << cfg.status().message();
+    const size_t attn = size_t(std::find(cfg->blocks.begin(), cfg->blocks.end(), BlockKind::kAttention) - cfg->blocks.begin());
+    ASSERT_LT(attn, cfg->blocks.size());
+    cfg->blocks.resize(attn + 2), cfg->block_layer.resize(attn + 2);
+    cfg->n_layers = cfg->block_layer.back() + 1;
+    auto m = Model::random_without_matrices(*cfg, bench::kPresetSeed);
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    auto dm = cuda::DeviceModel::create(**m, bench::kPresetSeed);
+    ASSERT_TRUE(dm.ok()) << dm.status().message();
+    for (const SpecCase& sc : kCases) {
+      const RowsResult r = accepted_rows_vs_stepping(**dm, sc, 0.5);
+      std::printf("  %s (%zu blocks) %s W=%d: %lld rows, worst ratio %.3f, median top-2 gap %.4f, argmax differs at "
+                  "%lld (%lld of %lld with a gap >= 0.5)\n",
+                  name, cfg->blocks.size(), cuda::decode_strategy_name(sc.strategy), sc.window, (long long)r.rows,
+                  r.worst, r.median_gap, (long long)r.flips, (long long)r.clear_flips, (long long)r.clear);
+      EXPECT_LE(r.worst, kTrainedRatio) << name << " " << cuda::decode_strategy_name(sc.strategy);  // measured ≤ 0.74
+      EXPECT_EQ(r.clear_flips, 0) << name << " " << cuda::decode_strategy_name(sc.strategy);
     }
   }
 }
