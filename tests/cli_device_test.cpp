@@ -24,8 +24,7 @@ struct Refusal {
 TEST(CliDevice, CudaRefusesWhatItCannotRunByName) {
   const std::string m = " --model " + data_dir("nemotron_h_tiny");
   const std::vector<Refusal> cases = {
-      {"generate --device cuda --prompt-ids 1,2 --beam 2" + m, "--beam and --n run on the CPU only"},
-      {"generate --device cuda --prompt-ids 1,2 --n 2" + m, "--beam and --n run on the CPU only"},
+      {"generate --device cuda --prompt-ids 1,2 --beam 2 --spec ngram:2" + m, "--beam, --n and --spec cannot be combined"},
       {"generate --device cuda --prompt-ids 1,2 --spec ngram:8" + m, "--spec: 8 drafts per verify; --device cuda verifies 1..7"},
       {"generate --device cuda --prompt-ids 1,2 --spec ngram:4 --window 8" + m,
        "--window: 8 is too small for 4 drafts on cuda (replay needs a window >= 10)"},

@@ -113,7 +113,11 @@ int64_t estimate_device_run_bytes(const ModelConfig& c, const Config& cfg, const
   const bool replay = cfg.strategy == Strategy::kReplay, spec = cfg.workload == Workload::kSpec;
   // spec: verifies of T = spec_t + 1 rows; the standard layout keeps T + 1
   // states per sequence, either layout keeps a verify's pre-conv rows.
-  const double T = spec ? static_cast<double>(cfg.spec_t + 1) : 1.0, states = spec && !replay ? T + 1.0 : 1.0;
+  // beam, best-of-n: forks, with a spare slot per sequence (standard: the
+  // copy's target; replay: a pool for folds out of shared checkpoints).
+  const bool forks = cfg.workload == Workload::kBeam || cfg.workload == Workload::kBestOfN;
+  const double T = spec ? static_cast<double>(cfg.spec_t + 1) : 1.0,
+               states = spec && !replay ? T + 1.0 : forks ? 2.0 : 1.0;
   // The context of runtime/cuda/bench_decode.cpp's decoder (decoder_context).
   const double L = static_cast<double>(opt.prompt_tokens + opt.new_tokens) +
                    (spec ? static_cast<double>(opt.new_tokens) + 3.0 * T : 0.0);
@@ -149,7 +153,15 @@ int64_t estimate_device_run_bytes(const ModelConfig& c, const Config& cfg, const
   const double act = (3.0 * static_cast<double>(c.hidden_size) + 2.0 * static_cast<double>(widest_row(c)) +
                       static_cast<double>(c.vocab_size)) * 4.0 + m_scratch + g_scratch + a_scratch + 64.0;
   const double cublas = static_cast<double>(32 << 20);
-  return static_cast<int64_t>(std::ceil((B * (per_seq + T * act) + cublas) * 1.1)) + (int64_t{256} << 20);
+  // A fork stages the largest per-layer array it copies: a layer's K/V (or log).
+  double staging = 0.0;
+  if (forks) {
+    staging = pages * 2.0 * static_cast<double>(a.n_kv_heads * a.head_dim) * 2.0;
+    for (BlockKind k : c.blocks)
+      if (k == BlockKind::kMamba2) staging = std::max(staging, W * static_cast<double>(m.n_heads * m.head_dim) * 2.0);
+      else if (k == BlockKind::kGatedDeltaNet) staging = std::max(staging, W * static_cast<double>(g.n_v_heads * g.v_dim) * 4.0);
+  }
+  return static_cast<int64_t>(std::ceil((B * (per_seq + T * act + staging) + cublas) * 1.1)) + (int64_t{256} << 20);
 }
 
 namespace {

@@ -12,6 +12,7 @@
 #include "io/tokenizer.h"
 #if REPLAYSSM_HAVE_CUDA
 #include "runtime/cuda/generate_cuda.h"
+#include "runtime/cuda/search_cuda.h"
 #endif
 
 namespace replayssm::cli {
@@ -84,22 +85,34 @@ Status run_search(const GenerateArgs& a, const Model& model, const std::vector<i
                   const StoreOptions& sopt, const std::optional<Tokenizer>& tok) {
   std::vector<Hypothesis> hyps;
   SearchStats stats;
-  if (a.beam > 0) {
-    BeamOptions o;
-    o.width = a.beam;
-    o.max_new_tokens = a.max_new_tokens;
-    o.length_penalty = a.length_penalty;
-    o.stop_at_eos = !a.ignore_eos;
-    o.store = sopt;
-    RSSM_ASSIGN_OR_RETURN(hyps, beam_search(model, ids, o, &stats));
+  BeamOptions bo;
+  bo.width = a.beam;
+  bo.max_new_tokens = a.max_new_tokens;
+  bo.length_penalty = a.length_penalty;
+  bo.stop_at_eos = !a.ignore_eos;
+  bo.store = sopt;
+  BestOfNOptions no;
+  no.n = a.n;
+  no.max_new_tokens = a.max_new_tokens;
+  no.sampling = {a.temperature, a.top_p, a.seed};
+  no.stop_at_eos = !a.ignore_eos;
+  no.store = sopt;
+  if (a.device == "cuda") {
+#if REPLAYSSM_HAVE_CUDA
+    RSSM_ASSIGN_OR_RETURN(auto dm, cuda::DeviceModel::create(model));
+    const cuda::CudaSearchOptions c{cuda_strategy(a.store), int(a.store.window), true};
+    if (a.beam > 0) {
+      RSSM_ASSIGN_OR_RETURN(hyps, cuda::beam_search_cuda(*dm, ids, bo, c, &stats));
+    } else {
+      RSSM_ASSIGN_OR_RETURN(hyps, cuda::best_of_n_cuda(*dm, ids, no, c, &stats));
+    }
+#else
+    return unsupported("--device cuda: this build has no CUDA backend");
+#endif
+  } else if (a.beam > 0) {
+    RSSM_ASSIGN_OR_RETURN(hyps, beam_search(model, ids, bo, &stats));
   } else {
-    BestOfNOptions o;
-    o.n = a.n;
-    o.max_new_tokens = a.max_new_tokens;
-    o.sampling = {a.temperature, a.top_p, a.seed};
-    o.stop_at_eos = !a.ignore_eos;
-    o.store = sopt;
-    RSSM_ASSIGN_OR_RETURN(hyps, best_of_n(model, ids, o, &stats));
+    RSSM_ASSIGN_OR_RETURN(hyps, best_of_n(model, ids, no, &stats));
   }
   size_t best = 0;
   for (size_t i = 1; i < hyps.size(); ++i)
@@ -125,19 +138,17 @@ Status run_search(const GenerateArgs& a, const Model& model, const std::vector<i
     out += (i ? ", " : "") + std::string("{\"tokens\": ") + token_list(hyps[i].tokens) + sc;
   }
   char head[160];
-  std::snprintf(head, sizeof head, "], \"stats\": {\"decode_ms\": %.3f, \"strategy\": \"%s\", ",
-                stats.decode_s * 1e3, strategy_name(sopt.strategy));
+  std::snprintf(head, sizeof head, "], \"stats\": {\"decode_ms\": %.3f, \"strategy\": \"%s\", \"device\": \"%s\", ",
+                stats.decode_s * 1e3, strategy_name(sopt.strategy), a.device.c_str());
   out += head + store_stats_json(stats.store) + "}}\n";
   std::fwrite(out.data(), 1, out.size(), stdout);
   return {};
 }
 
 // --device cuda: AR or speculative decoding (greedy or sampled) of one
-// prompt on the GPU. Store options other than the strategy and the window
+// prompt on the GPU; beams and best-of-n go through run_search. Store options other than the strategy and the window
 // configure the CPU store and are refused rather than ignored.
 Status check_cuda_request(const GenerateArgs& a) {
-  if (a.beam > 0 || a.n > 0)
-    return unsupported("--device cuda: --beam and --n run on the CPU only so far (the CUDA decoder has no fork yet)");
   RSSM_RETURN_IF_ERROR(check_cuda_store(a.store));
   if (a.spec.empty()) return {};
   SpecOptions spec;
@@ -302,7 +313,7 @@ Runner add_generate(CLI::App& app) {
   app.add_option("--beam", a->beam, "Beam search of width W (tokens = the best beam)");
   app.add_option("--length-penalty", a->length_penalty, "Beam score = logprob / length^P")->capture_default_str();
   app.add_option("--n", a->n, "Best-of-n: N samples sharing the prompt (seeds seed..seed+N-1)");
-  app.add_option("--device", a->device, "Device: cpu or cuda (cuda: AR and --spec decoding; snapshot = the standard in-place state)")->capture_default_str();
+  app.add_option("--device", a->device, "Device: cpu or cuda (cuda: AR, --spec, --beam and --n; snapshot = the standard in-place state)")->capture_default_str();
   add_store_options(app, &a->store);
   return [a] { return run_generate(*a); };
 }

@@ -23,13 +23,57 @@ std::vector<double> log_softmax(std::span<const float> row) {
   return out;
 }
 
-struct Beam {
-  int64_t seq;
-  std::vector<int32_t> tokens;
-  double logprob;
-};
+double beam_score(double logprob, size_t len, const BeamOptions& opt) {
+  return logprob / std::pow(static_cast<double>(std::max<size_t>(len, 1)), opt.length_penalty);
+}
 
 }  // namespace
+
+std::vector<BeamChoice> next_beams(std::span<const float> logits, int64_t V, std::span<const Hypothesis> beams,
+                                   const ModelConfig& cfg, const BeamOptions& opt, std::vector<Hypothesis>* finished) {
+  const int64_t w = opt.width;
+  // Candidates: each beam's top 2w continuations.
+  std::vector<BeamChoice> cands;
+  for (size_t b = 0; b < beams.size(); ++b) {
+    const std::vector<double> lp = log_softmax(logits.subspan(b * size_t(V), size_t(V)));
+    std::vector<int32_t> ids(static_cast<size_t>(V));
+    std::iota(ids.begin(), ids.end(), 0);
+    const int64_t k = std::min<int64_t>(2 * w, V);
+    std::partial_sort(ids.begin(), ids.begin() + k, ids.end(),
+                      [&](int32_t a, int32_t c) { return lp[a] != lp[c] ? lp[a] > lp[c] : a < c; });
+    for (int64_t i = 0; i < k; ++i) cands.push_back({b, ids[i], beams[b].logprob + lp[ids[i]]});
+  }
+  std::stable_sort(cands.begin(), cands.end(), [](const BeamChoice& a, const BeamChoice& c) {
+    if (a.logprob != c.logprob) return a.logprob > c.logprob;
+    return a.parent != c.parent ? a.parent < c.parent : a.token < c.token;
+  });
+  std::vector<BeamChoice> next;
+  for (size_t rank = 0; rank < cands.size() && static_cast<int64_t>(next.size()) < w; ++rank) {
+    const BeamChoice& c = cands[rank];
+    if (opt.stop_at_eos && cfg.is_eos(c.token)) {
+      if (static_cast<int64_t>(rank) >= w) continue;  // only top-ranked EOS candidates finish
+      std::vector<int32_t> t = beams[c.parent].tokens;
+      t.push_back(c.token);
+      finished->push_back({t, c.logprob, beam_score(c.logprob, t.size(), opt)});
+      continue;
+    }
+    next.push_back(c);
+  }
+  // Done when w hypotheses finished and no live beam can still beat the worst.
+  std::sort(finished->begin(), finished->end(), [](const Hypothesis& a, const Hypothesis& b) { return a.score > b.score; });
+  if (static_cast<int64_t>(finished->size()) >= w && !next.empty() &&
+      (*finished)[size_t(w - 1)].score >= beam_score(next.front().logprob, beams[0].tokens.size() + 1, opt))
+    next.clear();
+  return next;
+}
+
+std::vector<Hypothesis> beam_results(std::vector<Hypothesis> finished, std::span<const Hypothesis> live,
+                                     const BeamOptions& opt) {
+  for (const Hypothesis& b : live) finished.push_back({b.tokens, b.logprob, beam_score(b.logprob, b.tokens.size(), opt)});
+  std::stable_sort(finished.begin(), finished.end(), [](const Hypothesis& a, const Hypothesis& b) { return a.score > b.score; });
+  if (static_cast<int64_t>(finished.size()) > opt.width) finished.resize(size_t(opt.width));
+  return finished;
+}
 
 Result<std::vector<Hypothesis>> beam_search(const Model& model, std::span<const int32_t> prompt,
                                             const BeamOptions& opt, SearchStats* stats) {
@@ -39,92 +83,51 @@ Result<std::vector<Hypothesis>> beam_search(const Model& model, std::span<const 
   if (prompt.empty()) return invalid_argument("beam search: the prompt is empty");
   RSSM_ASSIGN_OR_RETURN(auto session, Session::create(model, opt.store));
   ReplayStore& st = session->store();
-  auto score_of = [&](double lp, size_t len) {
-    return lp / std::pow(static_cast<double>(std::max<size_t>(len, 1)), opt.length_penalty);
-  };
-  std::vector<Beam> beams{{st.add_sequence(), {}, 0.0}};
+  std::vector<Hypothesis> beams(1);
+  std::vector<int64_t> seqs{st.add_sequence()};  // seqs[b]: beams[b]'s store sequence
   std::vector<float> logits;
-  const StepInput first{beams[0].seq, prompt};
+  const StepInput first{seqs[0], prompt};
   RSSM_RETURN_IF_ERROR(session->step({&first, 1}, &logits));
   std::vector<Hypothesis> finished;
   const double t0 = now_seconds();
   for (int64_t step = 0; step < opt.max_new_tokens && !beams.empty(); ++step) {
-    // Candidates: each beam's top 2w continuations.
-    struct Cand {
-      size_t beam;
-      int32_t token;
-      double logprob;
-    };
-    std::vector<Cand> cands;
-    for (size_t b = 0; b < beams.size(); ++b) {
-      const std::vector<double> lp = log_softmax(std::span<const float>(logits).subspan(b * V, V));
-      std::vector<int32_t> ids(V);
-      std::iota(ids.begin(), ids.end(), 0);
-      const int64_t k = std::min<int64_t>(2 * w, V);
-      std::partial_sort(ids.begin(), ids.begin() + k, ids.end(),
-                        [&](int32_t a, int32_t c) { return lp[a] != lp[c] ? lp[a] > lp[c] : a < c; });
-      for (int64_t i = 0; i < k; ++i) cands.push_back({b, ids[i], beams[b].logprob + lp[ids[i]]});
-    }
-    std::stable_sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& c) {
-      if (a.logprob != c.logprob) return a.logprob > c.logprob;
-      return a.beam != c.beam ? a.beam < c.beam : a.token < c.token;
-    });
-    std::vector<Cand> next;
-    for (size_t rank = 0; rank < cands.size() && static_cast<int64_t>(next.size()) < w; ++rank) {
-      const Cand& c = cands[rank];
-      if (opt.stop_at_eos && cfg.is_eos(c.token)) {
-        if (static_cast<int64_t>(rank) >= w) continue;  // only top-ranked EOS candidates finish
-        std::vector<int32_t> t = beams[c.beam].tokens;
-        t.push_back(c.token);
-        finished.push_back({t, c.logprob, score_of(c.logprob, t.size())});
-        continue;
-      }
-      next.push_back(c);
-    }
-    // Done when w hypotheses finished and no live beam can still beat the worst.
-    std::sort(finished.begin(), finished.end(), [](const Hypothesis& a, const Hypothesis& b) { return a.score > b.score; });
-    if (static_cast<int64_t>(finished.size()) >= w && !next.empty() &&
-        finished[w - 1].score >= score_of(next.front().logprob, beams[0].tokens.size() + 1)) {
-      next.clear();
-    }
+    const std::vector<BeamChoice> next = next_beams(logits, V, beams, cfg, opt, &finished);
     // Materialise: beams without children are released first (a strategy
     // that copies state on fork then never holds a pruned beam next to the
     // copies); the first child of a beam takes its sequence, others fork it.
     std::vector<int> children(beams.size(), 0);
-    for (const Cand& c : next) children[c.beam]++;
+    for (const BeamChoice& c : next) children[c.parent]++;
     for (size_t b = 0; b < beams.size(); ++b)
-      if (children[b] == 0) RSSM_RETURN_IF_ERROR(st.release(beams[b].seq));
-    std::vector<Beam> nb;
+      if (children[b] == 0) RSSM_RETURN_IF_ERROR(st.release(seqs[b]));
+    std::vector<Hypothesis> nb;
+    std::vector<int64_t> ns;
     std::vector<int> taken(beams.size(), 0);
-    for (const Cand& c : next) {
-      const Beam& parent = beams[c.beam];
-      int64_t seq = parent.seq;
-      if (taken[c.beam]++ > 0) {
-        RSSM_ASSIGN_OR_RETURN(seq, st.fork(parent.seq));
+    for (const BeamChoice& c : next) {
+      int64_t seq = seqs[c.parent];
+      if (taken[c.parent]++ > 0) {
+        RSSM_ASSIGN_OR_RETURN(seq, st.fork(seqs[c.parent]));
       }
-      std::vector<int32_t> t = parent.tokens;
+      std::vector<int32_t> t = beams[c.parent].tokens;
       t.push_back(c.token);
-      nb.push_back({seq, std::move(t), c.logprob});
+      nb.push_back({std::move(t), c.logprob, 0.0});
+      ns.push_back(seq);
     }
-    beams = std::move(nb);
+    beams = std::move(nb), seqs = std::move(ns);
     if (beams.empty() || step + 1 == opt.max_new_tokens) break;
     if (opt.on_step) {
       std::vector<std::vector<int32_t>> live;
-      for (const Beam& b : beams) live.push_back(b.tokens);
+      for (const Hypothesis& b : beams) live.push_back(b.tokens);
       opt.on_step(live);
     }
     std::vector<StepInput> in;
-    for (const Beam& b : beams) in.push_back({b.seq, {&b.tokens.back(), 1}});
+    for (size_t b = 0; b < beams.size(); ++b) in.push_back({seqs[b], {&beams[b].tokens.back(), 1}});
     RSSM_RETURN_IF_ERROR(session->step(in, &logits));
   }
-  for (const Beam& b : beams) finished.push_back({b.tokens, b.logprob, score_of(b.logprob, b.tokens.size())});
-  std::stable_sort(finished.begin(), finished.end(), [](const Hypothesis& a, const Hypothesis& b) { return a.score > b.score; });
-  if (static_cast<int64_t>(finished.size()) > w) finished.resize(w);
   if (stats) {
     stats->store = st.stats();
     stats->decode_s = now_seconds() - t0;
   }
-  return finished;
+  return beam_results(std::move(finished), beams, opt);
 }
 
 Result<std::vector<Hypothesis>> best_of_n(const Model& model, std::span<const int32_t> prompt,

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <vector>
 
 #include "decode/sampler.h"
@@ -41,6 +42,26 @@ struct SearchStats {
 // deterministic.
 Result<std::vector<Hypothesis>> beam_search(const Model& model, std::span<const int32_t> prompt,
                                             const BeamOptions& opt, SearchStats* stats = nullptr);
+
+// The bookkeeping of one beam-search step, shared by the CPU search above
+// and the CUDA one (runtime/cuda/search_cuda.h). From each live beam's
+// logits row (row b scores beams[b]'s next token): every beam's top 2w
+// continuations ranked by cumulative log-probability (ties: beam rank,
+// then token id); EOS candidates within the top w ranks finish (appended
+// to *finished, kept sorted best first); the best w others are the next
+// beams, best first. Empty once the search is over (nothing left, or w
+// finished and no live beam can beat the worst of them).
+struct BeamChoice {
+  size_t parent;  // index into beams
+  int32_t token;
+  double logprob;
+};
+std::vector<BeamChoice> next_beams(std::span<const float> logits, int64_t V, std::span<const Hypothesis> beams,
+                                   const ModelConfig& cfg, const BeamOptions& opt, std::vector<Hypothesis>* finished);
+// The search's answer: the finished hypotheses and the live beams, the best
+// `width` by score (logprob / len^length_penalty), best first.
+std::vector<Hypothesis> beam_results(std::vector<Hypothesis> finished, std::span<const Hypothesis> live,
+                                     const BeamOptions& opt);
 
 struct BestOfNOptions {
   int64_t n = 4;

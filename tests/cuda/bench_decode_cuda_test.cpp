@@ -141,5 +141,46 @@ TEST(BenchDecodeCuda, SpecSweepAcceptsOracleDrafts) {
   EXPECT_GT((*res)[2].state_writes_bytes, 2 * (*res)[0].state_writes_bytes) << "a state per verified token";
 }
 
+// beam and best-of-n on the tiny preset: every field, and what forks cost
+// the layouts — the standard layout writes a state per step and a full
+// copy per fork, replay writes log entries and a checkpoint per W steps.
+TEST(BenchDecodeCuda, TinyBeamAndBestOfNSweep) {
+  if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
+  auto cfg = preset_config("tiny");
+  ASSERT_TRUE(cfg.ok());
+  auto model = Model::random_without_matrices(*cfg, kPresetSeed);
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  SweepOptions opt;
+  opt.prompt_tokens = 16;
+  opt.new_tokens = 48;
+  opt.runs = 1;
+  opt.warmup = 1;
+  auto runner = cuda::BenchDecodeRunner::create(**model, opt, kPresetSeed);
+  ASSERT_TRUE(runner.ok()) << runner.status().message();
+  Axes a;
+  a.workloads = {Workload::kBeam, Workload::kBestOfN};
+  a.strategies = {Strategy::kReplay, Strategy::kSnapshot};
+  a.batches = {4};
+  a.windows = {16};
+  const std::vector<Config> configs = enumerate_configs(a, DraftKind::kOracle);
+  ASSERT_EQ(configs.size(), 4u);
+  Progress progress(false);
+  SweepCost cost;
+  auto res = run_sweep(**runner, (*runner)->weights_bytes(), configs, progress, &cost);
+  ASSERT_TRUE(res.ok()) << res.status().message();
+  for (const ConfigResult& r : *res) {
+    const std::string what = r.config.describe();
+    EXPECT_GT(r.tokens_per_s.median, 0.0) << what;
+    EXPECT_GT(r.peak_state_bytes, 0) << what;
+    EXPECT_GT(r.state_writes_bytes, 0) << what;
+    EXPECT_LE(r.peak_device_bytes - (*runner)->weights_bytes(), estimate_device_run_bytes(*cfg, r.config, opt)) << what;
+    std::printf("  %s: %.0f tokens/s, state peak %lld bytes, state written %lld bytes\n", what.c_str(),
+                r.tokens_per_s.median, (long long)r.peak_state_bytes, (long long)r.state_writes_bytes);
+  }
+  // Order: beam replay, beam snapshot, best-of-n replay, best-of-n snapshot.
+  EXPECT_LT((*res)[0].state_writes_bytes, (*res)[1].state_writes_bytes);
+  EXPECT_LT((*res)[2].state_writes_bytes, (*res)[3].state_writes_bytes);
+}
+
 }  // namespace
 }  // namespace replayssm

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cuda_test_util.h"
+#include "decoder_test_util.h"
 #include "bench/presets.h"
 #include "replayssm/model.h"
 #include "runtime/cuda/decoder.h"
@@ -28,42 +29,15 @@ namespace {
 using cuda::DecodeStrategy;
 using test::fixture;
 
-constexpr float kLogitTol = 6e-2f;
+using test::stepped;
+using test::worst_row_ratio;
+
 // As decoder_cuda_test.cpp: the tiny fixtures amplify bf16 rounding (a
 // chunked pass sums in another order than single steps), the trained
 // models do not.
 constexpr float kFixtureRatio = 25.0f;
 constexpr float kTrainedRatio = 3.0f;
 constexpr double kGreedyGap = 0.15;
-
-float worst_ratio(const std::vector<float>& got, const std::vector<float>& ref) {
-  float worst = 0.0f;
-  for (size_t v = 0; v < ref.size(); ++v) {
-    if (!std::isfinite(got[v])) return INFINITY;
-    worst = std::max(worst, std::abs(got[v] - ref[v]) / (kLogitTol * (1.0f + std::abs(ref[v]))));
-  }
-  return worst;
-}
-
-// Logits after each of `ids`, fed one token per step to a fresh batch-1
-// standard decoder (the reference path: no chunks, no log, no rollback).
-std::vector<std::vector<float>> stepped(const cuda::DeviceModel& dm, const std::vector<int32_t>& ids) {
-  const int64_t V = dm.config().vocab_size;
-  cuda::DecoderOptions o;
-  o.strategy = DecodeStrategy::kStandard, o.max_context = int64_t(ids.size()), o.kv_page = 16, o.graphs = false;
-  auto dec = cuda::Decoder::create(dm, o);
-  EXPECT_TRUE(dec.ok()) << dec.status().message();
-  std::vector<std::vector<float>> out;
-  if (!dec.ok()) return out;
-  std::vector<int32_t> next(1);
-  std::vector<float> row(static_cast<size_t>(V));
-  for (int32_t t : ids) {
-    const Status st = (*dec)->step(std::vector<int32_t>{t}, next, row.data());
-    EXPECT_TRUE(st.ok()) << st.message();
-    out.push_back(row);
-  }
-  return out;
-}
 
 struct SpecCase {
   DecodeStrategy strategy;
@@ -88,14 +62,8 @@ class CudaSpec : public ::testing::TestWithParam<std::string> {
 
 // Three sequences, a 10-token prompt each, then 30 rounds of random plain
 // steps and verifies with random acceptance (0..T), against stepping each
-// sequence's committed tokens from scratch. Returns the worst ratio over
-// every committed row; counts the rows whose argmax differs from
-// stepping's where stepping's top-2 gap is at least `clear_gap`.
-struct RowsResult {
-  float worst = 0.0f;
-  int64_t rows = 0, flips = 0, clear = 0, clear_flips = 0;
-  double median_gap = 0.0;
-};
+// sequence's committed tokens from scratch (test::check_against_stepping).
+using RowsResult = test::SteppedCheck;
 RowsResult accepted_rows_vs_stepping(const cuda::DeviceModel& dm, const SpecCase& sc, double clear_gap) {
   RowsResult res;
   const int64_t B = 3, V = dm.config().vocab_size;
@@ -154,25 +122,8 @@ RowsResult accepted_rows_vs_stepping(const cuda::DeviceModel& dm, const SpecCase
   }
   EXPECT_GT(verifies, 15);
   EXPECT_GT(partial, 15);
-  std::vector<double> gaps;
-  for (int64_t b = 0; b < B; ++b) {
-    EXPECT_EQ((*dec)->length(b), int64_t(ids[size_t(b)].size()));
-    const auto ref = stepped(dm, ids[size_t(b)]);
-    for (size_t t = 10; t < ids[size_t(b)].size(); ++t) {
-      const auto& got = rows[size_t(b)][t];
-      res.worst = std::max(res.worst, worst_ratio(got, ref[t]));
-      std::vector<float> top(ref[t]);
-      std::partial_sort(top.begin(), top.begin() + 2, top.end(), std::greater<float>());
-      const bool flip = std::max_element(got.begin(), got.end()) - got.begin() !=
-                        std::max_element(ref[t].begin(), ref[t].end()) - ref[t].begin();
-      gaps.push_back(top[0] - top[1]);
-      ++res.rows, res.flips += flip;
-      if (top[0] - top[1] >= clear_gap) ++res.clear, res.clear_flips += flip;
-    }
-  }
-  std::sort(gaps.begin(), gaps.end());
-  res.median_gap = gaps.empty() ? 0.0 : gaps[gaps.size() / 2];
-  return res;
+  for (int64_t b = 0; b < B; ++b) EXPECT_EQ((*dec)->length(b), int64_t(ids[size_t(b)].size()));
+  return test::check_against_stepping(dm, ids, rows, 10, clear_gap);
 }
 
 // Windows of 6 and 8 with verifies of up to 3 and 4 tokens make the replay

@@ -13,6 +13,7 @@
 #include "core/clock.h"
 #include "decode/speculative.h"
 #include "runtime/cuda/generate_cuda.h"
+#include "runtime/cuda/search_cuda.h"
 
 namespace replayssm::cuda {
 
@@ -58,7 +59,8 @@ Result<std::unique_ptr<BenchDecodeRunner>> BenchDecodeRunner::create(const Model
 }
 
 Result<bench::Measurement> BenchDecodeRunner::run(const bench::Config& c) {
-  if (c.workload != bench::Workload::kAr && c.workload != bench::Workload::kSpec)
+  const bool search = c.workload == bench::Workload::kBeam || c.workload == bench::Workload::kBestOfN;
+  if (c.workload != bench::Workload::kAr && c.workload != bench::Workload::kSpec && !search)
     return unsupported(std::string("--workload ") + bench::workload_name(c.workload) + ": not supported on cuda yet");
   const bench::SweepOptions& opt = opt_;
   const bool spec = c.workload == bench::Workload::kSpec;
@@ -74,9 +76,10 @@ Result<bench::Measurement> BenchDecodeRunner::run(const bench::Config& c) {
   if (spec) reach.spec.kind = SpecOptions::kCustom, reach.spec.tokens = c.spec_t;
   o.max_context = decoder_context(size_t(opt.prompt_tokens), reach);
   o.max_chunk = 1;  // the prompt goes one token per step, as estimate_device_run_bytes assumes
+  o.forks = search;
   if (decoder_ == nullptr || decoder_opt_.strategy != o.strategy || decoder_opt_.batch != o.batch ||
       decoder_opt_.max_context != o.max_context || decoder_opt_.window != o.window ||
-      decoder_opt_.spec_tokens != o.spec_tokens) {
+      decoder_opt_.spec_tokens != o.spec_tokens || decoder_opt_.forks != o.forks) {
     decoder_.reset();  // before the next one: the device holds one decoder at a time
     RSSM_ASSIGN_OR_RETURN(decoder_, Decoder::create(*model_, o));
     decoder_opt_ = o;
@@ -85,7 +88,24 @@ Result<bench::Measurement> BenchDecodeRunner::run(const bench::Config& c) {
   const std::vector<std::vector<int32_t>> prompts = ctx_.prompts(c.batch);
   bench::Measurement m;
   int64_t written0 = 0, folds0 = 0;
-  if (!spec) {
+  if (search) {
+    // Width (n) = batch on prompt 0, as the CPU reference: every hypothesis
+    // appends a token per step after the prefill's first (no EOS).
+    SearchStats st;
+    written0 = dec.state_bytes_written(), folds0 = dec.folds();
+    if (c.workload == bench::Workload::kBeam) {
+      BeamOptions b;
+      b.width = c.batch, b.max_new_tokens = opt.new_tokens, b.stop_at_eos = false;
+      RSSM_RETURN_IF_ERROR(beam_search_cuda(dec, ctx_.prompt(0), b, &st).status());
+    } else {
+      BestOfNOptions b;
+      b.n = c.batch, b.max_new_tokens = opt.new_tokens, b.stop_at_eos = false;
+      b.sampling = {opt.bon_temperature, 1.0f, opt.seed};
+      RSSM_RETURN_IF_ERROR(best_of_n_cuda(dec, ctx_.prompt(0), b, &st).status());
+    }
+    m.decode_s = st.decode_s;
+    m.emitted = c.batch * std::max<int64_t>(opt.new_tokens - 1, 0);
+  } else if (!spec) {
     const size_t B = static_cast<size_t>(c.batch);
     std::vector<int32_t> tok(B), next(B);
     RSSM_RETURN_IF_ERROR(dec.reset());
@@ -142,7 +162,7 @@ Result<bench::Measurement> BenchDecodeRunner::run(const bench::Config& c) {
     m.spec = r.spec;
   }
   const DecoderMemory& mem = dec.memory();
-  m.store.state_bytes_peak = mem.state_bytes;
+  m.store.state_bytes_peak = dec.state_bytes_peak();  // in use at most (allocated: mem.state_bytes)
   m.store.kv_bytes_peak = mem.kv_bytes;
   m.device_bytes = model_->bytes() + mem.state_bytes + mem.kv_bytes + mem.workspace_bytes;
   m.device_strategy = decode_strategy_name(o.strategy);

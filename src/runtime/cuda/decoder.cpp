@@ -23,7 +23,9 @@
 #include "ops/cuda/rope.h"
 #include "ops/cuda/sampling.h"
 #include "ops/cuda/ssm_append.h"
+#include "ops/cuda/seq_copy.h"
 #include "runtime/cuda/cuda_status.h"
+#include "runtime/cuda/slot_pool.h"
 
 namespace replayssm::cuda {
 
@@ -44,10 +46,16 @@ enum PlanField {
   kSeqPos, kSeqLen, kCuRows,      // per sequence: first new position, rows attended, rows b·T
   kMEntry, kMLog, kMFold,         // Mamba2 layers: log entry (standard: compact row) of each new row; entries; fold
   kGEntry, kGLog, kGFold,         // Gated DeltaNet layers, likewise
-  kSlot, kOutSlot, kWinSlot,      // state slot read; where each row's state goes (standard); conv window = b
+  kMSlot, kGSlot,                 // state or checkpoint slot each sequence reads (Mamba2, GDN layers)
+  kMFoldSlot, kGFoldSlot,         // where a fold writes (replay: a fresh slot where others read the old one)
+  kOutSlot, kWinSlot,             // where each row's state goes (standard); conv window = b
   kMMoveFrom, kMMoveCount,        // the post-fold log moves (replay)
   kGMoveFrom, kGMoveCount,
   kCommitRows, kCommitCount,      // the last verify's rows b·T and accepted count, rolled into the windows
+  // reorder(): per sequence b, the source sequence and what to copy from it
+  // (0 where b keeps its own): 1, K/V rows, Mamba2 / GDN log entries; the
+  // standard layout's state slots from and to.
+  kForkSrc, kForkDst, kForkOne, kForkKv, kForkMLog, kForkGLog, kForkStFrom, kForkStTo,
   kPlanFields
 };
 
@@ -67,8 +75,12 @@ struct LayerState {
   float* log_g = nullptr;       //            (B, W, Hv)
   uint16_t* pending = nullptr;  // speculation: a verify's pre-conv rows (B·T, C), until accept
   oc::PagedKv kv;               // attention
+  uint16_t* kv_rows = nullptr;  // sequence b's K/V rows are a block of kv_block rows of kv.row_stride
+  int64_t kv_block = 0;
   size_t state_bytes = 0;       // what reset() zeroes at `state` and `window`
   size_t window_bytes = 0;
+  int64_t slot_bytes = 0, window_seq_bytes = 0;  // one slot's state, one sequence's window
+  int64_t conv_channels = 0, log_row[3] = {};    // the log arrays' entry bytes (x|B|dt or k|u|g)
 };
 
 struct Decoder::Impl {
@@ -107,7 +119,11 @@ struct Decoder::Impl {
   std::map<int, cudaGraphExec_t> graphs;  // graph_key(T, fold, verify, commit) → the captured step
   std::set<int> ran_eager;
   int64_t rows_cap = 0;           // rows a step may have: batch × max(max_chunk, spec_tokens)
-  int slots_per_seq = 1;          // standard layout: spec_tokens + 1 with speculation
+  int slots_per_seq = 1;          // standard layout: spec_tokens + 1 with speculation, ≥ 2 with forks
+  SlotPool m_pool, g_pool;        // replay: checkpoint slots of the Mamba2 / GDN layers (2 × batch with forks)
+  void* fork_temp = nullptr;      // reorder()'s staging: the largest per-layer array a fork copies
+  int64_t mamba_log_w = 0, gdn_log_w = 0;  // one sequence's log bytes, all layers
+  int64_t pending_w = 0;          // one sequence's verify pre-conv rows, all layers
   // Per sequence. Replay: committed log entries (Mamba2, GDN layers);
   // standard: which of its slots holds the state.
   std::vector<int> m_count, g_count, cur;
@@ -227,8 +243,11 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
   const int64_t B = o.batch, W = o.window, Hd = c.hidden_size;
   const bool replay = o.strategy == DecodeStrategy::kReplay;
   I.rows_cap = B * std::max(chunk, spec);
-  I.slots_per_seq = !replay && spec > 0 ? spec + 1 : 1;
-  const int64_t R = I.rows_cap, S = I.slots_per_seq;
+  I.slots_per_seq = replay ? 1 : std::max(spec + 1, o.forks ? 2 : 1);
+  // Replay: a checkpoint slot per sequence, or a pool of twice that which
+  // forks share (every sequence in use, and as many folds into fresh ones).
+  const int64_t R = I.rows_cap, S = replay && o.forks ? 2 : I.slots_per_seq;
+  I.m_pool = SlotPool(B, B * S), I.g_pool = SlotPool(B, B * S);
   dec->pos_.assign(size_t(B), 0);
   I.m_count.assign(size_t(B), 0), I.g_count.assign(size_t(B), 0), I.cur.assign(size_t(B), 0);
   I.m_folded.assign(size_t(B), 0), I.g_folded.assign(size_t(B), 0);
@@ -280,7 +299,11 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
       L.state_bytes = size_t(B * S * HP * mc.state_size) * 4, L.window_bytes = size_t(B * (mc.conv_width - 1) * C) * 2;
       I.mamba_state_w += HP * mc.state_size * 4, I.window_w += (mc.conv_width - 1) * C * 2;
       if (spec > 0) RSSM_RETURN_IF_ERROR(I.alloc(&L.pending, B * spec * C, what + " verify conv rows", &st));
+      I.pending_w += spec > 0 ? spec * C * 2 : 0;
+      L.slot_bytes = HP * mc.state_size * 4, L.window_seq_bytes = (mc.conv_width - 1) * C * 2, L.conv_channels = C;
+      L.log_row[0] = HP * 2, L.log_row[1] = GN * 2, L.log_row[2] = mc.n_heads * 4;
       if (replay) {
+        I.mamba_log_w += W * (HP * 2 + GN * 2 + mc.n_heads * 4);
         RSSM_RETURN_IF_ERROR(I.alloc(&L.log_x, B * W * HP, what + " log x", &st));
         RSSM_RETURN_IF_ERROR(I.alloc(&L.log_B, B * W * GN, what + " log B", &st));
         RSSM_RETURN_IF_ERROR(I.alloc(&L.log_dt, B * W * mc.n_heads, what + " log dt", &st));
@@ -291,10 +314,14 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
       RSSM_RETURN_IF_ERROR(I.alloc(&L.state, B * S * gc.n_v_heads * gc.k_dim * gc.v_dim, what + " states", &st));
       RSSM_RETURN_IF_ERROR(I.alloc(&L.window, B * (gc.conv_width - 1) * C, what + " conv windows", &st));
       if (spec > 0) RSSM_RETURN_IF_ERROR(I.alloc(&L.pending, B * spec * C, what + " verify conv rows", &st));
+      I.pending_w += spec > 0 ? spec * C * 2 : 0;
       L.state_bytes = size_t(B * S * gc.n_v_heads * gc.k_dim * gc.v_dim) * 4;
+      L.slot_bytes = gc.n_v_heads * gc.k_dim * gc.v_dim * 4, L.window_seq_bytes = (gc.conv_width - 1) * C * 2;
+      L.conv_channels = C, L.log_row[0] = K * 2, L.log_row[1] = V * 4, L.log_row[2] = gc.n_v_heads * 4;
       I.gdn_state_w += gc.n_v_heads * gc.k_dim * gc.v_dim * 4, I.window_w += (gc.conv_width - 1) * C * 2;
       L.window_bytes = size_t(B * (gc.conv_width - 1) * C) * 2;
       if (replay) {
+        I.gdn_log_w += W * (K * 2 + V * 4 + gc.n_v_heads * 4);
         RSSM_RETURN_IF_ERROR(I.alloc(&L.log_k, B * W * K, what + " log k", &st));
         RSSM_RETURN_IF_ERROR(I.alloc(&L.log_u, B * W * V, what + " log u", &st));
         RSSM_RETURN_IF_ERROR(I.alloc(&L.log_g, B * W * gc.n_v_heads, what + " log g", &st));
@@ -317,9 +344,20 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
       RSSM_CU(cudaMemcpy(vd, vp.data(), sizeof(uint16_t*) * size_t(n_pages), cudaMemcpyHostToDevice), "page list");
       L.kv.k_pages = kd, L.kv.v_pages = vd, L.kv.max_pages = I.pages_per_seq, L.kv.page_size = o.kv_page;
       L.kv.row_stride = 2 * width;
+      L.kv_rows = rows, L.kv_block = int64_t(I.pages_per_seq) * o.kv_page;
     }
   }
   I.has_mamba = any_mamba, I.has_gdn = any_gdn;
+  if (o.forks) {  // reorder() stages the largest per-layer array it copies through here
+    int64_t widest = 0;
+    for (const LayerState& L : I.layers) {
+      widest = std::max({widest, L.window_seq_bytes, L.kv_block * L.kv.row_stride * 2});
+      if (replay) widest = std::max(widest, W * std::max({L.log_row[0], L.log_row[1], L.log_row[2]}));
+    }
+    uint8_t* t = nullptr;
+    RSSM_RETURN_IF_ERROR(I.alloc(&t, B * widest, "fork staging", &mem.workspace_bytes));
+    I.fork_temp = t;
+  }
   if (int64_t(I.layers.size()) != int64_t(cspec.layers.size()))
     return invalid_argument("cuda decode: the model's blocks do not cover its cache layers");
   int64_t& ws2 = mem.workspace_bytes;
@@ -389,6 +427,109 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
   return dec;
 }
 
+Status Decoder::reorder(std::span<const int32_t> parent) {
+  Impl& I = *impl_;
+  const int64_t B = opt_.batch;
+  if (!opt_.forks) return invalid_argument("cuda decode: reorder needs a decoder created with forks");
+  if (poisoned_)
+    return invalid_argument("cuda decode: an earlier step failed part-way; the states are undefined until reset()");
+  if (verify_T_ != 0) return invalid_argument("cuda decode: the last verify awaits accept()");
+  if (int64_t(parent.size()) != B)
+    return invalid_argument("cuda decode: reorder takes a parent per sequence (" + std::to_string(B) + "), got " +
+                            std::to_string(parent.size()));
+  for (int64_t b = 0; b < B; ++b)
+    if (parent[size_t(b)] < 0 || parent[size_t(b)] >= B)
+      return invalid_argument("cuda decode: sequence " + std::to_string(b) + "'s parent " +
+                              std::to_string(parent[size_t(b)]) + " is out of range [0, " + std::to_string(B) + ")");
+  const bool replay = opt_.strategy == DecodeStrategy::kReplay;
+  const int S = I.slots_per_seq;
+  int64_t moved = 0, max_kv = 0, max_m = 0, max_g = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    const int32_t p = parent[size_t(b)];
+    const bool mv = p != b;
+    moved += mv;
+    I.host_field(kForkSrc)[b] = p, I.host_field(kForkDst)[b] = int32_t(b), I.host_field(kForkOne)[b] = mv;
+    I.host_field(kForkKv)[b] = mv ? int32_t(pos_[size_t(p)]) : 0;
+    I.host_field(kForkMLog)[b] = mv ? I.m_count[size_t(p)] : 0;
+    I.host_field(kForkGLog)[b] = mv ? I.g_count[size_t(p)] : 0;
+    I.host_field(kForkStFrom)[b] = int32_t(p * S + I.cur[size_t(p)]);
+    I.host_field(kForkStTo)[b] = int32_t(b * S + (I.cur[size_t(b)] + 1) % S);
+    if (mv) max_kv = std::max(max_kv, pos_[size_t(p)]), max_m = std::max<int64_t>(max_m, I.m_count[size_t(p)]),
+            max_g = std::max<int64_t>(max_g, I.g_count[size_t(p)]);
+  }
+  if (moved == 0) return {};
+  // A failure from here on leaves sequences part-copied.
+  poisoned_ = true;
+  RSSM_CU(cudaMemcpyAsync(I.plan, I.plan_host, sizeof(int32_t) * kPlanFields * I.field_len(), cudaMemcpyHostToDevice,
+                          I.stream),
+          "fork plan");
+  if (I.commit_pending) {  // the windows take an accepted verify's rows before they are copied
+    RSSM_RETURN_IF_ERROR(I.commit_windows());
+    I.commit_pending = false;
+  }
+  auto copy = [&](void* array, int64_t block, int64_t row, PlanField rows, int64_t max_rows, const char* what,
+                  PlanField src = kForkSrc, PlanField dst = kForkDst, bool direct = false) -> Status {
+    if (array == nullptr || max_rows == 0) return {};
+    oc::SeqCopyArgs a;
+    a.batch = int(B), a.array = array, a.block_bytes = block, a.row_bytes = row, a.max_rows = int(max_rows);
+    a.src = I.field(src), a.dst = I.field(dst), a.rows = I.field(rows), a.temp = I.fork_temp, a.direct = direct;
+    RSSM_CU(oc::seq_copy_cuda(a, I.stream), what);
+    return {};
+  };
+  const int64_t W = opt_.window;
+  for (LayerState& L : I.layers) {
+    if (L.kv_rows != nullptr) {
+      RSSM_RETURN_IF_ERROR(copy(L.kv_rows, L.kv_block * L.kv.row_stride * 2, L.kv.row_stride * 2, kForkKv, max_kv,
+                                "fork K/V"));
+      continue;
+    }
+    if (L.window_seq_bytes > 0)
+      RSSM_RETURN_IF_ERROR(copy(L.window, L.window_seq_bytes, L.window_seq_bytes, kForkOne, 1, "fork conv window"));
+    if (!replay) {  // a full copy of the state into the child's spare slot
+      RSSM_RETURN_IF_ERROR(
+          copy(L.state, L.slot_bytes, L.slot_bytes, kForkOne, 1, "fork state", kForkStFrom, kForkStTo, true));
+      continue;
+    }
+    const bool m = L.log_x != nullptr;  // the checkpoint is shared by slot; the log entries are copied
+    void* logs[3] = {m ? static_cast<void*>(L.log_x) : L.log_k, m ? static_cast<void*>(L.log_B) : L.log_u,
+                     m ? static_cast<void*>(L.log_dt) : L.log_g};
+    for (int i = 0; i < 3; ++i)
+      RSSM_RETURN_IF_ERROR(copy(logs[i], W * L.log_row[i], L.log_row[i], m ? kForkMLog : kForkGLog, m ? max_m : max_g,
+                                "fork log"));
+  }
+  RSSM_CU(cudaStreamSynchronize(I.stream), "fork");
+  poisoned_ = false;
+  const std::vector<int64_t> pos = pos_;
+  const std::vector<int> mc = I.m_count, gc = I.g_count;
+  for (int64_t b = 0; b < B; ++b) {
+    const int32_t p = parent[size_t(b)];
+    pos_[size_t(b)] = pos[size_t(p)], I.m_count[size_t(b)] = mc[size_t(p)], I.g_count[size_t(b)] = gc[size_t(p)];
+    if (!replay && p != b) I.cur[size_t(b)] = (I.cur[size_t(b)] + 1) % S;
+  }
+  if (replay) I.m_pool.share(parent), I.g_pool.share(parent);
+  // What the fork wrote: windows, and full states (standard) or the log
+  // entries (replay; per entry: a W-th of a sequence's log).
+  for (int64_t b = 0; b < B; ++b)
+    if (parent[size_t(b)] != b)
+      state_written_ += I.window_w + (replay ? (I.host_field(kForkMLog)[b] * I.mamba_log_w +
+                                                I.host_field(kForkGLog)[b] * I.gdn_log_w) / opt_.window
+                                             : I.mamba_state_w + I.gdn_state_w);
+  note_state_peak(replay ? 0 : moved);
+  return {};
+}
+
+void Decoder::note_state_peak(int64_t copies) {
+  const Impl& I = *impl_;
+  const int64_t B = opt_.batch, state_w = I.mamba_state_w + I.gdn_state_w;
+  int64_t now = B * (I.window_w + I.pending_w);
+  if (opt_.strategy == DecodeStrategy::kStandard)
+    now += (B * (opt_.spec_tokens > 0 ? opt_.spec_tokens + 1 : 1) + copies) * state_w;
+  else
+    now += I.m_pool.peak_live() * I.mamba_state_w + I.g_pool.peak_live() * I.gdn_state_w +
+           B * (I.mamba_log_w + I.gdn_log_w);
+  state_peak_ = std::max(state_peak_, now);
+}
+
 Status Decoder::reset() {
   Impl& I = *impl_;
   for (LayerState& L : I.layers) {
@@ -399,7 +540,10 @@ Status Decoder::reset() {
   std::fill(pos_.begin(), pos_.end(), 0);
   std::fill(I.m_count.begin(), I.m_count.end(), 0), std::fill(I.g_count.begin(), I.g_count.end(), 0);
   std::fill(I.cur.begin(), I.cur.end(), 0);
+  I.m_pool.reset(), I.g_pool.reset();
   I.commit_pending = false, verify_T_ = 0;
+  state_peak_ = 0;
+  note_state_peak(0);
   poisoned_ = false;
   return {};
 }
@@ -431,14 +575,14 @@ Status Decoder::Impl::run_mamba2(const DeviceBlock& blk, LayerState& L, int T, b
   oc::Mamba2DecodeArgs a;
   a.batch = B, a.H = int(mc.n_heads), a.P = int(mc.head_dim), a.N = int(mc.state_size), a.G = int(mc.n_groups), a.T = T;
   a.A_log = blk.A_log, a.D = blk.D, a.dt_bias = blk.dt_bias, a.dt_min = mc.dt_min, a.dt_max = mc.dt_max;
-  a.state = L.state, a.slot = field(kSlot), a.Cm = cC, a.y = y;
+  a.state = L.state, a.slot = field(kMSlot), a.Cm = cC, a.y = y;
   if (!replay && !chunk_log) {
     a.x = cx, a.Bm = cB, a.dt = cdt, a.out_slot = field(kOutSlot);
     RSSM_CU(oc::mamba2_step_cuda(a, stream), "Mamba2 step");
   } else {
     a.W = replay ? opt.window : T, a.n_log = field(kMLog);
     a.log_x = ap.x, a.log_B = ap.Bm, a.log_dt = ap.dt;
-    a.fold = fold || chunk_log ? field(kMFold) : nullptr, a.fold_slot = field(kSlot);
+    a.fold = fold || chunk_log ? field(kMFold) : nullptr, a.fold_slot = field(kMFoldSlot);
     a.max_fold = a.fold != nullptr ? a.W : 0;
     a.scratch = mamba_scratch;
     RSSM_CU(oc::mamba2_replay_cuda(a, stream), "Mamba2 replay");
@@ -507,13 +651,13 @@ Status Decoder::Impl::run_gdn(const DeviceBlock& blk, LayerState& L, int T, bool
   RSSM_CU(oc::gdn_append_cuda(ap, stream), "GDN append");
   oc::GdnDecodeArgs a;
   a.batch = B, a.Hk = int(g.n_k_heads), a.Hv = int(g.n_v_heads), a.dk = int(g.k_dim), a.dv = int(g.v_dim), a.T = T;
-  a.state = L.state, a.slot = field(kSlot), a.q = gq, a.v = gv, a.beta = gbeta, a.o = y;
+  a.state = L.state, a.slot = field(kGSlot), a.q = gq, a.v = gv, a.beta = gbeta, a.o = y;
   if (!replay) {  // T = 1, or a verify's state per token (max_chunk() keeps prompts to single tokens)
     a.k = gk, a.g = gg, a.out_slot = field(kOutSlot);
     RSSM_CU(oc::gdn_step_cuda(a, stream), "GDN step");
   } else {
     a.W = opt.window, a.n_log = field(kGLog), a.log_k = L.log_k, a.log_u = L.log_u, a.log_g = L.log_g;
-    a.fold = fold ? field(kGFold) : nullptr, a.fold_slot = field(kSlot), a.max_fold = fold ? opt.window : 0;
+    a.fold = fold ? field(kGFold) : nullptr, a.fold_slot = field(kGFoldSlot), a.max_fold = fold ? opt.window : 0;
     RSSM_CU(oc::gdn_replay_cuda(a, stream), "GDN replay");
     if (fold) {
       // The fold left this step's T entries (whose u the kernel just wrote)
@@ -784,7 +928,14 @@ Status Decoder::run(std::span<const int32_t> tokens, int T, bool verify, std::sp
     I.host_field(kSeqPos)[b] = int32_t(pos);
     I.host_field(kSeqLen)[b] = int32_t(pos + T);
     I.host_field(kCuRows)[b] = int32_t(b * T);
-    I.host_field(kSlot)[b] = int32_t(b * S + I.cur[size_t(b)]);
+    if (replay) {  // a fold writes in place unless another sequence reads the checkpoint
+      I.host_field(kMSlot)[b] = I.m_pool.slot(b), I.host_field(kGSlot)[b] = I.g_pool.slot(b);
+      I.host_field(kMFoldSlot)[b] = m_fold ? I.m_pool.fold_target(b) : I.m_pool.slot(b);
+      I.host_field(kGFoldSlot)[b] = g_fold ? I.g_pool.fold_target(b) : I.g_pool.slot(b);
+    } else {
+      const int32_t slot = int32_t(b * S + I.cur[size_t(b)]);
+      I.host_field(kMSlot)[b] = I.host_field(kGSlot)[b] = I.host_field(kMFoldSlot)[b] = I.host_field(kGFoldSlot)[b] = slot;
+    }
     I.host_field(kWinSlot)[b] = int32_t(b);
     I.host_field(kMLog)[b] = replay ? m + T : T;
     // Standard chunks fold all their T entries; replay folds its prefix, or
@@ -809,6 +960,12 @@ Status Decoder::run(std::span<const int32_t> tokens, int T, bool verify, std::sp
   }
   I.commit_pending = false;
   if (fold) ++folds_;
+  if (replay)
+    for (int64_t b = 0; b < B; ++b) {
+      if (I.m_folded[size_t(b)]) I.m_pool.folded(b, I.host_field(kMFoldSlot)[b]);
+      if (I.g_folded[size_t(b)]) I.g_pool.folded(b, I.host_field(kGFoldSlot)[b]);
+    }
+  note_state_peak(0);
   for (int64_t b = 0; b < B; ++b)
     state_written_ += I.window_w + (replay ? I.m_folded[size_t(b)] * I.mamba_state_w + I.g_folded[size_t(b)] * I.gdn_state_w
                                            : (verify ? T : 1) * (I.mamba_state_w + I.gdn_state_w));

@@ -46,6 +46,18 @@
 //              pass and moves the T to the front); accept() moves a cursor.
 // Either way the conv windows keep the verify's pre-conv rows aside and the
 // next step starts by rolling each window forward over the accepted ones.
+//
+// Forks (options.forks): reorder(parent) makes every sequence b continue
+// from what sequence parent[b] holds — the step of a beam search, or n
+// samples taking one prefilled prompt. Again the layouts differ in what
+// that costs:
+//   standard — each moved sequence gets a full copy of its parent's state
+//              (a second state slot per sequence takes it);
+//   replay   — a moved sequence reads its parent's checkpoint slot
+//              (refcounted, slot_pool.h) and copies only the parent's log
+//              entries; a fold writes in place only when no other sequence
+//              reads the slot, else into a free one (a pool of 2 × batch).
+// Both copy the conv window and the K/V rows (no shared K/V pages yet).
 #pragma once
 
 #include <cstdint>
@@ -71,6 +83,7 @@ struct DecoderOptions {
   int max_chunk = 0;           // tokens per sequence per step, 1..8 (replay: < window); 0: the most allowed
   bool all_logits = false;     // logits of every row of a chunk, not just each sequence's last
   int spec_tokens = 0;         // the most tokens a verify() takes, 2..8 (replay: ≤ window/2); 0: no verify
+  bool forks = false;          // reorder() allowed (beams, best-of-n): room for shared or copied states
 };
 
 // Device memory, by what holds it.
@@ -113,6 +126,11 @@ class Decoder {
   // given, every row's (batch·T × vocab). Nothing is committed until
   // accept(), which must come before the next step or verify.
   Status verify(std::span<const int32_t> tokens, int T, std::span<int32_t> argmax, float* logits = nullptr);
+  // Sequence b continues from sequence parent[b]'s tokens and state (all
+  // committed; parent[b] = b keeps its own). Needs options.forks; not while
+  // a verify awaits accept(). Runs (and waits for) its copies at once.
+  Status reorder(std::span<const int32_t> parent);
+
   // Keep the first accepted[b] (0..T) tokens of the last verify for each
   // sequence; the rest are rolled back (their positions are free again).
   // 0: the sequence sat the verify out (a finished one in a batch).
@@ -127,6 +145,12 @@ class Decoder {
   // (standard: every step, one per token of a verify; replay: where a log
   // folds) and bf16 conv windows (once per step or accepted verify).
   int64_t state_bytes_written() const { return state_written_; }
+  // The most SSM state bytes held at once since the last reset(): the
+  // standard layout's states (spec_tokens + 1 per sequence with
+  // speculation) plus fork copies in flight; replay's checkpoint slots in
+  // use (shared ones once) plus every sequence's log; conv windows and a
+  // verify's pre-conv rows in both. Allocation is memory().state_bytes.
+  int64_t state_bytes_peak() const { return state_peak_; }
 
  private:
   struct Impl;
@@ -135,12 +159,13 @@ class Decoder {
   DecoderOptions opt_;
   DecoderMemory mem_;
   std::vector<int64_t> pos_;  // per sequence
-  int64_t folds_ = 0, state_written_ = 0;
+  int64_t folds_ = 0, state_written_ = 0, state_peak_ = 0;
   bool poisoned_ = false;  // a step failed after its first launch
   int verify_T_ = 0;       // a verify awaiting accept(): its T
   // step() and verify(): the plan, the launches, the wait.
   Status run(std::span<const int32_t> tokens, int T, bool verify, std::span<int32_t> next, float* logits);
   Status launch_step(int T, bool fold, bool verify, bool commit, float* logits);
+  void note_state_peak(int64_t copies);  // copies: standard states copied by a reorder in flight
   std::unique_ptr<Impl> impl_;
 };
 

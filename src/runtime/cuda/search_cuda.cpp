@@ -1,0 +1,156 @@
+// beam_search_cuda and best_of_n_cuda (see search_cuda.h).
+#include "runtime/cuda/search_cuda.h"
+
+#include <algorithm>
+
+#include "core/clock.h"
+#include "decode/sampler.h"
+
+namespace replayssm::cuda {
+
+namespace {
+
+// Checks the decoder against the request, resets it, prefills the prompt
+// in every sequence and points them all at sequence 0. *logits gets the
+// last prompt row of every sequence (batch × vocab).
+Status start(Decoder& dec, std::span<const int32_t> prompt, int64_t batch, int64_t max_new_tokens, const char* who,
+             std::vector<float>* logits) {
+  const DecoderOptions& o = dec.options();
+  const int64_t V = dec.model().config().vocab_size;
+  if (prompt.empty()) return invalid_argument(std::string(who) + ": the prompt is empty");
+  for (int32_t t : prompt)
+    if (t < 0 || t >= V)
+      return invalid_argument("token id " + std::to_string(t) + " is out of range [0, " + std::to_string(V) + ")");
+  if (o.batch != batch || !o.forks)
+    return invalid_argument(std::string(who) + ": needs a decoder of batch " + std::to_string(batch) +
+                            " with forks (it has batch " + std::to_string(o.batch) + (o.forks ? ")" : ", no forks)"));
+  if (o.max_context < int64_t(prompt.size()) + max_new_tokens)
+    return invalid_argument(std::string(who) + ": the decoder's context (" + std::to_string(o.max_context) +
+                            ") is under prompt + max_new_tokens (" +
+                            std::to_string(int64_t(prompt.size()) + max_new_tokens) + ")");
+  RSSM_RETURN_IF_ERROR(dec.reset());
+  logits->resize(size_t(batch * V));
+  std::vector<int32_t> tok, next(static_cast<size_t>(batch));
+  for (size_t t = 0; t < prompt.size();) {
+    const size_t T = std::min(size_t(dec.max_chunk()), prompt.size() - t);
+    tok.clear();
+    for (int64_t b = 0; b < batch; ++b) tok.insert(tok.end(), prompt.begin() + int64_t(t), prompt.begin() + int64_t(t + T));
+    RSSM_RETURN_IF_ERROR(dec.step(tok, int(T), next, t + T == prompt.size() ? logits->data() : nullptr));
+    t += T;
+  }
+  return dec.reorder(std::vector<int32_t>(size_t(batch), 0));
+}
+
+void fill_stats(const Decoder& dec, double t0, int64_t written0, SearchStats* stats) {
+  if (stats == nullptr) return;
+  stats->decode_s = now_seconds() - t0;
+  stats->store = StoreStats{};
+  stats->store.state_bytes = stats->store.state_bytes_peak = dec.state_bytes_peak();
+  stats->store.kv_bytes = stats->store.kv_bytes_peak = dec.memory().kv_bytes;
+  stats->store.state_writes_bytes = dec.state_bytes_written() - written0;
+}
+
+DecoderOptions search_decoder(int64_t batch, size_t prompt, int64_t max_new_tokens, const CudaSearchOptions& c) {
+  DecoderOptions o;
+  o.strategy = c.strategy, o.window = c.window, o.graphs = c.graphs, o.batch = batch, o.forks = true;
+  o.max_context = int64_t(prompt) + std::max<int64_t>(max_new_tokens, 1);
+  return o;
+}
+
+}  // namespace
+
+Result<std::vector<Hypothesis>> beam_search_cuda(Decoder& dec, std::span<const int32_t> prompt, const BeamOptions& opt,
+                                                 SearchStats* stats) {
+  const ModelConfig& cfg = dec.model().config();
+  const int64_t V = cfg.vocab_size, w = opt.width;
+  if (w < 1) return invalid_argument("beam search: width must be >= 1");
+  std::vector<float> logits;
+  const int64_t written0 = dec.state_bytes_written();
+  RSSM_RETURN_IF_ERROR(start(dec, prompt, w, opt.max_new_tokens, "beam search", &logits));
+  const double t0 = now_seconds();
+  std::vector<Hypothesis> beams(1), finished;  // beam b lives in sequence b
+  std::vector<int32_t> parent(static_cast<size_t>(w)), tok(static_cast<size_t>(w), 0), next(static_cast<size_t>(w));
+  for (int64_t step = 0; step < opt.max_new_tokens && !beams.empty(); ++step) {
+    const std::vector<BeamChoice> choice =
+        next_beams(std::span<const float>(logits).first(beams.size() * size_t(V)), V, beams, cfg, opt, &finished);
+    std::vector<Hypothesis> nb;
+    for (size_t j = 0; j < size_t(w); ++j) parent[j] = int32_t(j);  // no beam: the sequence idles
+    for (size_t j = 0; j < choice.size(); ++j) {
+      const BeamChoice& c = choice[j];
+      parent[j] = int32_t(c.parent), tok[j] = c.token;
+      nb.push_back({beams[c.parent].tokens, c.logprob, 0.0});
+      nb.back().tokens.push_back(c.token);
+    }
+    beams = std::move(nb);
+    if (beams.empty() || step + 1 == opt.max_new_tokens) break;
+    if (opt.on_step) {
+      std::vector<std::vector<int32_t>> live;
+      for (const Hypothesis& b : beams) live.push_back(b.tokens);
+      opt.on_step(live);
+    }
+    RSSM_RETURN_IF_ERROR(dec.reorder(parent));
+    RSSM_RETURN_IF_ERROR(dec.step(tok, next, logits.data()));
+  }
+  fill_stats(dec, t0, written0, stats);
+  return beam_results(std::move(finished), beams, opt);
+}
+
+Result<std::vector<Hypothesis>> best_of_n_cuda(Decoder& dec, std::span<const int32_t> prompt,
+                                               const BestOfNOptions& opt, SearchStats* stats) {
+  const ModelConfig& cfg = dec.model().config();
+  const int64_t V = cfg.vocab_size, n = opt.n;
+  if (n < 1) return invalid_argument("best-of-n: n must be >= 1");
+  std::vector<float> logits;
+  const int64_t written0 = dec.state_bytes_written();
+  RSSM_RETURN_IF_ERROR(start(dec, prompt, n, opt.max_new_tokens, "best-of-n", &logits));
+  const double t0 = now_seconds();
+  // Every sample starts from the prompt's last row (sequence 0's).
+  for (int64_t i = 1; i < n; ++i) std::copy(logits.begin(), logits.begin() + V, logits.begin() + i * V);
+  std::vector<Sampler> samplers;
+  for (int64_t i = 0; i < n; ++i) {
+    SamplingParams p = opt.sampling;
+    p.seed = opt.sampling.seed + static_cast<uint64_t>(i);
+    samplers.emplace_back(p);
+  }
+  std::vector<Hypothesis> out(static_cast<size_t>(n));
+  std::vector<bool> done(static_cast<size_t>(n), false);
+  std::vector<int32_t> tok(static_cast<size_t>(n), 0), next(static_cast<size_t>(n));
+  for (int64_t step = 0; step < opt.max_new_tokens; ++step) {
+    bool any = false;
+    for (size_t i = 0; i < size_t(n); ++i) {
+      if (done[i]) continue;  // a finished sample idles on its last token
+      const std::span<const float> row(logits.data() + i * size_t(V), size_t(V));
+      const int32_t t = samplers[i].sample(row);
+      out[i].tokens.push_back(t);
+      out[i].logprob += log_prob(row, t);
+      tok[i] = t;
+      done[i] = (opt.stop_at_eos && cfg.is_eos(t)) || step + 1 == opt.max_new_tokens;
+      any = any || !done[i];
+    }
+    if (!any) break;
+    RSSM_RETURN_IF_ERROR(dec.step(tok, next, logits.data()));
+  }
+  for (Hypothesis& h : out) h.score = h.logprob / static_cast<double>(std::max<size_t>(h.tokens.size(), 1));
+  fill_stats(dec, t0, written0, stats);
+  return out;
+}
+
+Result<std::vector<Hypothesis>> beam_search_cuda(const DeviceModel& model, std::span<const int32_t> prompt,
+                                                 const BeamOptions& opt, const CudaSearchOptions& cuda,
+                                                 SearchStats* stats) {
+  if (opt.width < 1) return invalid_argument("beam search: width must be >= 1");
+  RSSM_ASSIGN_OR_RETURN(std::unique_ptr<Decoder> dec,
+                        Decoder::create(model, search_decoder(opt.width, prompt.size(), opt.max_new_tokens, cuda)));
+  return beam_search_cuda(*dec, prompt, opt, stats);
+}
+
+Result<std::vector<Hypothesis>> best_of_n_cuda(const DeviceModel& model, std::span<const int32_t> prompt,
+                                               const BestOfNOptions& opt, const CudaSearchOptions& cuda,
+                                               SearchStats* stats) {
+  if (opt.n < 1) return invalid_argument("best-of-n: n must be >= 1");
+  RSSM_ASSIGN_OR_RETURN(std::unique_ptr<Decoder> dec,
+                        Decoder::create(model, search_decoder(opt.n, prompt.size(), opt.max_new_tokens, cuda)));
+  return best_of_n_cuda(*dec, prompt, opt, stats);
+}
+
+}  // namespace replayssm::cuda

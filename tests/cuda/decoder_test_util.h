@@ -1,0 +1,84 @@
+// Helpers for the CUDA decoder's tests: the reference path (a fresh
+// batch-1 standard decoder fed one token per step) and the logits
+// tolerance the decoder tests share.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <vector>
+
+#include "runtime/cuda/decoder.h"
+#include "runtime/cuda/device_model.h"
+
+namespace replayssm::test {
+
+constexpr float kLogitTol = 6e-2f;
+
+// |Δ| / (kLogitTol·(1 + |ref|)), the worst over one row of logits.
+inline float worst_row_ratio(const std::vector<float>& got, const std::vector<float>& ref) {
+  float worst = 0.0f;
+  for (size_t v = 0; v < ref.size(); ++v) {
+    if (!std::isfinite(got[v])) return INFINITY;
+    worst = std::max(worst, std::abs(got[v] - ref[v]) / (kLogitTol * (1.0f + std::abs(ref[v]))));
+  }
+  return worst;
+}
+
+// Logits after each of `ids`, fed one token per step to a fresh batch-1
+// standard decoder: no chunks, no log, no rollback, no fork.
+inline std::vector<std::vector<float>> stepped(const cuda::DeviceModel& dm, const std::vector<int32_t>& ids) {
+  const int64_t V = dm.config().vocab_size;
+  cuda::DecoderOptions o;
+  o.strategy = cuda::DecodeStrategy::kStandard, o.max_context = int64_t(ids.size()), o.kv_page = 16, o.graphs = false;
+  auto dec = cuda::Decoder::create(dm, o);
+  EXPECT_TRUE(dec.ok()) << dec.status().message();
+  std::vector<std::vector<float>> out;
+  if (!dec.ok()) return out;
+  std::vector<int32_t> next(1);
+  std::vector<float> row(static_cast<size_t>(V));
+  for (int32_t t : ids) {
+    const Status st = (*dec)->step(std::vector<int32_t>{t}, next, row.data());
+    EXPECT_TRUE(st.ok()) << st.message();
+    out.push_back(row);
+  }
+  return out;
+}
+
+// Rows of logits a test recorded for a sequence's tokens, against
+// stepping them from scratch, from position `first` on: the worst ratio,
+// and the argmax flips — all of them, and those where stepping's top-2 gap
+// is at least clear_gap (bf16 cannot explain those).
+struct SteppedCheck {
+  float worst = 0.0f;
+  int64_t rows = 0, flips = 0, clear = 0, clear_flips = 0;
+  double median_gap = 0.0;
+};
+inline SteppedCheck check_against_stepping(const cuda::DeviceModel& dm,
+                                           const std::vector<std::vector<int32_t>>& ids,
+                                           const std::vector<std::vector<std::vector<float>>>& rows, size_t first,
+                                           double clear_gap) {
+  SteppedCheck r;
+  std::vector<double> gaps;
+  for (size_t b = 0; b < ids.size(); ++b) {
+    const auto ref = stepped(dm, ids[b]);
+    for (size_t t = first; t < ids[b].size() && t < ref.size(); ++t) {
+      const auto& got = rows[b][t];
+      r.worst = std::max(r.worst, worst_row_ratio(got, ref[t]));
+      std::vector<float> top(ref[t]);
+      std::partial_sort(top.begin(), top.begin() + 2, top.end(), std::greater<float>());
+      const bool flip = std::max_element(got.begin(), got.end()) - got.begin() !=
+                        std::max_element(ref[t].begin(), ref[t].end()) - ref[t].begin();
+      gaps.push_back(top[0] - top[1]);
+      ++r.rows, r.flips += flip;
+      if (top[0] - top[1] >= clear_gap) ++r.clear, r.clear_flips += flip;
+    }
+  }
+  std::sort(gaps.begin(), gaps.end());
+  r.median_gap = gaps.empty() ? 0.0 : gaps[gaps.size() / 2];
+  return r;
+}
+
+}  // namespace replayssm::test
