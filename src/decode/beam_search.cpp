@@ -29,20 +29,39 @@ double beam_score(double logprob, size_t len, const BeamOptions& opt) {
 
 }  // namespace
 
+std::vector<TokenLogprob> top_logprobs(std::span<const float> row, int64_t k) {
+  const std::vector<double> lp = log_softmax(row);
+  std::vector<int32_t> ids(row.size());
+  std::iota(ids.begin(), ids.end(), 0);
+  k = std::min<int64_t>(k, static_cast<int64_t>(row.size()));
+  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(),
+                    [&](int32_t a, int32_t c) { return lp[a] != lp[c] ? lp[a] > lp[c] : a < c; });
+  std::vector<TokenLogprob> out;
+  for (int64_t i = 0; i < k; ++i) out.push_back({ids[size_t(i)], lp[size_t(ids[size_t(i)])]});
+  return out;
+}
+
 std::vector<BeamChoice> next_beams(std::span<const float> logits, int64_t V, std::span<const Hypothesis> beams,
+                                   const ModelConfig& cfg, const BeamOptions& opt, std::vector<Hypothesis>* finished) {
+  const int64_t k = std::min<int64_t>(2 * opt.width, V);
+  std::vector<TokenLogprob> top;
+  for (size_t b = 0; b < beams.size(); ++b) {
+    const std::vector<TokenLogprob> t = top_logprobs(logits.subspan(b * size_t(V), size_t(V)), k);
+    top.insert(top.end(), t.begin(), t.end());
+  }
+  return rank_beams(top, k, beams, cfg, opt, finished);
+}
+
+std::vector<BeamChoice> rank_beams(std::span<const TokenLogprob> top, int64_t k, std::span<const Hypothesis> beams,
                                    const ModelConfig& cfg, const BeamOptions& opt, std::vector<Hypothesis>* finished) {
   const int64_t w = opt.width;
   // Candidates: each beam's top 2w continuations.
   std::vector<BeamChoice> cands;
-  for (size_t b = 0; b < beams.size(); ++b) {
-    const std::vector<double> lp = log_softmax(logits.subspan(b * size_t(V), size_t(V)));
-    std::vector<int32_t> ids(static_cast<size_t>(V));
-    std::iota(ids.begin(), ids.end(), 0);
-    const int64_t k = std::min<int64_t>(2 * w, V);
-    std::partial_sort(ids.begin(), ids.begin() + k, ids.end(),
-                      [&](int32_t a, int32_t c) { return lp[a] != lp[c] ? lp[a] > lp[c] : a < c; });
-    for (int64_t i = 0; i < k; ++i) cands.push_back({b, ids[i], beams[b].logprob + lp[ids[i]]});
-  }
+  for (size_t b = 0; b < beams.size(); ++b)
+    for (int64_t i = 0; i < k; ++i) {
+      const TokenLogprob& t = top[b * size_t(k) + size_t(i)];
+      cands.push_back({b, t.token, beams[b].logprob + t.logprob});
+    }
   std::stable_sort(cands.begin(), cands.end(), [](const BeamChoice& a, const BeamChoice& c) {
     if (a.logprob != c.logprob) return a.logprob > c.logprob;
     return a.parent != c.parent ? a.parent < c.parent : a.token < c.token;

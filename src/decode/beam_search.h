@@ -58,6 +58,19 @@ struct BeamChoice {
 };
 std::vector<BeamChoice> next_beams(std::span<const float> logits, int64_t V, std::span<const Hypothesis> beams,
                                    const ModelConfig& cfg, const BeamOptions& opt, std::vector<Hypothesis>* finished);
+
+// A row's k largest log-probabilities log_softmax(row)[id] (the log-sum-exp
+// in fp64), largest first, lower id on ties — each beam's candidates. The
+// specification of ops/cuda/sampling.h top_logprobs_cuda.
+struct TokenLogprob {
+  int32_t token;
+  double logprob;
+};
+std::vector<TokenLogprob> top_logprobs(std::span<const float> row, int64_t k);
+// next_beams from the candidates instead of the rows: top[b·k + i] is
+// beams[b]'s i-th (k = min(2·width, V) per beam, as top_logprobs gives).
+std::vector<BeamChoice> rank_beams(std::span<const TokenLogprob> top, int64_t k, std::span<const Hypothesis> beams,
+                                   const ModelConfig& cfg, const BeamOptions& opt, std::vector<Hypothesis>* finished);
 // The search's answer: the finished hypotheses and the live beams, the best
 // `width` by score (logprob / len^length_penalty), best first.
 std::vector<Hypothesis> beam_results(std::vector<Hypothesis> finished, std::span<const Hypothesis> live,

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cuda_test_util.h"
+#include "decode/beam_search.h"
 #include "decode/sampler.h"
 #include "op_parity_util.h"
 #include "ops/cuda/sampling.h"
@@ -81,6 +82,40 @@ TEST_F(SamplingCuda, ArgmaxMatchesCpuLowestIdOnTies) {
   }
 }
 
+// Ids equal to the CPU's top_logprobs (ties: lower id first), log-probs
+// within fp64 rounding (the device sums exp in another order).
+TEST_F(SamplingCuda, TopLogprobsMatchCpu) {
+  for (const int64_t V : {37L, 1000L, 131072L}) {
+    for (const int k : {1, 7, 16, 37}) {
+      if (k > V) continue;
+      SCOPED_TRACE(testing::Message() << "V " << V << " k " << k);
+      std::mt19937 g(7 + V + k);
+      const int64_t ld = V + 3, rows = 4;
+      std::vector<float> logits = test::uniform(g, size_t(rows) * ld, -4.0f, 4.0f);
+      auto row = [&](int64_t r) { return logits.data() + r * ld; };
+      // row 1: values on a coarse grid, so many ties among the top; row 2:
+      // the maximum at the last id; row 3: all equal.
+      for (int64_t i = 0; i < V; ++i) row(1)[i] = std::round(row(1)[i] * 2.0f) / 2.0f;
+      row(2)[V - 1] = 20.0f;
+      std::fill(row(3), row(3) + V, -0.5f);
+      Dev<float> dl(logits);
+      Dev<int32_t> ids(std::vector<int32_t>(size_t(rows * k), -7));
+      Dev<double> lp(std::vector<double>(size_t(rows * k), 0.0));
+      ASSERT_EQ(ops::cuda::top_logprobs_cuda(dl.p, ld, rows, V, k, ids.p, lp.p, nullptr), cudaSuccess);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      const std::vector<int32_t> gi = ids.get();
+      const std::vector<double> gl = lp.get();
+      for (int64_t r = 0; r < rows; ++r) {
+        const std::vector<TokenLogprob> want = top_logprobs(std::span<const float>(row(r), size_t(V)), k);
+        for (int j = 0; j < k; ++j) {
+          EXPECT_EQ(gi[size_t(r * k + j)], want[size_t(j)].token) << "row " << r << " rank " << j;
+          EXPECT_NEAR(gl[size_t(r * k + j)], want[size_t(j)].logprob, 1e-9) << "row " << r << " rank " << j;
+        }
+      }
+    }
+  }
+}
+
 // Runs without a GPU: every refusal comes before the device is touched.
 TEST(SamplingCudaArgs, BadShapesAreRefused) {
   const uint16_t* t = reinterpret_cast<const uint16_t*>(16);  // never dereferenced: refused first
@@ -99,6 +134,13 @@ TEST(SamplingCudaArgs, BadShapesAreRefused) {
   EXPECT_EQ(argmax_cuda(f, 10, -1, 10, o, nullptr), cudaErrorInvalidValue);
   EXPECT_EQ(argmax_cuda(f, 10, 2, 10, nullptr, nullptr), cudaErrorInvalidValue);
   EXPECT_EQ(argmax_cuda(f, 10, 0, 10, o, nullptr), cudaSuccess);
+  using ops::cuda::top_logprobs_cuda;
+  double* d = reinterpret_cast<double*>(16);
+  EXPECT_EQ(top_logprobs_cuda(f, 10, 2, 10, 0, o, d, nullptr), cudaErrorInvalidValue);   // k = 0
+  EXPECT_EQ(top_logprobs_cuda(f, 10, 2, 10, 11, o, d, nullptr), cudaErrorInvalidValue);  // k > V
+  EXPECT_EQ(top_logprobs_cuda(f, 9, 2, 10, 3, o, d, nullptr), cudaErrorInvalidValue);    // ld < V
+  EXPECT_EQ(top_logprobs_cuda(f, 10, 2, 10, 3, o, nullptr, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(top_logprobs_cuda(f, 10, 0, 10, 3, o, d, nullptr), cudaSuccess);
 }
 
 }  // namespace

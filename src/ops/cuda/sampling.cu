@@ -41,6 +41,53 @@ __global__ void __launch_bounds__(kArgmaxThreads) argmax_kernel(const float* log
   if (threadIdx.x == 0) out[blockIdx.x] = isnan(row[0]) || bi == 0x7fffffff ? 0 : bi;
 }
 
+// Σ over the block in fp64; every thread gets it. red: kMaxBlockWarps doubles.
+__device__ double block_sum_f64(double v, double* red) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  __syncthreads();
+  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
+  __syncthreads();
+  double s = 0.0;
+  for (int w = 0; w < int(blockDim.x / 32); ++w) s += red[w];
+  return s;
+}
+
+// Pass 0 finds the maximum, then the log-sum-exp as the CPU sums it
+// (exp of the float difference, in fp64); pass j picks the best element
+// ordered after pass j−1's pick (smaller value, or equal value and higher
+// id) — log-probabilities order as the logits do.
+__global__ void __launch_bounds__(kArgmaxThreads) top_logprobs_kernel(const float* logits, int64_t ld, int64_t V,
+                                                                      int k, int32_t* ids, double* lp) {
+  __shared__ float rv[kMaxBlockWarps];
+  __shared__ int32_t ri[kMaxBlockWarps];
+  __shared__ double rd[kMaxBlockWarps];
+  const float* row = logits + int64_t(blockIdx.x) * ld;
+  float pv = INFINITY;
+  int32_t pi = -1;
+  double lse = 0.0;
+  for (int j = 0; j < k; ++j) {
+    float bv = -INFINITY;
+    int32_t bi = 0x7fffffff;
+    for (int64_t i = threadIdx.x; i < V; i += blockDim.x) {
+      const float v = row[i];
+      const bool after = v < pv || (v == pv && int32_t(i) > pi);
+      if (after && argmax_better(v, int32_t(i), bv, bi)) bv = v, bi = int32_t(i);
+    }
+    block_argmax(bv, bi, rv, ri);
+    if (j == 0) {
+      double s = 0.0;
+      for (int64_t i = threadIdx.x; i < V; i += blockDim.x) s += exp(double(row[i] - bv));
+      lse = log(block_sum_f64(s, rd)) + double(bv);
+    }
+    if (threadIdx.x == 0) {
+      const int64_t o = int64_t(blockIdx.x) * k + j;
+      ids[o] = bi == 0x7fffffff ? 0 : bi;  // only NaNs left: a row the model broke
+      lp[o] = bi == 0x7fffffff ? -INFINITY : double(bv) - lse;
+    }
+    pv = bv, pi = bi;
+  }
+}
+
 }  // namespace
 
 cudaError_t embedding_cuda(const int32_t* token, int64_t rows, const uint16_t* table, int64_t V, int64_t H,
@@ -59,6 +106,16 @@ cudaError_t argmax_cuda(const float* logits, int64_t ld, int64_t rows, int64_t V
     return cudaErrorInvalidValue;
   if (rows == 0) return cudaSuccess;
   argmax_kernel<<<unsigned(rows), kArgmaxThreads, 0, stream>>>(logits, ld, V, out);
+  return cudaGetLastError();
+}
+
+cudaError_t top_logprobs_cuda(const float* logits, int64_t ld, int64_t rows, int64_t V, int k, int32_t* ids,
+                              double* lp, cudaStream_t stream) {
+  if (rows < 0 || V < 1 || V > 0x7fffffff - 1 || ld < V || k < 1 || k > kTopLogprobsMaxK || k > V ||
+      logits == nullptr || ids == nullptr || lp == nullptr || rows > 0x7fffffff)
+    return cudaErrorInvalidValue;
+  if (rows == 0) return cudaSuccess;
+  top_logprobs_kernel<<<unsigned(rows), kArgmaxThreads, 0, stream>>>(logits, ld, V, k, ids, lp);
   return cudaGetLastError();
 }
 

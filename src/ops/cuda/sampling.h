@@ -4,7 +4,12 @@
 //   embedding_cuda — h[r] = table[token[r]] into the fp32 residual stream
 //                    (forward.cpp copies the row likewise);
 //   argmax_cuda    — per row of logits, the index of the largest value,
-//                    the lowest index on ties (decode/sampler.h argmax).
+//                    the lowest index on ties (decode/sampler.h argmax);
+//   top_logprobs_cuda — per row, the k largest log-softmax values and
+//                    their ids, largest first, lower id on ties, the
+//                    log-sum-exp in fp64 (decode/beam_search.h
+//                    top_logprobs): what a beam step ranks, without
+//                    copying the rows back.
 //
 // Shapes are checked before anything touches the device
 // (cudaErrorInvalidValue); rows = 0 is a no-op.
@@ -27,5 +32,11 @@ cudaError_t embedding_cuda(const int32_t* token, int64_t rows, const uint16_t* t
 // NaN never wins, except that a NaN at index 0 gives 0 as on the CPU
 // (whose running best then compares false against everything).
 cudaError_t argmax_cuda(const float* logits, int64_t ld, int64_t rows, int64_t V, int32_t* out, cudaStream_t stream);
+
+// logits: (rows, V) fp32, row stride ld; ids, lp: (rows, k), 1 ≤ k ≤
+// min(V, kTopLogprobsMaxK). One block per row, k passes over it.
+constexpr int kTopLogprobsMaxK = 1024;
+cudaError_t top_logprobs_cuda(const float* logits, int64_t ld, int64_t rows, int64_t V, int k, int32_t* ids,
+                              double* lp, cudaStream_t stream);
 
 }  // namespace replayssm::ops::cuda

@@ -122,6 +122,10 @@ struct Decoder::Impl {
   int slots_per_seq = 1;          // standard layout: spec_tokens + 1 with speculation, ≥ 2 with forks
   SlotPool m_pool, g_pool;        // replay: checkpoint slots of the Mamba2 / GDN layers (2 × batch with forks)
   void* fork_temp = nullptr;      // reorder()'s staging: the largest per-layer array a fork copies
+  int64_t last_rows = 0;          // logits rows the last step left
+  int32_t* top_ids = nullptr;     // top_logprobs(): rows × k, grown on demand
+  double* top_lp = nullptr;
+  int64_t top_cap = 0;
   int64_t mamba_log_w = 0, gdn_log_w = 0;  // one sequence's log bytes, all layers
   int64_t pending_w = 0;          // one sequence's verify pre-conv rows, all layers
   // Per sequence. Replay: committed log entries (Mamba2, GDN layers);
@@ -136,6 +140,7 @@ struct Decoder::Impl {
   Impl(const DeviceModel& model, const DecoderOptions& o) : m(model), opt(o) {}
   ~Impl() {
     for (auto& [key, g] : graphs) cudaGraphExecDestroy(g);
+    cudaFree(top_ids), cudaFree(top_lp);
     gemm.reset();
     for (void* p : allocs) cudaFree(p);
     if (plan_host != nullptr) cudaFreeHost(plan_host);
@@ -427,6 +432,32 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
   return dec;
 }
 
+Status Decoder::top_logprobs(int k, std::span<int32_t> ids, std::span<double> lp) {
+  Impl& I = *impl_;
+  const int64_t V = I.m.config().vocab_size, rows = I.last_rows;
+  if (rows == 0) return invalid_argument("cuda decode: top_logprobs before any step");
+  if (k < 1 || k > std::min<int64_t>(V, oc::kTopLogprobsMaxK))
+    return invalid_argument("cuda decode: top_logprobs k = " + std::to_string(k) + " out of range [1, " +
+                            std::to_string(std::min<int64_t>(V, oc::kTopLogprobsMaxK)) + "]");
+  if (int64_t(ids.size()) != rows * k || int64_t(lp.size()) != rows * k)
+    return invalid_argument("cuda decode: top_logprobs fills " + std::to_string(rows * k) + " entries, got room for " +
+                            std::to_string(std::min(ids.size(), lp.size())));
+  if (rows * k > I.top_cap) {  // outside any capture: this runs eagerly
+    cudaFree(I.top_ids), cudaFree(I.top_lp);
+    I.top_ids = nullptr, I.top_lp = nullptr, I.top_cap = 0;
+    RSSM_CU(cudaMalloc(reinterpret_cast<void**>(&I.top_ids), sizeof(int32_t) * size_t(rows * k)), "top_logprobs");
+    RSSM_CU(cudaMalloc(reinterpret_cast<void**>(&I.top_lp), sizeof(double) * size_t(rows * k)), "top_logprobs");
+    I.top_cap = rows * k;
+  }
+  RSSM_CU(oc::top_logprobs_cuda(I.logits, V, rows, V, k, I.top_ids, I.top_lp, I.stream), "top_logprobs");
+  RSSM_CU(cudaMemcpyAsync(ids.data(), I.top_ids, sizeof(int32_t) * size_t(rows * k), cudaMemcpyDeviceToHost, I.stream),
+          "top_logprobs");
+  RSSM_CU(cudaMemcpyAsync(lp.data(), I.top_lp, sizeof(double) * size_t(rows * k), cudaMemcpyDeviceToHost, I.stream),
+          "top_logprobs");
+  RSSM_CU(cudaStreamSynchronize(I.stream), "top_logprobs");
+  return {};
+}
+
 Status Decoder::reorder(std::span<const int32_t> parent) {
   Impl& I = *impl_;
   const int64_t B = opt_.batch;
@@ -538,6 +569,7 @@ Status Decoder::reset() {
   }
   RSSM_CU(cudaStreamSynchronize(I.stream), "reset");
   std::fill(pos_.begin(), pos_.end(), 0);
+  I.last_rows = 0;
   std::fill(I.m_count.begin(), I.m_count.end(), 0), std::fill(I.g_count.begin(), I.g_count.end(), 0);
   std::fill(I.cur.begin(), I.cur.end(), 0);
   I.m_pool.reset(), I.g_pool.reset();
@@ -1016,6 +1048,7 @@ Status Decoder::launch_step(int T, bool fold, bool verify, bool commit, float* l
     RSSM_CU(cudaGraphLaunch(it->second, I.stream), "graph launch");
   }
   const int64_t out_rows = opt_.all_logits || verify ? B * T : B;
+  I.last_rows = out_rows;
   if (logits != nullptr)
     RSSM_CU(cudaMemcpyAsync(logits, I.logits, sizeof(float) * size_t(out_rows * V), cudaMemcpyDeviceToHost, I.stream),
             "logits");

@@ -126,6 +126,12 @@ class Decoder {
   // given, every row's (batch·T × vocab). Nothing is committed until
   // accept(), which must come before the next step or verify.
   Status verify(std::span<const int32_t> tokens, int T, std::span<int32_t> argmax, float* logits = nullptr);
+  // The k largest log-probabilities of each logits row of the last step or
+  // verify (batch rows, or batch·T with a verify or all_logits), with their
+  // ids, computed on the device (top_logprobs_cuda): ids and lp get
+  // rows × k, row-major. What a beam step ranks, without the rows' copy.
+  Status top_logprobs(int k, std::span<int32_t> ids, std::span<double> lp);
+
   // Sequence b continues from sequence parent[b]'s tokens and state (all
   // committed; parent[b] = b keeps its own). Needs options.forks; not while
   // a verify awaits accept(). Runs (and waits for) its copies at once.

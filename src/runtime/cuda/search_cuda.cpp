@@ -12,7 +12,7 @@ namespace {
 
 // Checks the decoder against the request, resets it, prefills the prompt
 // in every sequence and points them all at sequence 0. *logits gets the
-// last prompt row of every sequence (batch × vocab).
+// last prompt row of every sequence (batch × vocab) when given.
 Status start(Decoder& dec, std::span<const int32_t> prompt, int64_t batch, int64_t max_new_tokens, const char* who,
              std::vector<float>* logits) {
   const DecoderOptions& o = dec.options();
@@ -29,13 +29,14 @@ Status start(Decoder& dec, std::span<const int32_t> prompt, int64_t batch, int64
                             ") is under prompt + max_new_tokens (" +
                             std::to_string(int64_t(prompt.size()) + max_new_tokens) + ")");
   RSSM_RETURN_IF_ERROR(dec.reset());
-  logits->resize(size_t(batch * V));
+  if (logits != nullptr) logits->resize(size_t(batch * V));
   std::vector<int32_t> tok, next(static_cast<size_t>(batch));
   for (size_t t = 0; t < prompt.size();) {
     const size_t T = std::min(size_t(dec.max_chunk()), prompt.size() - t);
     tok.clear();
     for (int64_t b = 0; b < batch; ++b) tok.insert(tok.end(), prompt.begin() + int64_t(t), prompt.begin() + int64_t(t + T));
-    RSSM_RETURN_IF_ERROR(dec.step(tok, int(T), next, t + T == prompt.size() ? logits->data() : nullptr));
+    RSSM_RETURN_IF_ERROR(
+        dec.step(tok, int(T), next, t + T == prompt.size() && logits != nullptr ? logits->data() : nullptr));
     t += T;
   }
   return dec.reorder(std::vector<int32_t>(size_t(batch), 0));
@@ -64,15 +65,22 @@ Result<std::vector<Hypothesis>> beam_search_cuda(Decoder& dec, std::span<const i
   const ModelConfig& cfg = dec.model().config();
   const int64_t V = cfg.vocab_size, w = opt.width;
   if (w < 1) return invalid_argument("beam search: width must be >= 1");
-  std::vector<float> logits;
   const int64_t written0 = dec.state_bytes_written();
-  RSSM_RETURN_IF_ERROR(start(dec, prompt, w, opt.max_new_tokens, "beam search", &logits));
+  RSSM_RETURN_IF_ERROR(start(dec, prompt, w, opt.max_new_tokens, "beam search", nullptr));
   const double t0 = now_seconds();
+  // Each beam's top 2w candidates come from the device (top_logprobs_cuda:
+  // top_logprobs' ranking), so the rows never travel.
+  const int k = int(std::min<int64_t>(2 * w, V));
+  std::vector<int32_t> top_ids(size_t(w * k));
+  std::vector<double> top_lp(size_t(w * k));
+  std::vector<TokenLogprob> top(size_t(w * k));
   std::vector<Hypothesis> beams(1), finished;  // beam b lives in sequence b
   std::vector<int32_t> parent(static_cast<size_t>(w)), tok(static_cast<size_t>(w), 0), next(static_cast<size_t>(w));
   for (int64_t step = 0; step < opt.max_new_tokens && !beams.empty(); ++step) {
+    RSSM_RETURN_IF_ERROR(dec.top_logprobs(k, top_ids, top_lp));
+    for (size_t i = 0; i < top.size(); ++i) top[i] = {top_ids[i], top_lp[i]};
     const std::vector<BeamChoice> choice =
-        next_beams(std::span<const float>(logits).first(beams.size() * size_t(V)), V, beams, cfg, opt, &finished);
+        rank_beams(std::span<const TokenLogprob>(top).first(beams.size() * size_t(k)), k, beams, cfg, opt, &finished);
     std::vector<Hypothesis> nb;
     for (size_t j = 0; j < size_t(w); ++j) parent[j] = int32_t(j);  // no beam: the sequence idles
     for (size_t j = 0; j < choice.size(); ++j) {
@@ -89,7 +97,7 @@ Result<std::vector<Hypothesis>> beam_search_cuda(Decoder& dec, std::span<const i
       opt.on_step(live);
     }
     RSSM_RETURN_IF_ERROR(dec.reorder(parent));
-    RSSM_RETURN_IF_ERROR(dec.step(tok, next, logits.data()));
+    RSSM_RETURN_IF_ERROR(dec.step(tok, next));
   }
   fill_stats(dec, t0, written0, stats);
   return beam_results(std::move(finished), beams, opt);

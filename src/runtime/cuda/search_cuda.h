@@ -5,9 +5,11 @@
 // The prompt is prefilled in every sequence (the decoder's batch moves in
 // lockstep), then reorder() points them all at sequence 0 — under replay
 // they share its checkpoint, under the standard layout each gets a copy.
-// Every step copies the live rows' logits to the host, where next_beams
-// (beam) or each sample's Sampler (best-of-n, seed + i) picks the tokens;
-// a beam step then reorder()s the batch so beam j sits in sequence j. A
+// A beam step ranks each beam's top 2w log-probabilities, computed on the
+// device (Decoder::top_logprobs), with rank_beams — the CPU search's
+// ranking — then reorder()s the batch so beam j sits in sequence j.
+// Best-of-n copies the rows back for each sample's Sampler (seed + i:
+// top-p needs the whole distribution). A
 // sequence without a live beam (after EOS) idles on its own state.
 //
 // SearchStats: decode_s after the prefill; store.state_bytes_peak =
