@@ -179,7 +179,7 @@ std::pair<double, double> time_standard_and_replay(AtFn&& at, const std::vector<
   return {std_us, cyc_us / plan.size()};
 }
 
-Row run_mamba2(int batch, bool verify, int variant) {
+Row run_mamba2(int batch, bool verify, int variant, bool exact = false) {
   using replayssm::ops::cuda::Mamba2DecodeArgs;
   const int H = 128, P = 64, N = 128, G = 8, T = verify ? kT : 1, W = verify ? kW + kT : kW;
   const double S = 4.0 * H * P * N, in_tok = H * P * 2.0 + 2 * G * N * 2.0 + H * 4.0 + H * P * 2.0,
@@ -187,7 +187,7 @@ Row run_mamba2(int batch, bool verify, int variant) {
   Arena ar;
   Slots sl = make_slots(ar, batch, S);
   Mamba2DecodeArgs a = mamba2_args(ar, batch, T, W, size_t(sl.rot) * batch * (1 + kT));
-  a.variant = variant;
+  a.variant = variant, a.exact = exact;
   const std::vector<Plan> plan = cycle(ar, batch, verify, true);
   auto at = [&](int i) {
     Mamba2DecodeArgs r = a;
@@ -201,7 +201,7 @@ Row run_mamba2(int batch, bool verify, int variant) {
       [](const Mamba2DecodeArgs& r, const Plan&) { return replayssm::ops::cuda::mamba2_replay_cuda(r, nullptr); });
   double rep_bytes = 0;
   for (const Plan& p : plan) rep_bytes += S + p.n * entry + T * (G * N * 2.0 + H * P * 2.0) + (p.f ? S : 0);
-  if (!verify && variant == 0) {  // diagnostic: the state stream alone (a log of one entry, no fold)
+  if (!verify && variant == 0 && !exact) {  // diagnostic: the state stream alone (a log of one entry, no fold)
     const Plan one = cycle(ar, batch, false, true)[0];
     const double us = median_us(
         [&](int i) {
@@ -223,7 +223,7 @@ Row run_mamba2(int batch, bool verify, int variant) {
                 "standard there %.1f us)\n",
                 batch, us, batch * S / (us * 1e3), us_c, batch * S / (us_c * 1e3), us_s);
   }
-  return {variant == 1 ? "mamba2-1k" : "mamba2", verify ? "verify" : "ar", batch, std_us, batch * ((1 + T) * S + T * in_tok),
+  return {exact ? "mamba2-ex" : variant == 1 ? "mamba2-1k" : "mamba2", verify ? "verify" : "ar", batch, std_us, batch * ((1 + T) * S + T * in_tok),
           rep_us, batch * rep_bytes / plan.size()};
 }
 
@@ -383,6 +383,11 @@ int main(int argc, char** argv) {
     first = false;
   };
   for (int batch : {8, 64, 256, 512}) print_row(run_mamba2_beams(batch));
+  // mamba2-ex: exact replay (the sequential recurrence, n_log × a step's
+  // FLOPs, no dual form) where a batch is too small to stream the state at
+  // bandwidth: is it the faster replay there?
+  for (bool verify : {false, true})
+    for (int batch : {1, 2, 8, 32}) print_row(run_mamba2(batch, verify, 0, true));
   for (const char* family : {"mamba2", "mamba2-1k", "gdn"})
     for (bool verify : {false, true})
       for (int batch : {1, 8, 64, 256, 512}) {
