@@ -32,10 +32,9 @@ TEST(BenchDevice, CudaRefusesWhatTheDecoderCannotRunYet) {
   const std::vector<Refusal> cases = {
       {"--workload spec --spec-t 8", "--spec-t: 8 drafts per verify; --device cuda verifies 1..7"},
       {"--workload spec --spec-t 4 --window 8", "--window: 8 is too small for --spec-t 4 on --device cuda"},
-      {"--workload tree", "--workload tree: not supported on --device cuda yet"},
       {"--workload restore", "--workload restore: not supported on --device cuda yet"},
       {"--workload ar,restore", "--workload restore: not supported on --device cuda yet"},
-      {"--workload all", "--workload tree: not supported on --device cuda yet"},
+      {"--workload all", "--workload restore: not supported on --device cuda yet"},
       {"--workload ar --strategy replay,recompute", "--strategy recompute: not supported on --device cuda yet"},
       {"--workload ar --window 1", "--window: '1' is outside [2, 64]"},
       {"--workload ar --window 16,128", "--window: '128' is outside [2, 64]"},

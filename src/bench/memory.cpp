@@ -109,18 +109,24 @@ int64_t device_weight_bytes(const ModelConfig& c) { return parameter_count(c) * 
 
 int64_t estimate_device_run_bytes(const ModelConfig& c, const Config& cfg, const SweepOptions& opt) {
   // Mirrors Decoder::create's buffers, with 4 bytes wherever it uses 2 or 4.
-  const double B = static_cast<double>(cfg.batch), W = static_cast<double>(cfg.window);
   const bool replay = cfg.strategy == Strategy::kReplay, spec = cfg.workload == Workload::kSpec;
+  // tree: TreeSearchCuda's decoder — kTreeSlotsPerChild × batch slots fed
+  // through verifies of `tree_chunk` rows.
+  const bool tree = cfg.workload == Workload::kTree;
+  const double W = static_cast<double>(cfg.window);
+  const double B = tree ? static_cast<double>(std::max<int64_t>(3, kTreeSlotsPerChild * cfg.batch))
+                        : static_cast<double>(cfg.batch);
   // spec: verifies of T = spec_t + 1 rows; the standard layout keeps T + 1
   // states per sequence, either layout keeps a verify's pre-conv rows.
-  // beam, best-of-n: forks, with a spare slot per sequence (standard: the
-  // copy's target; replay: a pool for folds out of shared checkpoints).
-  const bool forks = cfg.workload == Workload::kBeam || cfg.workload == Workload::kBestOfN;
-  const double T = spec ? static_cast<double>(cfg.spec_t + 1) : 1.0,
-               states = spec && !replay ? T + 1.0 : forks ? 2.0 : 1.0;
+  // beam, best-of-n, tree: forks, with a spare slot per sequence (standard:
+  // the copy's target; replay: a pool for folds out of shared checkpoints).
+  const bool forks = cfg.workload == Workload::kBeam || cfg.workload == Workload::kBestOfN || tree;
+  const bool verifies = spec || tree;
+  const double T = spec ? static_cast<double>(cfg.spec_t + 1) : tree ? static_cast<double>(tree_chunk(cfg.window)) : 1.0;
+  const double states = verifies && !replay ? T + 1.0 : forks ? 2.0 : 1.0;
   // The context of runtime/cuda/bench_decode.cpp's decoder (decoder_context).
   const double L = static_cast<double>(opt.prompt_tokens + opt.new_tokens) +
-                   (spec ? static_cast<double>(opt.new_tokens) + 3.0 * T : 0.0);
+                   (spec ? static_cast<double>(opt.new_tokens) + 3.0 * T : tree ? 1.0 + T : 0.0);
   const double pages = std::ceil(L / 64.0) * 64.0;  // the decoder's KV page is 64 rows
   const Mamba2Config& m = c.mamba;
   const GdnConfig& g = c.gdn;
@@ -132,14 +138,14 @@ int64_t estimate_device_run_bytes(const ModelConfig& c, const Config& cfg, const
       const double GN = static_cast<double>(m.n_groups * m.state_size);
       per_seq += states * HP * static_cast<double>(m.state_size) * 4.0 +
                  static_cast<double>((m.conv_width - 1) * m.conv_channels()) * 2.0;
-      if (spec) per_seq += T * static_cast<double>(m.conv_channels()) * 2.0;
+      if (verifies) per_seq += T * static_cast<double>(m.conv_channels()) * 2.0;
       if (replay) per_seq += W * (HP + GN + static_cast<double>(m.n_heads)) * 4.0;
       m_scratch = std::max(m_scratch, (2.0 * HP + 2.0 * GN + 2.0 * static_cast<double>(m.n_heads)) * 4.0);
     } else if (k == BlockKind::kGatedDeltaNet) {
       const double K = static_cast<double>(g.n_k_heads * g.k_dim), V = static_cast<double>(g.n_v_heads * g.v_dim);
       per_seq += states * static_cast<double>(g.n_v_heads * g.k_dim * g.v_dim) * 4.0 +
                  static_cast<double>((g.conv_width - 1) * g.conv_channels()) * 2.0;
-      if (spec) per_seq += T * static_cast<double>(g.conv_channels()) * 2.0;
+      if (verifies) per_seq += T * static_cast<double>(g.conv_channels()) * 2.0;
       if (replay) per_seq += W * (K + V + static_cast<double>(g.n_v_heads)) * 4.0;
       g_scratch = std::max(g_scratch, (2.0 * K + V + 2.0 * static_cast<double>(g.n_v_heads)) * 4.0);
     } else if (k == BlockKind::kAttention) {

@@ -6,6 +6,7 @@
 // with a message instead of being killed by the OOM killer mid-run.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -29,6 +30,12 @@ int64_t device_weight_bytes(const ModelConfig& c);
 // beyond the weights: fp32 SSM states and bf16 conv windows, replay's logs
 // of W entries, K/V pages for prompt + new tokens, activations, logits and
 // the cuBLAS workspace; +10% and 256 MiB (graphs, cuBLAS handles).
+// The tree workload on cuda (runtime/cuda/bench_decode.cpp): a
+// TreeSearchCuda of kTreeSlotsPerChild × batch slots (a node and room for
+// its children and the recently used ones), fed tree_chunk(W) tokens per
+// pass (a verify: ≤ W/2 under replay).
+constexpr int64_t kTreeSlotsPerChild = 4;
+inline int tree_chunk(int64_t window) { return int(std::min<int64_t>(8, std::max<int64_t>(2, window / 2))); }
 int64_t estimate_device_run_bytes(const ModelConfig& c, const Config& cfg, const SweepOptions& opt);
 
 // Bytes this process may still allocate: MemAvailable, lowered by a cgroup

@@ -378,7 +378,7 @@ Runner add_bench(CLI::App& app) {
   app.add_option("--preset", a->preset, "Random-weight model: " + preset_names() + " (default tiny)");
   app.add_option("--model", a->model, "Model directory (instead of a preset)");
   app.add_option("--device", a->device,
-                 "cpu, or cuda: --workload ar, spec (spec-t <= 7), beam and best-of-n; snapshot runs the decoder's standard "
+                 "cpu, or cuda: --workload ar, spec (spec-t <= 7), beam, best-of-n and tree; snapshot runs the decoder's standard "
                  "layout (state updated in place, a state per verified token), replay its replay layout")
       ->capture_default_str();
   app.add_option("--out", a->out, "Directory for bench.json, table.txt and the plots (required; created)");

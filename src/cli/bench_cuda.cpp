@@ -19,10 +19,10 @@ using namespace replayssm::bench;
 Status check_cuda_scope(const Axes& axes, int64_t checkpoint_interval, int64_t page_size) {
   bool spec = false;
   for (Workload w : axes.workloads) {
-    if (w == Workload::kTree || w == Workload::kRestore)
+    if (w == Workload::kRestore)
       return unsupported(std::string("--workload ") + workload_name(w) +
-                         ": not supported on --device cuda yet (the CUDA decoder keeps no older positions to restore "
-                         "or branch from; ar, spec, beam and best-of-n run there)");
+                         ": not supported on --device cuda yet (the CUDA decoder keeps no older positions of a "
+                         "sequence to restore; ar, spec, beam, best-of-n and tree run there)");
     spec |= w == Workload::kSpec;
   }
   if (spec)

@@ -182,5 +182,42 @@ TEST(BenchDecodeCuda, TinyBeamAndBestOfNSweep) {
   EXPECT_LT((*res)[2].state_writes_bytes, (*res)[3].state_writes_bytes);
 }
 
+// tree on the tiny preset: TreeSearchCuda over 4 × batch slots walks the
+// same best-first search as the CPU, every expansion adding a node.
+TEST(BenchDecodeCuda, TinyTreeSweep) {
+  if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
+  auto cfg = preset_config("tiny");
+  ASSERT_TRUE(cfg.ok());
+  auto model = Model::random_without_matrices(*cfg, kPresetSeed);
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  SweepOptions opt;
+  opt.prompt_tokens = 16;
+  opt.new_tokens = 24;
+  opt.runs = 1;
+  opt.warmup = 1;
+  auto runner = cuda::BenchDecodeRunner::create(**model, opt, kPresetSeed);
+  ASSERT_TRUE(runner.ok()) << runner.status().message();
+  Axes a;
+  a.workloads = {Workload::kTree};
+  a.strategies = {Strategy::kReplay, Strategy::kSnapshot};
+  a.batches = {2};
+  a.windows = {16};
+  const std::vector<Config> configs = enumerate_configs(a, DraftKind::kOracle);
+  Progress progress(false);
+  SweepCost cost;
+  auto res = run_sweep(**runner, (*runner)->weights_bytes(), configs, progress, &cost);
+  ASSERT_TRUE(res.ok()) << res.status().message();
+  ASSERT_EQ(res->size(), 2u);
+  for (const ConfigResult& r : *res) {
+    const std::string what = r.config.describe();
+    EXPECT_GT(r.tokens_per_s.median, 0.0) << what;
+    EXPECT_GT(r.peak_state_bytes, 0) << what;
+    EXPECT_LE(r.peak_device_bytes - (*runner)->weights_bytes(), estimate_device_run_bytes(*cfg, r.config, opt)) << what;
+    std::printf("  %s: %.0f nodes/s, state peak %lld bytes, written %lld, re-prefills %lld\n", what.c_str(),
+                r.tokens_per_s.median, (long long)r.peak_state_bytes, (long long)r.state_writes_bytes,
+                (long long)r.restores_reprefill);
+  }
+}
+
 }  // namespace
 }  // namespace replayssm

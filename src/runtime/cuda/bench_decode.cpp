@@ -14,6 +14,9 @@
 #include "decode/speculative.h"
 #include "runtime/cuda/generate_cuda.h"
 #include "runtime/cuda/search_cuda.h"
+#include "runtime/cuda/tree_search_cuda.h"
+#include "bench/best_first.h"
+#include "bench/memory.h"
 
 namespace replayssm::cuda {
 
@@ -58,8 +61,37 @@ Result<std::unique_ptr<BenchDecodeRunner>> BenchDecodeRunner::create(const Model
   return r;
 }
 
+Result<bench::Measurement> BenchDecodeRunner::run_tree(const bench::Config& c) {
+  const bench::SweepOptions& opt = opt_;
+  decoder_.reset();  // the tree holds its own decoder
+  TreeSearchCudaOptions o;
+  RSSM_ASSIGN_OR_RETURN(o.strategy, device_strategy(c.strategy));
+  o.window = static_cast<int>(c.window);
+  o.chunk = bench::tree_chunk(c.window);
+  o.slots = std::max<int64_t>(3, bench::kTreeSlotsPerChild * c.batch);
+  o.max_context = opt.prompt_tokens + opt.new_tokens + 1;  // a path grows a token per expansion at most
+  RSSM_ASSIGN_OR_RETURN(std::unique_ptr<TreeSearchCuda> tree, TreeSearchCuda::create(*model_, o));
+  RSSM_ASSIGN_OR_RETURN(const TreeSearchCuda::NodeId root, tree->root(ctx_.prompt(0)));
+  const int64_t written0 = tree->decoder().state_bytes_written();
+  bench::Measurement m;
+  const double t0 = now_seconds();
+  RSSM_ASSIGN_OR_RETURN(m.emitted, bench::best_first(*tree, root, opt.prompt_tokens, model_->config().vocab_size,
+                                                     c.batch, opt.new_tokens));
+  m.decode_s = now_seconds() - t0;
+  const Decoder& dec = tree->decoder();
+  const DecoderMemory& mem = dec.memory();
+  m.store.state_bytes_peak = dec.state_bytes_peak();
+  m.store.kv_bytes_peak = mem.kv_bytes;
+  m.store.state_writes_bytes = dec.state_bytes_written() - written0;
+  m.store.restores_reprefill = tree->stats().reprefills;
+  m.device_bytes = model_->bytes() + mem.state_bytes + mem.kv_bytes + mem.workspace_bytes;
+  m.device_strategy = decode_strategy_name(o.strategy);
+  return m;
+}
+
 Result<bench::Measurement> BenchDecodeRunner::run(const bench::Config& c) {
   const bool search = c.workload == bench::Workload::kBeam || c.workload == bench::Workload::kBestOfN;
+  if (c.workload == bench::Workload::kTree) return run_tree(c);
   if (c.workload != bench::Workload::kAr && c.workload != bench::Workload::kSpec && !search)
     return unsupported(std::string("--workload ") + bench::workload_name(c.workload) + ": not supported on cuda yet");
   const bench::SweepOptions& opt = opt_;

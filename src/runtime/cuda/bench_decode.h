@@ -8,11 +8,11 @@
 //              snapshot store holds between drafts, with no drafts here);
 //   replay   → kReplay: a checkpoint plus a log of the last < W inputs,
 //              written only on the step that folds the log.
-// recompute has no device layout. ar and spec run (spec through
-// generate_batch_cuda's verify/accept, on this runner's decoder); beam,
-// best-of-n, tree and restore need forks or far restores, which the decoder
-// lacks: those are refused before anything runs (device_strategy,
-// check_cuda_scope).
+// recompute has no device layout. ar and spec run on this runner's
+// decoder (spec through generate_batch_cuda's verify/accept), beam and
+// best-of-n through search_cuda.h, tree through TreeSearchCuda; restore
+// (older positions of a sequence) is refused before anything runs
+// (device_strategy, check_cuda_scope).
 #pragma once
 
 #include <cstdint>
@@ -60,12 +60,15 @@ class BenchDecodeRunner : public bench::Runner {
   // passes through: the search reads it as "device memory".
   Result<bench::Measurement> run(const bench::Config& c) override;
   std::string cannot_hold(const bench::Config&) override { return ""; }  // creating the decoder answers
+  // tree: TreeSearchCuda over bench::kTreeSlotsPerChild × batch slots
+  // (bench/memory.h), the best-first walk of bench/best_first.h.
   std::string out_of_budget_limit() const override { return "device memory"; }
 
   int64_t weights_bytes() const { return model_->bytes(); }
 
  private:
   BenchDecodeRunner(const Model& model, const bench::SweepOptions& opt) : opt_(opt), ctx_(model, opt) {}
+  Result<bench::Measurement> run_tree(const bench::Config& c);
   bench::SweepOptions opt_;
   bench::BenchContext ctx_;  // the prompts: the same ids as the CPU reference's
   std::unique_ptr<DeviceModel> model_;

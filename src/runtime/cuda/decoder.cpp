@@ -432,6 +432,21 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
   return dec;
 }
 
+Status Decoder::logits_row(int64_t row, std::span<float> out) {
+  Impl& I = *impl_;
+  const int64_t V = I.m.config().vocab_size;
+  if (row < 0 || row >= I.last_rows)
+    return invalid_argument("cuda decode: logits row " + std::to_string(row) + " out of range [0, " +
+                            std::to_string(I.last_rows) + ")");
+  if (int64_t(out.size()) != V)
+    return invalid_argument("cuda decode: a logits row is " + std::to_string(V) + " floats, got room for " +
+                            std::to_string(out.size()));
+  RSSM_CU(cudaMemcpyAsync(out.data(), I.logits + row * V, sizeof(float) * size_t(V), cudaMemcpyDeviceToHost, I.stream),
+          "logits row");
+  RSSM_CU(cudaStreamSynchronize(I.stream), "logits row");
+  return {};
+}
+
 Status Decoder::top_logprobs(int k, std::span<int32_t> ids, std::span<double> lp) {
   Impl& I = *impl_;
   const int64_t V = I.m.config().vocab_size, rows = I.last_rows;

@@ -132,6 +132,10 @@ class Decoder {
   // rows × k, row-major. What a beam step ranks, without the rows' copy.
   Status top_logprobs(int k, std::span<int32_t> ids, std::span<double> lp);
 
+  // Row `row` of the last step's logits (rows as top_logprobs counts them)
+  // into out (vocabulary floats).
+  Status logits_row(int64_t row, std::span<float> out);
+
   // Sequence b continues from sequence parent[b]'s tokens and state (all
   // committed; parent[b] = b keeps its own). Needs options.forks; not while
   // a verify awaits accept(). Runs (and waits for) its copies at once.
