@@ -1,0 +1,273 @@
+// Decoder::Impl's launches of one step (see decoder_impl.h): the blocks
+// (Mamba2, Gated DeltaNet, attention, MLP), the conv windows' roll after a
+// verify, and the whole step in order.
+#include "runtime/cuda/decoder_impl.h"
+
+namespace replayssm::cuda {
+
+Status Decoder::Impl::run_mamba2(const DeviceBlock& blk, LayerState& L, int T, bool fold, bool verify) {
+  const ModelConfig& c = m.config();
+  const Mamba2Config& mc = c.mamba;
+  const int B = int(opt.batch), Hd = int(c.hidden_size);
+  const int64_t rows = int64_t(B) * T;
+  const int64_t HP = mc.n_heads * mc.head_dim, C = mc.conv_channels(), width = blk.in.n_out;
+  const bool replay = opt.strategy == DecodeStrategy::kReplay;
+  RSSM_CU(gemm->linear(xn, Hd, rows, blk.in.w, width, Hd, blk.in.b, proj, width, false), "Mamba2 in_proj");
+  const uint16_t* xbc = nullptr;
+  int64_t ldxbc = 0;
+  RSSM_RETURN_IF_ERROR(run_conv(blk, L, T, verify, C, mc.conv_width, HP, width, &xbc, &ldxbc));
+  // Standard layout, T > 1: a prompt chunk goes through the replay kernel
+  // over a shared log of T entries folded in place — the dual form of a
+  // chunk scan; a verify goes through the step kernel, a state per token.
+  const bool chunk_log = !replay && T > 1 && !verify;
+  oc::Mamba2AppendArgs ap;
+  ap.rows = rows, ap.H = int(mc.n_heads), ap.P = int(mc.head_dim), ap.G = int(mc.n_groups), ap.N = int(mc.state_size);
+  ap.xbc = xbc, ap.ldxbc = ldxbc, ap.dt_raw = proj + HP + C, ap.lddt = width, ap.dt_bias = blk.dt_bias;
+  ap.dt_min = mc.dt_min, ap.dt_max = mc.dt_max, ap.Cm = cC;
+  ap.entry = field(kMEntry);
+  ap.x = replay ? L.log_x : chunk_log ? s_log_x : cx;
+  ap.Bm = replay ? L.log_B : chunk_log ? s_log_B : cB;
+  ap.dt = replay ? L.log_dt : chunk_log ? s_log_dt : cdt;
+  RSSM_CU(oc::mamba2_append_cuda(ap, stream), "Mamba2 append");
+  oc::Mamba2DecodeArgs a;
+  a.batch = B, a.H = int(mc.n_heads), a.P = int(mc.head_dim), a.N = int(mc.state_size), a.G = int(mc.n_groups), a.T = T;
+  a.A_log = blk.A_log, a.D = blk.D, a.dt_bias = blk.dt_bias, a.dt_min = mc.dt_min, a.dt_max = mc.dt_max;
+  a.state = L.state, a.slot = field(kMSlot), a.Cm = cC, a.y = y;
+  if (!replay && !chunk_log) {
+    a.x = cx, a.Bm = cB, a.dt = cdt, a.out_slot = field(kOutSlot);
+    RSSM_CU(oc::mamba2_step_cuda(a, stream), "Mamba2 step");
+  } else {
+    a.W = replay ? opt.window : T, a.n_log = field(kMLog);
+    a.log_x = ap.x, a.log_B = ap.Bm, a.log_dt = ap.dt;
+    a.fold = fold || chunk_log ? field(kMFold) : nullptr, a.fold_slot = field(kMFoldSlot);
+    a.max_fold = a.fold != nullptr ? a.W : 0;
+    a.scratch = mamba_scratch;
+    RSSM_CU(oc::mamba2_replay_cuda(a, stream), "Mamba2 replay");
+    if (replay && fold && verify) {
+      // A verify folds only the committed prefix: its T entries move to the
+      // front of the log (kMMoveCount is 0 where the log did not fold).
+      oc::LogMoveArgs mv;
+      mv.batch = B, mv.W = opt.window, mv.from = field(kMMoveFrom), mv.count = field(kMMoveCount);
+      mv.array[0] = L.log_x, mv.width[0] = HP;
+      mv.array[1] = L.log_B, mv.width[1] = mc.n_groups * mc.state_size;
+      mv.array[2] = L.log_dt, mv.width[2] = 2 * mc.n_heads;
+      RSSM_CU(oc::log_move_cuda(mv, stream), "Mamba2 log move");
+    }
+  }
+  RSSM_CU(oc::rmsnorm_gated_group_cuda(y, HP, proj, width, rows, HP, HP / mc.n_groups, blk.norm_w, c.norm_eps, y, HP,
+                                       stream),
+          "Mamba2 gated norm");
+  RSSM_CU(gemm->linear(y, HP, rows, blk.out.w, Hd, HP, blk.out.b, d, Hd, false), "Mamba2 out_proj");
+  return {};
+}
+
+Status Decoder::Impl::run_conv(const DeviceBlock& blk, LayerState& L, int T, bool verify, int64_t C, int64_t K,
+                               int64_t off, int64_t width, const uint16_t** out, int64_t* ldo) {
+  oc::Conv1dArgs cv;
+  cv.batch = int(opt.batch), cv.C = int(C), cv.K = int(K), cv.weight = blk.conv_w, cv.bias = blk.conv_b;
+  cv.window = L.window, cv.slot = field(kWinSlot), cv.x = proj + off, cv.ldx = width;
+  if (T == 1) {
+    cv.y = proj + off, cv.ldy = width;
+    RSSM_CU(oc::conv1d_step_cuda(cv, stream), "conv1d");
+  } else {
+    cv.y = xconv, cv.ldy = C, cv.cu_rows = field(kCuRows), cv.max_rows = T;
+    // A verify leaves the window as it was and keeps its pre-conv rows for
+    // the accepted prefix to roll in (commit_windows).
+    cv.keep_window = verify;
+    RSSM_CU(oc::conv1d_prefill_cuda(cv, stream), "conv1d chunk");
+    if (verify)
+      RSSM_CU(cudaMemcpy2DAsync(L.pending, sizeof(uint16_t) * C, proj + off, sizeof(uint16_t) * width,
+                                sizeof(uint16_t) * C, size_t(opt.batch) * T, cudaMemcpyDeviceToDevice, stream),
+              "verify conv rows");
+  }
+  *out = cv.y, *ldo = cv.ldy;
+  return {};
+}
+
+Status Decoder::Impl::run_gdn(const DeviceBlock& blk, LayerState& L, int T, bool fold, bool verify) {
+  const ModelConfig& c = m.config();
+  const GdnConfig& g = c.gdn;
+  const int B = int(opt.batch), Hd = int(c.hidden_size);
+  const int64_t rows = int64_t(B) * T;
+  const int64_t K = g.n_k_heads * g.k_dim, V = g.n_v_heads * g.v_dim, C = g.conv_channels(), width = blk.in.n_out;
+  const bool replay = opt.strategy == DecodeStrategy::kReplay;
+  RSSM_CU(gemm->linear(xn, Hd, rows, blk.in.w, width, Hd, blk.in.b, proj, width, false), "GDN in_proj");
+  const uint16_t* qkv = nullptr;
+  int64_t ldqkv = 0;
+  RSSM_RETURN_IF_ERROR(run_conv(blk, L, T, verify, C, g.conv_width, 0, width, &qkv, &ldqkv));
+  oc::GdnPrepareArgs pr;
+  pr.rows = rows, pr.Hk = int(g.n_k_heads), pr.Hv = int(g.n_v_heads), pr.dk = int(g.k_dim);
+  pr.A_log = blk.A_log, pr.dt_bias = blk.dt_bias, pr.q = qkv, pr.k = qkv + K, pr.ldq = ldqkv, pr.ldk = ldqkv;
+  pr.a = proj + C + V, pr.b = proj + C + V + g.n_v_heads, pr.lda = width, pr.ldb = width;
+  pr.q_out = gq, pr.k_out = gk, pr.g = gg, pr.beta = gbeta;
+  RSSM_CU(oc::gdn_prepare_cuda(pr, stream), "GDN prepare");
+  oc::GdnAppendArgs ap;
+  ap.rows = rows, ap.Hk = int(g.n_k_heads), ap.Hv = int(g.n_v_heads), ap.dk = int(g.k_dim), ap.dv = int(g.v_dim);
+  ap.v_in = qkv + 2 * K, ap.ldv = ldqkv, ap.v = gv;
+  if (replay) ap.entry = field(kGEntry), ap.k = gk, ap.g = gg, ap.log_k = L.log_k, ap.log_g = L.log_g;
+  RSSM_CU(oc::gdn_append_cuda(ap, stream), "GDN append");
+  oc::GdnDecodeArgs a;
+  a.batch = B, a.Hk = int(g.n_k_heads), a.Hv = int(g.n_v_heads), a.dk = int(g.k_dim), a.dv = int(g.v_dim), a.T = T;
+  a.state = L.state, a.slot = field(kGSlot), a.q = gq, a.v = gv, a.beta = gbeta, a.o = y;
+  if (!replay) {  // T = 1, or a verify's state per token (max_chunk() keeps prompts to single tokens)
+    a.k = gk, a.g = gg, a.out_slot = field(kOutSlot);
+    RSSM_CU(oc::gdn_step_cuda(a, stream), "GDN step");
+  } else {
+    a.W = opt.window, a.n_log = field(kGLog), a.log_k = L.log_k, a.log_u = L.log_u, a.log_g = L.log_g;
+    a.fold = fold ? field(kGFold) : nullptr, a.fold_slot = field(kGFoldSlot), a.max_fold = fold ? opt.window : 0;
+    RSSM_CU(oc::gdn_replay_cuda(a, stream), "GDN replay");
+    if (fold) {
+      // The fold left this step's T entries (whose u the kernel just wrote)
+      // at the end of the log; they become its first entries. kGMoveCount
+      // is 0 where a GDN log did not fold.
+      oc::LogMoveArgs mv;
+      mv.batch = B, mv.W = opt.window, mv.from = field(kGMoveFrom), mv.count = field(kGMoveCount);
+      mv.array[0] = L.log_k, mv.width[0] = K;
+      mv.array[1] = L.log_u, mv.width[1] = 2 * V;
+      mv.array[2] = L.log_g, mv.width[2] = 2 * g.n_v_heads;
+      RSSM_CU(oc::log_move_cuda(mv, stream), "GDN log move");
+    }
+  }
+  RSSM_CU(oc::rmsnorm_then_gate_cuda(y, V, proj + C, width, rows, g.n_v_heads, g.v_dim, blk.norm_w, c.norm_eps, y, V,
+                                     stream),
+          "GDN norm and gate");
+  RSSM_CU(gemm->linear(y, V, rows, blk.out.w, Hd, V, blk.out.b, d, Hd, false), "GDN out_proj");
+  return {};
+}
+
+Status Decoder::Impl::run_attention(const DeviceBlock& blk, LayerState& L, int T) {
+  const ModelConfig& c = m.config();
+  const AttentionConfig& ac = c.attn;
+  const int B = int(opt.batch), Hd = int(c.hidden_size);
+  const int64_t rows = int64_t(B) * T;
+  const int64_t D = ac.head_dim, d_q = ac.n_heads * D, d_kv = ac.n_kv_heads * D;
+  const int64_t head_stride = ac.output_gate ? 2 * D : D, q_width = ac.n_heads * head_stride;
+  uint16_t *q, *k, *v;
+  int64_t ldq, ldk;
+  if (!ac.qk_norm) {  // one GEMM: q | k | v side by side
+    const int64_t width = blk.in.n_out;
+    RSSM_CU(gemm->linear(xn, Hd, rows, blk.in.w, width, Hd, blk.in.b, proj, width, false), "attention qkv");
+    q = proj, k = proj + q_width, v = proj + q_width + d_kv, ldq = ldk = width;
+  } else {  // per-head norms want q and k each in their own rows
+    const float* bq = blk.in.b;
+    RSSM_CU(gemm->linear(xn, Hd, rows, blk.in.w, q_width, Hd, bq, aq, q_width, false), "attention q");
+    RSSM_CU(gemm->linear(xn, Hd, rows, blk.in.w + q_width * Hd, d_kv, Hd, bq ? bq + q_width : nullptr, ak, d_kv, false),
+            "attention k");
+    RSSM_CU(gemm->linear(xn, Hd, rows, blk.in.w + (q_width + d_kv) * Hd, d_kv, Hd, bq ? bq + q_width + d_kv : nullptr,
+                        av, d_kv, false),
+            "attention v");
+    q = aq, k = ak, v = av, ldq = q_width, ldk = d_kv;
+    RSSM_CU(oc::rmsnorm_cuda(q, head_stride, rows * ac.n_heads, D, blk.q_norm, c.norm_eps, c.norm_unit_offset, q,
+                             head_stride, stream),
+            "q norm");
+    RSSM_CU(oc::rmsnorm_cuda(k, D, rows * ac.n_kv_heads, D, blk.k_norm, c.norm_eps, c.norm_unit_offset, k, D, stream),
+            "k norm");
+  }
+  if (ac.rotary_dim > 0) {
+    RSSM_CU(oc::rope_cuda(q, ldq, head_stride, rows, int(ac.n_heads), int(ac.rotary_dim), inv_freq, field(kRowPos),
+                          stream),
+            "RoPE q");
+    RSSM_CU(oc::rope_cuda(k, ldk, D, rows, int(ac.n_kv_heads), int(ac.rotary_dim), inv_freq, field(kRowPos), stream),
+            "RoPE k");
+  }
+  const int64_t ldv = ac.qk_norm ? d_kv : ldk;
+  if (T == 1) {
+    oc::KvAppendArgs ka;
+    ka.batch = B, ka.width = int(d_kv), ka.k = k, ka.v = v, ka.ldk = ldk, ka.ldv = ldv;
+    ka.pos = field(kRowPos), ka.kv = L.kv;
+    RSSM_CU(oc::kv_append_cuda(ka, stream), "KV append");
+    oc::AttentionDecodeArgs at;
+    at.batch = B, at.Hq = int(ac.n_heads), at.Hkv = int(ac.n_kv_heads), at.D = int(D);
+    at.scale = 1.0f / std::sqrt(static_cast<float>(D));
+    at.q = q, at.ldq = ldq, at.q_head_stride = head_stride;
+    if (ac.output_gate) at.gate = q + D, at.ldg = ldq, at.g_head_stride = head_stride;
+    at.out = y, at.ldo = d_q, at.kv = L.kv, at.seq_len = field(kSeqLen), at.max_seq_len = int(opt.max_context);
+    at.scratch = attn_scratch;
+    RSSM_CU(oc::attention_decode_cuda(at, stream), "attention");
+  } else {
+    oc::KvAppendRowsArgs ka;
+    ka.rows = int(rows), ka.width = int(d_kv), ka.k = k, ka.v = v, ka.ldk = ldk, ka.ldv = ldv;
+    ka.seq = field(kRowSeq), ka.pos = field(kRowPos), ka.kv = L.kv;
+    RSSM_CU(oc::kv_append_rows_cuda(ka, stream), "KV append rows");
+    oc::AttentionPrefillArgs at;
+    at.batch = B, at.Hq = int(ac.n_heads), at.Hkv = int(ac.n_kv_heads), at.D = int(D);
+    at.scale = 1.0f / std::sqrt(static_cast<float>(D));
+    at.q = q, at.ldq = ldq, at.q_head_stride = head_stride;
+    if (ac.output_gate) at.gate = q + D, at.ldg = ldq, at.g_head_stride = head_stride;
+    at.out = y, at.ldo = d_q, at.kv = L.kv, at.cu_rows = field(kCuRows), at.pos = field(kSeqPos), at.max_rows = T;
+    RSSM_CU(oc::attention_prefill_cuda(at, stream), "attention chunk");
+  }
+  RSSM_CU(gemm->linear(y, d_q, rows, blk.out.w, Hd, d_q, blk.out.b, d, Hd, false), "attention o_proj");
+  return {};
+}
+
+Status Decoder::Impl::run_mlp(const DeviceBlock& blk, int T) {
+  const ModelConfig& c = m.config();
+  const int Hd = int(c.hidden_size);
+  const int64_t rows = opt.batch * T, I = c.mlp.intermediate, width = blk.in.n_out;
+  RSSM_CU(gemm->linear(xn, Hd, rows, blk.in.w, width, Hd, blk.in.b, proj, width, false), "MLP up");
+  uint16_t* act = c.mlp.gated ? proj + I : proj;  // act(gate) ⊙ up lands on up
+  RSSM_CU(oc::mlp_activation_cuda(c.mlp.act, c.mlp.gated ? proj : nullptr, width, act, width, rows, I, act, width,
+                                  stream),
+          "MLP activation");
+  RSSM_CU(gemm->linear(act, width, rows, blk.out.w, Hd, I, blk.out.b, d, Hd, false), "MLP down");
+  return {};
+}
+
+Status Decoder::Impl::commit_windows() {
+  const ModelConfig& c = m.config();
+  for (const DeviceBlock& blk : m.blocks()) {
+    if (blk.kind != BlockKind::kMamba2 && blk.kind != BlockKind::kGatedDeltaNet) continue;
+    const bool mamba = blk.kind == BlockKind::kMamba2;
+    LayerState& L = layers[size_t(blk.cache_layer)];
+    oc::Conv1dArgs cv;
+    cv.batch = int(opt.batch), cv.C = int(mamba ? c.mamba.conv_channels() : c.gdn.conv_channels());
+    cv.K = int(mamba ? c.mamba.conv_width : c.gdn.conv_width);
+    cv.window = L.window, cv.slot = field(kWinSlot), cv.x = L.pending, cv.ldx = cv.C;
+    cv.cu_rows = field(kCommitRows), cv.n_rows = field(kCommitCount);
+    RSSM_CU(oc::conv1d_window_cuda(cv, stream), "conv window commit");
+  }
+  return {};
+}
+
+Status Decoder::Impl::enqueue(int T, bool fold, bool verify, bool commit) {
+  const ModelConfig& c = m.config();
+  const int B = int(opt.batch);
+  const int64_t Hd = c.hidden_size, V = c.vocab_size, rows = int64_t(B) * T;
+  RSSM_CU(cudaMemcpyAsync(plan, plan_host, sizeof(int32_t) * kPlanFields * field_len(), cudaMemcpyHostToDevice, stream),
+          "plan");
+  if (commit) RSSM_RETURN_IF_ERROR(commit_windows());
+  RSSM_CU(oc::embedding_cuda(field(kTokens), rows, m.embed(), V, Hd, Hd, h, Hd, stream), "embedding");
+  const uint16_t* pending = nullptr;  // the previous block's output, added to h by the next norm
+  for (const DeviceBlock& blk : m.blocks()) {
+    RSSM_CU(oc::residual_rmsnorm_cuda(h, Hd, pending, Hd, rows, Hd, blk.norm, c.norm_eps, c.norm_unit_offset, xn, Hd,
+                                      stream),
+            "block norm");
+    switch (blk.kind) {
+      case BlockKind::kMamba2:
+        RSSM_RETURN_IF_ERROR(run_mamba2(blk, layers[size_t(blk.cache_layer)], T, fold, verify));
+        break;
+      case BlockKind::kGatedDeltaNet:
+        RSSM_RETURN_IF_ERROR(run_gdn(blk, layers[size_t(blk.cache_layer)], T, fold, verify));
+        break;
+      case BlockKind::kAttention: RSSM_RETURN_IF_ERROR(run_attention(blk, layers[size_t(blk.cache_layer)], T)); break;
+      case BlockKind::kMlp: RSSM_RETURN_IF_ERROR(run_mlp(blk, T)); break;
+    }
+    pending = d;
+  }
+  RSSM_CU(oc::residual_rmsnorm_cuda(h, Hd, pending, Hd, rows, Hd, m.final_norm(), c.norm_eps, c.norm_unit_offset, xn,
+                                    Hd, stream),
+          "final norm");
+  // Logits of every row (all_logits, verify), or of each sequence's last row (rows b·T + T − 1).
+  const DeviceLinear& lm = m.lm_head();
+  const bool every = opt.all_logits || verify;
+  const int64_t out_rows = every ? rows : B;
+  const uint16_t* x = every ? xn : xn + (T - 1) * Hd;
+  const int64_t ldx = every ? Hd : T * Hd;
+  RSSM_CU(gemm->linear(x, ldx, out_rows, lm.w, V, Hd, lm.b, logits, V, true), "LM head");
+  RSSM_CU(oc::argmax_cuda(logits, V, out_rows, V, next, stream), "argmax");
+  RSSM_CU(cudaMemcpyAsync(next_host, next, sizeof(int32_t) * out_rows, cudaMemcpyDeviceToHost, stream), "next tokens");
+  return {};
+}
+
+}  // namespace replayssm::cuda

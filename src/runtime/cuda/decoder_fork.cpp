@@ -1,0 +1,98 @@
+// Decoder::reorder (see decoder.h): forks — the plan of what each moved
+// sequence copies, the copies, and the slots' and counters' bookkeeping.
+#include "runtime/cuda/decoder_impl.h"
+
+namespace replayssm::cuda {
+
+Status Decoder::reorder(std::span<const int32_t> parent) {
+  Impl& I = *impl_;
+  const int64_t B = opt_.batch;
+  if (!opt_.forks) return invalid_argument("cuda decode: reorder needs a decoder created with forks");
+  if (poisoned_)
+    return invalid_argument("cuda decode: an earlier step failed part-way; the states are undefined until reset()");
+  if (verify_T_ != 0) return invalid_argument("cuda decode: the last verify awaits accept()");
+  if (int64_t(parent.size()) != B)
+    return invalid_argument("cuda decode: reorder takes a parent per sequence (" + std::to_string(B) + "), got " +
+                            std::to_string(parent.size()));
+  for (int64_t b = 0; b < B; ++b)
+    if (parent[size_t(b)] < 0 || parent[size_t(b)] >= B)
+      return invalid_argument("cuda decode: sequence " + std::to_string(b) + "'s parent " +
+                              std::to_string(parent[size_t(b)]) + " is out of range [0, " + std::to_string(B) + ")");
+  const bool replay = opt_.strategy == DecodeStrategy::kReplay;
+  const int S = I.slots_per_seq;
+  int64_t moved = 0, max_kv = 0, max_m = 0, max_g = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    const int32_t p = parent[size_t(b)];
+    const bool mv = p != b;
+    moved += mv;
+    I.host_field(kForkSrc)[b] = p, I.host_field(kForkDst)[b] = int32_t(b), I.host_field(kForkOne)[b] = mv;
+    I.host_field(kForkKv)[b] = mv ? int32_t(pos_[size_t(p)]) : 0;
+    I.host_field(kForkMLog)[b] = mv ? I.m_count[size_t(p)] : 0;
+    I.host_field(kForkGLog)[b] = mv ? I.g_count[size_t(p)] : 0;
+    I.host_field(kForkStFrom)[b] = int32_t(p * S + I.cur[size_t(p)]);
+    I.host_field(kForkStTo)[b] = int32_t(b * S + (I.cur[size_t(b)] + 1) % S);
+    if (mv) max_kv = std::max(max_kv, pos_[size_t(p)]), max_m = std::max<int64_t>(max_m, I.m_count[size_t(p)]),
+            max_g = std::max<int64_t>(max_g, I.g_count[size_t(p)]);
+  }
+  if (moved == 0) return {};
+  // A failure from here on leaves sequences part-copied.
+  poisoned_ = true;
+  RSSM_CU(cudaMemcpyAsync(I.plan, I.plan_host, sizeof(int32_t) * kPlanFields * I.field_len(), cudaMemcpyHostToDevice,
+                          I.stream),
+          "fork plan");
+  if (I.commit_pending) {  // the windows take an accepted verify's rows before they are copied
+    RSSM_RETURN_IF_ERROR(I.commit_windows());
+    I.commit_pending = false;
+  }
+  auto copy = [&](void* array, int64_t block, int64_t row, PlanField rows, int64_t max_rows, const char* what,
+                  PlanField src = kForkSrc, PlanField dst = kForkDst, bool direct = false) -> Status {
+    if (array == nullptr || max_rows == 0) return {};
+    oc::SeqCopyArgs a;
+    a.batch = int(B), a.array = array, a.block_bytes = block, a.row_bytes = row, a.max_rows = int(max_rows);
+    a.src = I.field(src), a.dst = I.field(dst), a.rows = I.field(rows), a.temp = I.fork_temp, a.direct = direct;
+    RSSM_CU(oc::seq_copy_cuda(a, I.stream), what);
+    return {};
+  };
+  const int64_t W = opt_.window;
+  for (LayerState& L : I.layers) {
+    if (L.kv_rows != nullptr) {
+      RSSM_RETURN_IF_ERROR(copy(L.kv_rows, L.kv_block * L.kv.row_stride * 2, L.kv.row_stride * 2, kForkKv, max_kv,
+                                "fork K/V"));
+      continue;
+    }
+    if (L.window_seq_bytes > 0)
+      RSSM_RETURN_IF_ERROR(copy(L.window, L.window_seq_bytes, L.window_seq_bytes, kForkOne, 1, "fork conv window"));
+    if (!replay) {  // a full copy of the state into the child's spare slot
+      RSSM_RETURN_IF_ERROR(
+          copy(L.state, L.slot_bytes, L.slot_bytes, kForkOne, 1, "fork state", kForkStFrom, kForkStTo, true));
+      continue;
+    }
+    const bool m = L.log_x != nullptr;  // the checkpoint is shared by slot; the log entries are copied
+    void* logs[3] = {m ? static_cast<void*>(L.log_x) : L.log_k, m ? static_cast<void*>(L.log_B) : L.log_u,
+                     m ? static_cast<void*>(L.log_dt) : L.log_g};
+    for (int i = 0; i < 3; ++i)
+      RSSM_RETURN_IF_ERROR(copy(logs[i], W * L.log_row[i], L.log_row[i], m ? kForkMLog : kForkGLog, m ? max_m : max_g,
+                                "fork log"));
+  }
+  RSSM_CU(cudaStreamSynchronize(I.stream), "fork");
+  poisoned_ = false;
+  const std::vector<int64_t> pos = pos_;
+  const std::vector<int> mc = I.m_count, gc = I.g_count;
+  for (int64_t b = 0; b < B; ++b) {
+    const int32_t p = parent[size_t(b)];
+    pos_[size_t(b)] = pos[size_t(p)], I.m_count[size_t(b)] = mc[size_t(p)], I.g_count[size_t(b)] = gc[size_t(p)];
+    if (!replay && p != b) I.cur[size_t(b)] = (I.cur[size_t(b)] + 1) % S;
+  }
+  if (replay) I.m_pool.share(parent), I.g_pool.share(parent);
+  // What the fork wrote: windows, and full states (standard) or the log
+  // entries (replay; per entry: a W-th of a sequence's log).
+  for (int64_t b = 0; b < B; ++b)
+    if (parent[size_t(b)] != b)
+      state_written_ += I.window_w + (replay ? (I.host_field(kForkMLog)[b] * I.mamba_log_w +
+                                                I.host_field(kForkGLog)[b] * I.gdn_log_w) / opt_.window
+                                             : I.mamba_state_w + I.gdn_state_w);
+  note_state_peak(replay ? 0 : moved);
+  return {};
+}
+
+}  // namespace replayssm::cuda

@@ -1,0 +1,186 @@
+// Decoder's insides (decoder.h), shared by the files that implement it:
+// the step plan's fields, each stateful layer's buffers, and Decoder::Impl
+// (the buffers, the plan and the launch sequence of one step).
+//   decoder.cpp         — create, reset, the host's plan of a step or verify, graphs;
+//   decoder_blocks.cpp  — the launches of one step, block by block;
+//   decoder_fork.cpp    — reorder(): forks;
+//   decoder_readout.cpp — logits rows and top log-probabilities of the last step.
+#pragma once
+
+#include "runtime/cuda/decoder.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ops/cuda/attention_decode.h"
+#include "ops/cuda/attention_prefill.h"
+#include "ops/cuda/conv1d.h"
+#include "ops/cuda/elementwise.h"
+#include "ops/cuda/gdn_decode.h"
+#include "ops/cuda/gemm.h"
+#include "ops/cuda/mamba2_decode.h"
+#include "ops/cuda/norm.h"
+#include "ops/cuda/rope.h"
+#include "ops/cuda/sampling.h"
+#include "ops/cuda/ssm_append.h"
+#include "ops/cuda/seq_copy.h"
+#include "runtime/cuda/cuda_status.h"
+#include "runtime/cuda/slot_pool.h"
+
+namespace replayssm::cuda {
+
+namespace oc = replayssm::ops::cuda;
+
+// The plan: one int32 array per field in one buffer, each with room for
+// every row of a step (batch × the most tokens per sequence) plus one. Per
+// row r = b·T + t: kTokens, kRowPos, kRowSeq, kMEntry, kGEntry, kOutSlot.
+// Per sequence b: the rest (kCuRows and kCommitRows have B + 1 entries).
+enum PlanField {
+  kTokens, kRowPos, kRowSeq,      // the step's rows
+  kSeqPos, kSeqLen, kCuRows,      // per sequence: first new position, rows attended, rows b·T
+  kMEntry, kMLog, kMFold,         // Mamba2 layers: log entry (standard: compact row) of each new row; entries; fold
+  kGEntry, kGLog, kGFold,         // Gated DeltaNet layers, likewise
+  kMSlot, kGSlot,                 // state or checkpoint slot each sequence reads (Mamba2, GDN layers)
+  kMFoldSlot, kGFoldSlot,         // where a fold writes (replay: a fresh slot where others read the old one)
+  kOutSlot, kWinSlot,             // where each row's state goes (standard); conv window = b
+  kMMoveFrom, kMMoveCount,        // the post-fold log moves (replay)
+  kGMoveFrom, kGMoveCount,
+  kCommitRows, kCommitCount,      // the last verify's rows b·T and accepted count, rolled into the windows
+  // reorder(): per sequence b, the source sequence and what to copy from it
+  // (0 where b keeps its own): 1, K/V rows, Mamba2 / GDN log entries; the
+  // standard layout's state slots from and to.
+  kForkSrc, kForkDst, kForkOne, kForkKv, kForkMLog, kForkGLog, kForkStFrom, kForkStTo,
+  kPlanFields
+};
+
+#define RSSM_CU(expr, what) RSSM_RETURN_IF_ERROR(cuda_status((expr), "cuda decode", (what)))
+
+
+// Buffers of one stateful layer (CacheSpec order).
+struct LayerState {
+  float* state = nullptr;       // (B, heads, rows, cols): the state (standard) or checkpoint (replay)
+  uint16_t* window = nullptr;   // (B, K−1, C) conv window
+  uint16_t* log_x = nullptr;    // Mamba2 log (B, W, H·P) (standard: the shared chunk log)
+  uint16_t* log_B = nullptr;    //            (B, W, G·N)
+  float* log_dt = nullptr;      //            (B, W, H)
+  uint16_t* log_k = nullptr;    // GDN log    (B, W, Hk·dk)
+  float* log_u = nullptr;       //            (B, W, Hv·dv)
+  float* log_g = nullptr;       //            (B, W, Hv)
+  uint16_t* pending = nullptr;  // speculation: a verify's pre-conv rows (B·T, C), until accept
+  oc::PagedKv kv;               // attention
+  uint16_t* kv_rows = nullptr;  // sequence b's K/V rows are a block of kv_block rows of kv.row_stride
+  int64_t kv_block = 0;
+  size_t state_bytes = 0;       // what reset() zeroes at `state` and `window`
+  size_t window_bytes = 0;
+  int64_t slot_bytes = 0, window_seq_bytes = 0;  // one slot's state, one sequence's window
+  int64_t conv_channels = 0, log_row[3] = {};    // the log arrays' entry bytes (x|B|dt or k|u|g)
+};
+
+struct Decoder::Impl {
+  const DeviceModel& m;
+  DecoderOptions opt;
+  cudaStream_t stream = nullptr;
+  std::unique_ptr<oc::Gemm> gemm = std::make_unique<oc::Gemm>();  // released before the stream it is bound to
+  std::vector<void*> allocs;
+  std::vector<LayerState> layers;
+  int32_t* plan = nullptr;        // device
+  int32_t* plan_host = nullptr;   // pinned
+  int32_t* next = nullptr;        // device (rows of logits)
+  int32_t* next_host = nullptr;   // pinned
+  // Activations, batch × max_chunk rows each.
+  float* h = nullptr;             // fp32 residual stream (B, hidden)
+  uint16_t* xn = nullptr;         // normed input of a block (B, hidden)
+  uint16_t* d = nullptr;          // a block's output (B, hidden)
+  uint16_t* proj = nullptr;       // fused input projection (B, widest in)
+  uint16_t* y = nullptr;          // mixer output before out_proj (B, widest)
+  uint16_t *cx = nullptr, *cB = nullptr, *cC = nullptr;  // Mamba2 compact x, B, C
+  float* cdt = nullptr;
+  uint16_t *gq = nullptr, *gk = nullptr, *gv = nullptr;  // GDN dense q, k, v
+  float *gg = nullptr, *gbeta = nullptr;
+  uint16_t *aq = nullptr, *ak = nullptr, *av = nullptr;  // attention q, k, v (qk-norm models)
+  float* mamba_scratch = nullptr;
+  float* attn_scratch = nullptr;
+  float* logits = nullptr;        // (B or B·max_chunk with all_logits, vocab) fp32
+  uint16_t* xconv = nullptr;      // chunked steps: post-conv rows (R, widest conv)
+  // Standard layout, chunked steps: one log of max_chunk entries shared by
+  // every SSM layer (each layer folds it before the next one runs).
+  uint16_t *s_log_x = nullptr, *s_log_B = nullptr;
+  float* s_log_dt = nullptr;
+  float* inv_freq = nullptr;
+  int32_t* page_table = nullptr;  // (B, pages per sequence): sequence b owns pages b·n .. b·n + n − 1
+  int pages_per_seq = 0;
+  std::map<int, cudaGraphExec_t> graphs;  // graph_key(T, fold, verify, commit) → the captured step
+  std::set<int> ran_eager;
+  int64_t rows_cap = 0;           // rows a step may have: batch × max(max_chunk, spec_tokens)
+  int slots_per_seq = 1;          // standard layout: spec_tokens + 1 with speculation, ≥ 2 with forks
+  SlotPool m_pool, g_pool;        // replay: checkpoint slots of the Mamba2 / GDN layers (2 × batch with forks)
+  void* fork_temp = nullptr;      // reorder()'s staging: the largest per-layer array a fork copies
+  int64_t last_rows = 0;          // logits rows the last step left
+  int32_t* top_ids = nullptr;     // top_logprobs(): rows × k, grown on demand
+  double* top_lp = nullptr;
+  int64_t top_cap = 0;
+  int64_t mamba_log_w = 0, gdn_log_w = 0;  // one sequence's log bytes, all layers
+  int64_t pending_w = 0;          // one sequence's verify pre-conv rows, all layers
+  // Per sequence. Replay: committed log entries (Mamba2, GDN layers);
+  // standard: which of its slots holds the state.
+  std::vector<int> m_count, g_count, cur;
+  // The verify awaiting accept(): whose logs folded their prefix (replay).
+  std::vector<char> m_folded, g_folded;
+  bool commit_pending = false;    // the next launch first rolls the windows over accepted rows
+  int64_t mamba_state_w = 0, gdn_state_w = 0, window_w = 0;  // one sequence's state and window bytes, all layers
+  bool has_mamba = false, has_gdn = false;  // a kind without layers never folds
+
+  Impl(const DeviceModel& model, const DecoderOptions& o) : m(model), opt(o) {}
+  ~Impl() {
+    for (auto& [key, g] : graphs) cudaGraphExecDestroy(g);
+    cudaFree(top_ids), cudaFree(top_lp);
+    gemm.reset();
+    for (void* p : allocs) cudaFree(p);
+    if (plan_host != nullptr) cudaFreeHost(plan_host);
+    if (next_host != nullptr) cudaFreeHost(next_host);
+    if (stream != nullptr) cudaStreamDestroy(stream);
+  }
+
+  template <typename T>
+  Status alloc(T** p, int64_t n, const std::string& what, int64_t* account) {
+    const size_t bytes = sizeof(T) * size_t(std::max<int64_t>(n, 1));
+    void* d = nullptr;
+    if (cudaError_t e = cudaMalloc(&d, bytes); e != cudaSuccess) {
+      cudaGetLastError();
+      return out_of_budget("cuda decode: cannot allocate " + std::to_string(bytes) + " bytes for " + what + " (batch " +
+                           std::to_string(opt.batch) + ", context " + std::to_string(opt.max_context) +
+                           "): " + cudaGetErrorString(e));
+    }
+    allocs.push_back(d);
+    *account += int64_t(bytes);
+    *p = static_cast<T*>(d);
+    return {};
+  }
+
+  int64_t field_len() const { return rows_cap + 1; }
+  int32_t* field(PlanField f) const { return plan + int64_t(f) * field_len(); }
+  int32_t* host_field(PlanField f) const { return plan_host + int64_t(f) * field_len(); }
+
+  // A step of T tokens per sequence (rows = batch·T).
+  Status enqueue(int T, bool fold, bool verify, bool commit);
+  Status run_mamba2(const DeviceBlock& blk, LayerState& L, int T, bool fold, bool verify);
+  Status run_gdn(const DeviceBlock& blk, LayerState& L, int T, bool fold, bool verify);
+  Status run_attention(const DeviceBlock& blk, LayerState& L, int T);
+  Status run_mlp(const DeviceBlock& blk, int T);
+  // Conv1d over the projection's conv channels at column `off`: in place for
+  // a one-token step; a chunk writes xconv (the prefill kernel must not
+  // alias). *out, *ldo: where the post-conv rows are.
+  Status run_conv(const DeviceBlock& blk, LayerState& L, int T, bool verify, int64_t C, int64_t K, int64_t off,
+                  int64_t width, const uint16_t** out, int64_t* ldo);
+  // The accepted rows of the last verify into every conv window.
+  Status commit_windows();
+};
+
+}  // namespace replayssm::cuda
