@@ -91,6 +91,34 @@ TEST(BenchDecodeCuda, TinyArSweepReportsEveryField) {
   EXPECT_LT((*res)[0].state_writes_bytes, (*res)[2].state_writes_bytes);
 }
 
+// Every configuration of `a` in one sweep on a fresh runner over `model`
+// (oracle drafts); empty, with the failure recorded, when it does not run.
+struct SweepRun {
+  std::vector<ConfigResult> results;
+  int64_t weights = 0;
+};
+SweepRun sweep(const Model& model, const SweepOptions& opt, const Axes& a) {
+  SweepRun out;
+  auto runner = cuda::BenchDecodeRunner::create(model, opt, kPresetSeed);
+  EXPECT_TRUE(runner.ok()) << runner.status().message();
+  if (!runner.ok()) return out;
+  out.weights = (*runner)->weights_bytes();
+  Progress progress(false);
+  SweepCost cost;
+  auto res = run_sweep(**runner, out.weights, enumerate_configs(a, DraftKind::kOracle), progress, &cost);
+  EXPECT_TRUE(res.ok()) << res.status().message();
+  if (res.ok()) out.results = std::move(res).value();
+  return out;
+}
+
+std::unique_ptr<Model> tiny_model() {
+  auto cfg = preset_config("tiny");
+  EXPECT_TRUE(cfg.ok());
+  auto model = Model::random_without_matrices(*cfg, kPresetSeed);
+  EXPECT_TRUE(model.ok()) << model.status().message();
+  return model.ok() ? std::move(model).value() : nullptr;
+}
+
 // On the embedded trained model: a random-weight preset's top-2 logits are
 // close enough that a verify's chunked rows and the reference's single
 // steps pick different tokens now and then, which oracle drafts of
@@ -105,8 +133,6 @@ TEST(BenchDecodeCuda, SpecSweepAcceptsOracleDrafts) {
   opt.new_tokens = 40;
   opt.runs = 1;
   opt.warmup = 1;
-  auto runner = cuda::BenchDecodeRunner::create(**model, opt, kPresetSeed);
-  ASSERT_TRUE(runner.ok()) << runner.status().message();
   Axes a;
   a.workloads = {Workload::kSpec};
   a.strategies = {Strategy::kReplay, Strategy::kSnapshot};
@@ -114,12 +140,9 @@ TEST(BenchDecodeCuda, SpecSweepAcceptsOracleDrafts) {
   a.windows = {16};
   a.spec_ts = {4};
   a.accuracies = {1.0, 0.0};
-  const std::vector<Config> configs = enumerate_configs(a, DraftKind::kOracle);
-  ASSERT_EQ(configs.size(), 4u);
-  Progress progress(false);
-  SweepCost cost;
-  auto res = run_sweep(**runner, (*runner)->weights_bytes(), configs, progress, &cost);
-  ASSERT_TRUE(res.ok()) << res.status().message();
+  const SweepRun run = sweep(**model, opt, a);
+  const std::vector<ConfigResult>* res = &run.results;
+  ASSERT_EQ(res->size(), 4u);
   for (const ConfigResult& r : *res) {
     const std::string what = r.config.describe();
     ASSERT_TRUE(r.acceptance_rate.has_value()) << what;
@@ -129,7 +152,7 @@ TEST(BenchDecodeCuda, SpecSweepAcceptsOracleDrafts) {
     if (r.config.draft_accuracy == 1.0) EXPECT_GT(*r.acceptance_rate, 0.9) << what;
     else EXPECT_EQ(*r.acceptance_rate, 0.0) << what;
     EXPECT_GT(r.tokens_per_s.median, 0.0) << what;
-    EXPECT_LE(r.peak_device_bytes - (*runner)->weights_bytes(), estimate_device_run_bytes(*cfg, r.config, opt)) << what;
+    EXPECT_LE(r.peak_device_bytes - run.weights, estimate_device_run_bytes(*cfg, r.config, opt)) << what;
     EXPECT_GT(r.state_writes_bytes, 0) << what;
     std::printf("  %s: acceptance %.3f, %.0f tokens/s, state %lld bytes\n", what.c_str(), *r.acceptance_rate,
                 r.tokens_per_s.median, (long long)r.peak_state_bytes);
@@ -146,34 +169,27 @@ TEST(BenchDecodeCuda, SpecSweepAcceptsOracleDrafts) {
 // copy per fork, replay writes log entries and a checkpoint per W steps.
 TEST(BenchDecodeCuda, TinyBeamAndBestOfNSweep) {
   if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
-  auto cfg = preset_config("tiny");
-  ASSERT_TRUE(cfg.ok());
-  auto model = Model::random_without_matrices(*cfg, kPresetSeed);
-  ASSERT_TRUE(model.ok()) << model.status().message();
+  const std::unique_ptr<Model> model = tiny_model();
+  ASSERT_NE(model, nullptr);
   SweepOptions opt;
   opt.prompt_tokens = 16;
   opt.new_tokens = 48;
   opt.runs = 1;
   opt.warmup = 1;
-  auto runner = cuda::BenchDecodeRunner::create(**model, opt, kPresetSeed);
-  ASSERT_TRUE(runner.ok()) << runner.status().message();
   Axes a;
   a.workloads = {Workload::kBeam, Workload::kBestOfN};
   a.strategies = {Strategy::kReplay, Strategy::kSnapshot};
   a.batches = {4};
   a.windows = {16};
-  const std::vector<Config> configs = enumerate_configs(a, DraftKind::kOracle);
-  ASSERT_EQ(configs.size(), 4u);
-  Progress progress(false);
-  SweepCost cost;
-  auto res = run_sweep(**runner, (*runner)->weights_bytes(), configs, progress, &cost);
-  ASSERT_TRUE(res.ok()) << res.status().message();
+  const SweepRun run = sweep(*model, opt, a);
+  const std::vector<ConfigResult>* res = &run.results;
+  ASSERT_EQ(res->size(), 4u);
   for (const ConfigResult& r : *res) {
     const std::string what = r.config.describe();
     EXPECT_GT(r.tokens_per_s.median, 0.0) << what;
     EXPECT_GT(r.peak_state_bytes, 0) << what;
     EXPECT_GT(r.state_writes_bytes, 0) << what;
-    EXPECT_LE(r.peak_device_bytes - (*runner)->weights_bytes(), estimate_device_run_bytes(*cfg, r.config, opt)) << what;
+    EXPECT_LE(r.peak_device_bytes - run.weights, estimate_device_run_bytes(model->config(), r.config, opt)) << what;
     std::printf("  %s: %.0f tokens/s, state peak %lld bytes, state written %lld bytes\n", what.c_str(),
                 r.tokens_per_s.median, (long long)r.peak_state_bytes, (long long)r.state_writes_bytes);
   }
@@ -186,33 +202,26 @@ TEST(BenchDecodeCuda, TinyBeamAndBestOfNSweep) {
 // same best-first search as the CPU, every expansion adding a node.
 TEST(BenchDecodeCuda, TinyTreeSweep) {
   if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
-  auto cfg = preset_config("tiny");
-  ASSERT_TRUE(cfg.ok());
-  auto model = Model::random_without_matrices(*cfg, kPresetSeed);
-  ASSERT_TRUE(model.ok()) << model.status().message();
+  const std::unique_ptr<Model> model = tiny_model();
+  ASSERT_NE(model, nullptr);
   SweepOptions opt;
   opt.prompt_tokens = 16;
   opt.new_tokens = 24;
   opt.runs = 1;
   opt.warmup = 1;
-  auto runner = cuda::BenchDecodeRunner::create(**model, opt, kPresetSeed);
-  ASSERT_TRUE(runner.ok()) << runner.status().message();
   Axes a;
   a.workloads = {Workload::kTree};
   a.strategies = {Strategy::kReplay, Strategy::kSnapshot};
   a.batches = {2};
   a.windows = {16};
-  const std::vector<Config> configs = enumerate_configs(a, DraftKind::kOracle);
-  Progress progress(false);
-  SweepCost cost;
-  auto res = run_sweep(**runner, (*runner)->weights_bytes(), configs, progress, &cost);
-  ASSERT_TRUE(res.ok()) << res.status().message();
+  const SweepRun run = sweep(*model, opt, a);
+  const std::vector<ConfigResult>* res = &run.results;
   ASSERT_EQ(res->size(), 2u);
   for (const ConfigResult& r : *res) {
     const std::string what = r.config.describe();
     EXPECT_GT(r.tokens_per_s.median, 0.0) << what;
     EXPECT_GT(r.peak_state_bytes, 0) << what;
-    EXPECT_LE(r.peak_device_bytes - (*runner)->weights_bytes(), estimate_device_run_bytes(*cfg, r.config, opt)) << what;
+    EXPECT_LE(r.peak_device_bytes - run.weights, estimate_device_run_bytes(model->config(), r.config, opt)) << what;
     std::printf("  %s: %.0f nodes/s, state peak %lld bytes, written %lld, re-prefills %lld\n", what.c_str(),
                 r.tokens_per_s.median, (long long)r.peak_state_bytes, (long long)r.state_writes_bytes,
                 (long long)r.restores_reprefill);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "cuda_test_util.h"
+#include "decoder_test_util.h"
 #include "core/dtype.h"
 #include "model/program.h"
 #include "replayssm/model.h"
@@ -40,7 +41,7 @@ using test::fixture;
 // relative tolerance. So logits are checked against the CPU reference run
 // on the very bf16 matrices the device holds (what remains is activation
 // rounding), and against transformers through the greedy tokens.
-constexpr float kLogitTol = 6e-2f;
+using test::kLogitTol;
 // The tiny fixtures' measured worst ratio grows with the prompt, to 13 at 70
 // tokens on nemotron_h_tiny (3 on qwen3_5_tiny) in both layouts alike: the
 // drift of bf16 activations through their recurrences. This bound only
@@ -132,22 +133,15 @@ Decoded decode(const cuda::DeviceModel& dm, const std::vector<std::vector<int32_
   return r;
 }
 
-class CudaDecoder : public ::testing::TestWithParam<std::string> {
+class CudaDecoder : public test::DeviceModelTest {
  protected:
   void SetUp() override {
-    if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
-    auto m = Model::load(fixture(GetParam()));
-    ASSERT_TRUE(m.ok()) << m.status().message();
-    model_ = std::move(m).value();
-    auto dm = cuda::DeviceModel::create(*model_);
-    ASSERT_TRUE(dm.ok()) << dm.status().message();
-    dm_ = std::move(dm).value();
+    test::DeviceModelTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     std::ifstream in(fixture(GetParam()) + "/expected.json");
     expected_ = nlohmann::json::parse(in);
     for (const auto& p : expected_["prompts"]) prompts_.push_back(p.get<std::vector<int32_t>>());
   }
-  std::unique_ptr<Model> model_;
-  std::unique_ptr<cuda::DeviceModel> dm_;
   nlohmann::json expected_;
   std::vector<std::vector<int32_t>> prompts_;
 };

@@ -35,21 +35,7 @@ struct ForkCase {
   int window, spec_tokens;
 };
 
-class CudaFork : public ::testing::TestWithParam<std::string> {
- protected:
-  void SetUp() override {
-    if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
-    auto m = Model::load(fixture(GetParam()));
-    ASSERT_TRUE(m.ok()) << m.status().message();
-    model_ = std::move(m).value();
-    auto dm = cuda::DeviceModel::create(*model_);
-    ASSERT_TRUE(dm.ok()) << dm.status().message();
-    dm_ = std::move(dm).value();
-  }
-  bool trained() const { return GetParam().rfind("models/", 0) == 0; }
-  std::unique_ptr<Model> model_;
-  std::unique_ptr<cuda::DeviceModel> dm_;
-};
+using CudaFork = test::DeviceModelTest;
 
 // Four sequences, a 6-token prompt each, then 40 rounds of a plain step, a
 // verify with random acceptance (where the case speculates) or a reorder
@@ -210,11 +196,7 @@ TEST_P(CudaFork, BestOfNRepeatsUnderASeedAndScoresItsSamples) {
 INSTANTIATE_TEST_SUITE_P(Models, CudaFork,
                          ::testing::Values("nemotron_h_tiny", "qwen3_5_tiny", "models/nemotron_h_small",
                                            "models/qwen3_5_small"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           std::replace(n.begin(), n.end(), '/', '_');
-                           return n;
-                         });
+                         test::model_param_name);
 
 TEST(CudaForkArgs, ReorderIsRefusedWithoutForksOrWithBadParents) {
   if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";

@@ -44,20 +44,9 @@ struct SpecCase {
   int window, spec_tokens;
 };
 
-class CudaSpec : public ::testing::TestWithParam<std::string> {
+class CudaSpec : public test::DeviceModelTest {
  protected:
-  void SetUp() override {
-    if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
-    auto m = Model::load(fixture(GetParam()));
-    ASSERT_TRUE(m.ok()) << m.status().message();
-    model_ = std::move(m).value();
-    auto dm = cuda::DeviceModel::create(*model_);
-    ASSERT_TRUE(dm.ok()) << dm.status().message();
-    dm_ = std::move(dm).value();
-  }
-  float bound() const { return GetParam().rfind("models/", 0) == 0 ? kTrainedRatio : kFixtureRatio; }
-  std::unique_ptr<Model> model_;
-  std::unique_ptr<cuda::DeviceModel> dm_;
+  float bound() const { return trained() ? kTrainedRatio : kFixtureRatio; }
 };
 
 // Three sequences, a 10-token prompt each, then 30 rounds of random plain
@@ -264,11 +253,7 @@ TEST_P(CudaSpec, GreedyNgramSpeculationEmitsGreedyDecodingsTokens) {
 INSTANTIATE_TEST_SUITE_P(Models, CudaSpec,
                          ::testing::Values("nemotron_h_tiny", "qwen3_5_tiny", "models/nemotron_h_small",
                                            "models/qwen3_5_small"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           std::replace(n.begin(), n.end(), '/', '_');
-                           return n;
-                         });
+                         test::model_param_name);
 
 }  // namespace
 }  // namespace replayssm

@@ -8,14 +8,44 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <memory>
+#include <string>
 #include <vector>
 
+#include "cuda_test_util.h"
+#include "replayssm/model.h"
 #include "runtime/cuda/decoder.h"
 #include "runtime/cuda/device_model.h"
 
 namespace replayssm::test {
 
 constexpr float kLogitTol = 6e-2f;
+
+// Tests over models: GetParam() names a tests/data fixture or
+// "models/NAME" (an embedded trained model); SetUp loads it and places it
+// on the device, or skips where no GPU exists.
+class DeviceModelTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+    auto m = Model::load(fixture(GetParam()));
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    model_ = std::move(m).value();
+    auto dm = cuda::DeviceModel::create(*model_);
+    ASSERT_TRUE(dm.ok()) << dm.status().message();
+    dm_ = std::move(dm).value();
+  }
+  bool trained() const { return GetParam().rfind("models/", 0) == 0; }
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<cuda::DeviceModel> dm_;
+};
+
+// A test name from such a parameter ("models/x" → "models_x").
+inline std::string model_param_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string n = info.param;
+  std::replace(n.begin(), n.end(), '/', '_');
+  return n;
+}
 
 // |Δ| / (kLogitTol·(1 + |ref|)), the worst over one row of logits.
 inline float worst_row_ratio(const std::vector<float>& got, const std::vector<float>& ref) {

@@ -22,20 +22,9 @@ namespace {
 using cuda::DecodeStrategy;
 using cuda::TreeSearchCuda;
 
-class CudaTree : public ::testing::TestWithParam<std::string> {
+class CudaTree : public test::DeviceModelTest {
  protected:
-  void SetUp() override {
-    if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
-    auto m = Model::load(test::fixture(GetParam()));
-    ASSERT_TRUE(m.ok()) << m.status().message();
-    model_ = std::move(m).value();
-    auto dm = cuda::DeviceModel::create(*model_);
-    ASSERT_TRUE(dm.ok()) << dm.status().message();
-    dm_ = std::move(dm).value();
-  }
-  float bound() const { return GetParam().rfind("models/", 0) == 0 ? 3.0f : 25.0f; }
-  std::unique_ptr<Model> model_;
-  std::unique_ptr<cuda::DeviceModel> dm_;
+  float bound() const { return trained() ? 3.0f : 25.0f; }  // as decoder_cuda_test.cpp
 };
 
 TEST_P(CudaTree, RestoredNodesMatchTheirPathsFromScratch) {
@@ -127,11 +116,7 @@ TEST_P(CudaTree, MisuseIsRefused) {
 INSTANTIATE_TEST_SUITE_P(Models, CudaTree,
                          ::testing::Values("nemotron_h_tiny", "qwen3_5_tiny", "models/nemotron_h_small",
                                            "models/qwen3_5_small"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           std::replace(n.begin(), n.end(), '/', '_');
-                           return n;
-                         });
+                         test::model_param_name);
 
 }  // namespace
 }  // namespace replayssm
