@@ -14,7 +14,6 @@ void SlotPool::reset() {
   free_.clear();
   for (size_t b = 0; b < slot_.size(); ++b) slot_[b] = int32_t(b), refs_[b] = 1;
   for (int64_t s = slots_ - 1; s >= int64_t(slot_.size()); --s) free_.push_back(int32_t(s));
-  reserved_ = 0;
   peak_ = 0;
   note_peak();
 }
@@ -35,7 +34,6 @@ int32_t SlotPool::fold_target(int64_t b) {
   RSSM_CHECK(!free_.empty());  // live ≤ sequences and reserved ≤ sequences: 2 × sequences slots suffice
   const int32_t t = free_.back();
   free_.pop_back();
-  ++reserved_;
   note_peak();
   return t;
 }
@@ -43,15 +41,13 @@ int32_t SlotPool::fold_target(int64_t b) {
 void SlotPool::folded(int64_t b, int32_t target) {
   const int32_t s = slot_[size_t(b)];
   if (target == s) return;
-  --reserved_;
   refs_[size_t(target)] = 1;
   if (--refs_[size_t(s)] == 0) free_.push_back(s);
   slot_[size_t(b)] = target;
 }
 
-int64_t SlotPool::live() const {
-  return int64_t(std::count_if(refs_.begin(), refs_.end(), [](int32_t r) { return r > 0; })) + reserved_;
-}
+// A slot is either free or read or reserved: no count over the slots.
+int64_t SlotPool::live() const { return slots_ - int64_t(free_.size()); }
 
 void SlotPool::note_peak() { peak_ = std::max(peak_, live()); }
 

@@ -34,7 +34,7 @@ class SlotPool {
  private:
   void note_peak();
   std::vector<int32_t> slot_, refs_, free_;
-  int64_t reserved_ = 0, peak_ = 0, slots_ = 0;
+  int64_t peak_ = 0, slots_ = 0;
 };
 
 }  // namespace replayssm::cuda
