@@ -80,6 +80,7 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
   // forks share (every sequence in use, and as many folds into fresh ones).
   const int64_t R = I.rows_cap, S = replay && o.forks ? 2 : I.slots_per_seq;
   I.m_pool = SlotPool(B, B * S), I.g_pool = SlotPool(B, B * S);
+  I.state_slots = B * S;
   dec->pos_.assign(size_t(B), 0);
   I.m_count.assign(size_t(B), 0), I.g_count.assign(size_t(B), 0), I.cur.assign(size_t(B), 0);
   I.m_folded.assign(size_t(B), 0), I.g_folded.assign(size_t(B), 0);
@@ -122,41 +123,36 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
     LayerState& L = I.layers[size_t(blk.cache_layer)];
     const std::string what = "layer " + std::to_string(blk.cache_layer);
     int64_t& st = mem.state_bytes;
-    if (blk.kind == BlockKind::kMamba2) {
-      any_mamba = true;
-      const int64_t C = mc.conv_channels(), HP = mc.n_heads * mc.head_dim, GN = mc.n_groups * mc.state_size;
-      RSSM_RETURN_IF_ERROR(
-          I.alloc(&L.state, B * S * HP * mc.state_size, what + (replay ? " checkpoints" : " states"), &st));
-      RSSM_RETURN_IF_ERROR(I.alloc(&L.window, B * (mc.conv_width - 1) * C, what + " conv windows", &st));
-      L.state_bytes = size_t(B * S * HP * mc.state_size) * 4, L.window_bytes = size_t(B * (mc.conv_width - 1) * C) * 2;
-      I.mamba_state_w += HP * mc.state_size * 4, I.window_w += (mc.conv_width - 1) * C * 2;
+    if (blk.kind == BlockKind::kMamba2 || blk.kind == BlockKind::kGatedDeltaNet) {
+      // One sequence's shapes: the state slot, the conv window (K−1 rows of
+      // C channels) and a log entry's arrays (Mamba2 x | B | dt, GDN k | u | g).
+      const bool mamba = blk.kind == BlockKind::kMamba2;
+      any_mamba |= mamba, any_gdn |= !mamba;
+      const int64_t C = mamba ? mc.conv_channels() : gc.conv_channels();
+      const int64_t K1 = (mamba ? mc.conv_width : gc.conv_width) - 1;
+      const int64_t slot_floats = mamba ? mc.n_heads * mc.head_dim * mc.state_size : gc.n_v_heads * gc.k_dim * gc.v_dim;
+      const int64_t HP = mc.n_heads * mc.head_dim, GN = mc.n_groups * mc.state_size;
+      const int64_t GK = gc.n_k_heads * gc.k_dim, GV = gc.n_v_heads * gc.v_dim;
+      if (mamba) L.log_row[0] = HP * 2, L.log_row[1] = GN * 2, L.log_row[2] = mc.n_heads * 4;
+      else L.log_row[0] = GK * 2, L.log_row[1] = GV * 4, L.log_row[2] = gc.n_v_heads * 4;
+      L.slot_bytes = slot_floats * 4, L.window_seq_bytes = K1 * C * 2;
+      RSSM_RETURN_IF_ERROR(I.alloc(&L.state, B * S * slot_floats, what + (replay ? " checkpoints" : " states"), &st));
+      RSSM_RETURN_IF_ERROR(I.alloc(&L.window, B * K1 * C, what + " conv windows", &st));
       if (spec > 0) RSSM_RETURN_IF_ERROR(I.alloc(&L.pending, B * spec * C, what + " verify conv rows", &st));
-      I.pending_w += spec > 0 ? spec * C * 2 : 0;
-      L.slot_bytes = HP * mc.state_size * 4, L.window_seq_bytes = (mc.conv_width - 1) * C * 2, L.conv_channels = C;
-      L.log_row[0] = HP * 2, L.log_row[1] = GN * 2, L.log_row[2] = mc.n_heads * 4;
+      (mamba ? I.mamba_state_w : I.gdn_state_w) += L.slot_bytes;
+      I.window_w += L.window_seq_bytes;
+      I.pending_w += spec * C * 2;
       if (replay) {
-        I.mamba_log_w += W * (HP * 2 + GN * 2 + mc.n_heads * 4);
-        RSSM_RETURN_IF_ERROR(I.alloc(&L.log_x, B * W * HP, what + " log x", &st));
-        RSSM_RETURN_IF_ERROR(I.alloc(&L.log_B, B * W * GN, what + " log B", &st));
-        RSSM_RETURN_IF_ERROR(I.alloc(&L.log_dt, B * W * mc.n_heads, what + " log dt", &st));
-      }
-    } else if (blk.kind == BlockKind::kGatedDeltaNet) {
-      any_gdn = true;
-      const int64_t C = gc.conv_channels(), K = gc.n_k_heads * gc.k_dim, V = gc.n_v_heads * gc.v_dim;
-      RSSM_RETURN_IF_ERROR(I.alloc(&L.state, B * S * gc.n_v_heads * gc.k_dim * gc.v_dim, what + " states", &st));
-      RSSM_RETURN_IF_ERROR(I.alloc(&L.window, B * (gc.conv_width - 1) * C, what + " conv windows", &st));
-      if (spec > 0) RSSM_RETURN_IF_ERROR(I.alloc(&L.pending, B * spec * C, what + " verify conv rows", &st));
-      I.pending_w += spec > 0 ? spec * C * 2 : 0;
-      L.state_bytes = size_t(B * S * gc.n_v_heads * gc.k_dim * gc.v_dim) * 4;
-      L.slot_bytes = gc.n_v_heads * gc.k_dim * gc.v_dim * 4, L.window_seq_bytes = (gc.conv_width - 1) * C * 2;
-      L.conv_channels = C, L.log_row[0] = K * 2, L.log_row[1] = V * 4, L.log_row[2] = gc.n_v_heads * 4;
-      I.gdn_state_w += gc.n_v_heads * gc.k_dim * gc.v_dim * 4, I.window_w += (gc.conv_width - 1) * C * 2;
-      L.window_bytes = size_t(B * (gc.conv_width - 1) * C) * 2;
-      if (replay) {
-        I.gdn_log_w += W * (K * 2 + V * 4 + gc.n_v_heads * 4);
-        RSSM_RETURN_IF_ERROR(I.alloc(&L.log_k, B * W * K, what + " log k", &st));
-        RSSM_RETURN_IF_ERROR(I.alloc(&L.log_u, B * W * V, what + " log u", &st));
-        RSSM_RETURN_IF_ERROR(I.alloc(&L.log_g, B * W * gc.n_v_heads, what + " log g", &st));
+        (mamba ? I.mamba_log_w : I.gdn_log_w) += W * (L.log_row[0] + L.log_row[1] + L.log_row[2]);
+        if (mamba) {
+          RSSM_RETURN_IF_ERROR(I.alloc(&L.log_x, B * W * HP, what + " log x", &st));
+          RSSM_RETURN_IF_ERROR(I.alloc(&L.log_B, B * W * GN, what + " log B", &st));
+          RSSM_RETURN_IF_ERROR(I.alloc(&L.log_dt, B * W * mc.n_heads, what + " log dt", &st));
+        } else {
+          RSSM_RETURN_IF_ERROR(I.alloc(&L.log_k, B * W * GK, what + " log k", &st));
+          RSSM_RETURN_IF_ERROR(I.alloc(&L.log_u, B * W * GV, what + " log u", &st));
+          RSSM_RETURN_IF_ERROR(I.alloc(&L.log_g, B * W * gc.n_v_heads, what + " log g", &st));
+        }
       }
     } else if (blk.kind == BlockKind::kAttention) {
       any_attn = true;
@@ -274,8 +270,9 @@ void Decoder::note_state_peak(int64_t copies) {
 Status Decoder::reset() {
   Impl& I = *impl_;
   for (LayerState& L : I.layers) {
-    if (L.state != nullptr) RSSM_CU(cudaMemsetAsync(L.state, 0, L.state_bytes, I.stream), "reset");
-    if (L.window != nullptr) RSSM_CU(cudaMemsetAsync(L.window, 0, L.window_bytes, I.stream), "reset");
+    if (L.state != nullptr) RSSM_CU(cudaMemsetAsync(L.state, 0, size_t(I.state_slots * L.slot_bytes), I.stream), "reset");
+    if (L.window != nullptr)
+      RSSM_CU(cudaMemsetAsync(L.window, 0, size_t(opt_.batch * L.window_seq_bytes), I.stream), "reset");
   }
   RSSM_CU(cudaStreamSynchronize(I.stream), "reset");
   std::fill(pos_.begin(), pos_.end(), 0);

@@ -77,10 +77,8 @@ struct LayerState {
   oc::PagedKv kv;               // attention
   uint16_t* kv_rows = nullptr;  // sequence b's K/V rows are a block of kv_block rows of kv.row_stride
   int64_t kv_block = 0;
-  size_t state_bytes = 0;       // what reset() zeroes at `state` and `window`
-  size_t window_bytes = 0;
   int64_t slot_bytes = 0, window_seq_bytes = 0;  // one slot's state, one sequence's window
-  int64_t conv_channels = 0, log_row[3] = {};    // the log arrays' entry bytes (x|B|dt or k|u|g)
+  int64_t log_row[3] = {};                       // the log arrays' entry bytes (x|B|dt or k|u|g)
 };
 
 struct Decoder::Impl {
@@ -120,6 +118,7 @@ struct Decoder::Impl {
   std::set<int> ran_eager;
   int64_t rows_cap = 0;           // rows a step may have: batch × max(max_chunk, spec_tokens)
   int slots_per_seq = 1;          // standard layout: spec_tokens + 1 with speculation, ≥ 2 with forks
+  int64_t state_slots = 0;        // state slots per SSM layer: batch × slots_per_seq, or replay's pool
   SlotPool m_pool, g_pool;        // replay: checkpoint slots of the Mamba2 / GDN layers (2 × batch with forks)
   void* fork_temp = nullptr;      // reorder()'s staging: the largest per-layer array a fork copies
   int64_t last_rows = 0;          // logits rows the last step left
