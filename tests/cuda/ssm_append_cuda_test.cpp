@@ -2,7 +2,7 @@
 // on the CPU: rows scattered to the entries the plan names (compact or log
 // layout), the untouched entries left as they were, Mamba2's dt through
 // the CPU scan's softplus and clamp, and the GDN log move with overlapping
-// ranges; plus the device weight fill (device_fill.h): in range, repeatable,
+// ranges, whole pre-conv rows to their entries; plus the device weight fill (device_fill.h): in range, repeatable,
 // seed-dependent.
 #include <gtest/gtest.h>
 
@@ -105,6 +105,29 @@ TEST(SsmAppendCuda, GdnDenseVAndLogKGThenTheMoveWithOverlap) {
     for (int i = 0; i < V; ++i) ASSERT_EQ(hu[size_t(s * V + i)], u0[size_t((1 + s) * V + i)]) << "entry " << s;
   for (int i = 0; i < K; ++i) ASSERT_EQ(hk2[size_t(2 * K + i)], hk[size_t(3 * K + i)]);  // entry 3 → 2
   for (size_t i = size_t(W * V); i < u0.size(); ++i) ASSERT_EQ(hu[i], u0[i]) << "sequence 1 moved nothing";
+}
+
+// A rewindable log's pre-conv rows: each row, whole, to its entry (odd
+// width over two chunks, a padded source stride); other entries untouched.
+TEST(SsmAppendCuda, LogRowsLandWholeOnTheirEntries) {
+  if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const int rows = 3, width = 1031, lds = 1040, entries = 8;
+  std::mt19937 g(5);
+  const test::Bf in = test::bf_rand(g, size_t(rows * lds), 1.0f);
+  const std::vector<int32_t> entry = {5, 0, 6};
+  test::Dev<uint16_t> d_in(in.bits), dst(std::vector<uint16_t>(size_t(entries * width), 0xabcd));
+  test::Dev<int32_t> d_entry(entry);
+  ops::cuda::LogRowsArgs a;
+  a.rows = rows, a.width = width, a.src = d_in.p, a.lds = lds, a.entry = d_entry.p, a.dst = dst.p;
+  ASSERT_EQ(ops::cuda::log_rows_cuda(a, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<uint16_t> h = dst.get();
+  std::vector<uint16_t> want(size_t(entries * width), 0xabcd);
+  for (int r = 0; r < rows; ++r)
+    for (int i = 0; i < width; ++i) want[size_t(entry[size_t(r)] * width + i)] = in.bits[size_t(r * lds + i)];
+  EXPECT_EQ(h, want);
+  a.lds = width - 1;
+  EXPECT_EQ(ops::cuda::log_rows_cuda(a, nullptr), cudaErrorInvalidValue);  // a stride under the width
 }
 
 TEST(DeviceFillCuda, UniformInRangeRepeatableAndSeeded) {

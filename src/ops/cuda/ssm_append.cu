@@ -42,6 +42,12 @@ __global__ void __launch_bounds__(kAppendThreads) gdn_append_kernel(GdnAppendArg
   for (int h = threadIdx.x; h < a.Hv; h += blockDim.x) a.log_g[e * a.Hv + h] = a.g[r * a.Hv + h];
 }
 
+__global__ void __launch_bounds__(kAppendThreads) log_rows_kernel(LogRowsArgs a) {
+  const int64_t r = blockIdx.x, e = a.entry[r], c0 = int64_t(blockIdx.y) * kChunk;
+  for (int64_t c = c0 + threadIdx.x; c < min(a.width, c0 + kChunk); c += blockDim.x)
+    a.dst[e * a.width + c] = a.src[r * a.lds + c];
+}
+
 __global__ void __launch_bounds__(kAppendThreads) log_move_kernel(LogMoveArgs a) {
   const int b = blockIdx.x, n = a.count[b], from = a.from[b];
   // Entry by entry, in order (dst s < src from + s): a source is read before
@@ -83,6 +89,14 @@ cudaError_t gdn_append_cuda(const GdnAppendArgs& a, cudaStream_t stream) {
     return cudaErrorInvalidValue;
   const int64_t n = int64_t(a.Hv) * a.dv + (a.entry != nullptr ? int64_t(a.Hk) * a.dk : 0);
   gdn_append_kernel<<<dim3(unsigned(a.rows), chunks(n)), kAppendThreads, 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+cudaError_t log_rows_cuda(const LogRowsArgs& a, cudaStream_t stream) {
+  if (a.rows < 0 || a.rows > 2147483647 || a.width < 1 || a.lds < a.width) return cudaErrorInvalidValue;
+  if (a.rows == 0) return cudaSuccess;
+  if (a.src == nullptr || a.entry == nullptr || a.dst == nullptr) return cudaErrorInvalidValue;
+  log_rows_kernel<<<dim3(unsigned(a.rows), chunks(a.width)), kAppendThreads, 0, stream>>>(a);
   return cudaGetLastError();
 }
 
