@@ -26,6 +26,9 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
     return invalid_argument("cuda decode: max_context " + std::to_string(o.max_context) + " out of range [1, 16777216]");
   if (o.strategy == DecodeStrategy::kReplay && (o.window < 2 || o.window > oc::kMamba2MaxW))
     return invalid_argument("cuda decode: window " + std::to_string(o.window) + " out of range [2, 64]");
+  if (o.rewind && o.strategy != DecodeStrategy::kReplay)
+    return invalid_argument("cuda decode: rewind needs the replay layout (the standard layout keeps no log to go back "
+                            "through)");
   if (o.kv_page < 1 || o.kv_page > 4096)
     return invalid_argument("cuda decode: kv_page " + std::to_string(o.kv_page) + " out of range [1, 4096]");
   // The model against the kernels' limits, once, naming the config field.
@@ -93,6 +96,7 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
           "pinned plan");
   RSSM_CU(cudaMallocHost(reinterpret_cast<void**>(&I.next_host), sizeof(int32_t) * logit_rows), "pinned tokens");
   std::memset(I.plan_host, 0, sizeof(int32_t) * kPlanFields * I.field_len());
+  for (int64_t b = 0; b <= B; ++b) I.host_field(kLogBase)[b] = int32_t(b * W), I.host_field(kWinSlot)[b] = int32_t(b);
   int64_t& ws = mem.workspace_bytes;
   RSSM_RETURN_IF_ERROR(I.alloc(&I.plan, kPlanFields * I.field_len(), "the step plan", &ws));
   RSSM_RETURN_IF_ERROR(I.alloc(&I.next, logit_rows, "next tokens", &ws));
@@ -135,10 +139,15 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
       const int64_t GK = gc.n_k_heads * gc.k_dim, GV = gc.n_v_heads * gc.v_dim;
       if (mamba) L.log_row[0] = HP * 2, L.log_row[1] = GN * 2, L.log_row[2] = mc.n_heads * 4;
       else L.log_row[0] = GK * 2, L.log_row[1] = GV * 4, L.log_row[2] = gc.n_v_heads * 4;
-      L.slot_bytes = slot_floats * 4, L.window_seq_bytes = K1 * C * 2;
+      L.slot_bytes = slot_floats * 4, L.window_seq_bytes = K1 * C * 2, L.conv_row = C * 2;
       RSSM_RETURN_IF_ERROR(I.alloc(&L.state, B * S * slot_floats, what + (replay ? " checkpoints" : " states"), &st));
       RSSM_RETURN_IF_ERROR(I.alloc(&L.window, B * K1 * C, what + " conv windows", &st));
       if (spec > 0) RSSM_RETURN_IF_ERROR(I.alloc(&L.pending, B * spec * C, what + " verify conv rows", &st));
+      if (o.rewind) {
+        RSSM_RETURN_IF_ERROR(I.alloc(&L.conv_log, B * W * C, what + " log pre-conv rows", &st));
+        RSSM_RETURN_IF_ERROR(I.alloc(&L.ck_window, B * K1 * C, what + " checkpoint conv windows", &st));
+        I.rewind_w += (W + K1) * C * 2;
+      }
       (mamba ? I.mamba_state_w : I.gdn_state_w) += L.slot_bytes;
       I.window_w += L.window_seq_bytes;
       I.pending_w += spec * C * 2;
@@ -258,7 +267,7 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
 void Decoder::note_state_peak(int64_t copies) {
   const Impl& I = *impl_;
   const int64_t B = opt_.batch, state_w = I.mamba_state_w + I.gdn_state_w;
-  int64_t now = B * (I.window_w + I.pending_w);
+  int64_t now = B * (I.window_w + I.pending_w + I.rewind_w);
   if (opt_.strategy == DecodeStrategy::kStandard)
     now += (B * (opt_.spec_tokens > 0 ? opt_.spec_tokens + 1 : 1) + copies) * state_w;
   else
@@ -273,6 +282,8 @@ Status Decoder::reset() {
     if (L.state != nullptr) RSSM_CU(cudaMemsetAsync(L.state, 0, size_t(I.state_slots * L.slot_bytes), I.stream), "reset");
     if (L.window != nullptr)
       RSSM_CU(cudaMemsetAsync(L.window, 0, size_t(opt_.batch * L.window_seq_bytes), I.stream), "reset");
+    if (L.ck_window != nullptr)
+      RSSM_CU(cudaMemsetAsync(L.ck_window, 0, size_t(opt_.batch * L.window_seq_bytes), I.stream), "reset");
   }
   RSSM_CU(cudaStreamSynchronize(I.stream), "reset");
   std::fill(pos_.begin(), pos_.end(), 0);
@@ -440,8 +451,10 @@ Status Decoder::run(std::span<const int32_t> tokens, int T, bool verify, std::sp
       if (I.g_folded[size_t(b)]) I.g_pool.folded(b, I.host_field(kGFoldSlot)[b]);
     }
   note_state_peak(0);
+  // A fold with options.rewind also rolls the checkpoint's conv windows.
   for (int64_t b = 0; b < B; ++b)
-    state_written_ += I.window_w + (replay ? I.m_folded[size_t(b)] * I.mamba_state_w + I.g_folded[size_t(b)] * I.gdn_state_w
+    state_written_ += I.window_w + (replay ? I.m_folded[size_t(b)] * I.mamba_state_w + I.g_folded[size_t(b)] * I.gdn_state_w +
+                                                 (opt_.rewind && (I.m_folded[size_t(b)] || I.g_folded[size_t(b)])) * I.window_w
                                            : (verify ? T : 1) * (I.mamba_state_w + I.gdn_state_w));
   if (verify) {
     for (int64_t r = 0; r < B * T; ++r) next[size_t(r)] = I.next_host[r];

@@ -58,6 +58,16 @@
 //              entries; a fold writes in place only when no other sequence
 //              reads the slot, else into a free one (a pool of 2 × batch).
 // Both copy the conv window and the K/V rows (no shared K/V pages yet).
+//
+// Going back (options.rewind, replay layout): rewind() takes sequences
+// back to earlier positions as far as their checkpoints — restore(p) by
+// log replay. Each log entry then also keeps its token's pre-conv row, and
+// each sequence the conv window as it was at its checkpoint; a rewind
+// moves the log's cursor and rebuilds the conv windows from those (no
+// state is written: the next step replays the kept entries from the
+// checkpoint, as every replay step does). A position before the
+// checkpoint needs the tokens again from an older state: reset() and
+// step them (a re-prefill).
 #pragma once
 
 #include <cstdint>
@@ -84,6 +94,8 @@ struct DecoderOptions {
   bool all_logits = false;     // logits of every row of a chunk, not just each sequence's last
   int spec_tokens = 0;         // the most tokens a verify() takes, 2..8 (replay: ≤ window/2); 0: no verify
   bool forks = false;          // reorder() allowed (beams, best-of-n): room for shared or copied states
+  bool rewind = false;         // replay: rewind() allowed — each log entry's pre-conv row and the
+                               // window at the checkpoint kept (W + K − 1 conv rows per layer)
 };
 
 // Device memory, by what holds it.
@@ -141,6 +153,17 @@ class Decoder {
   // a verify awaits accept(). Runs (and waits for) its copies at once.
   Status reorder(std::span<const int32_t> parent);
 
+  // Sequence b goes back to its first length[b] tokens (rewind_floor(b) ≤
+  // length[b] ≤ length(b)), as if the rest had never been stepped: a
+  // cursor move in its log and its conv windows rebuilt, no state written.
+  // Needs options.rewind; not while a verify awaits accept(). Runs (and
+  // waits for) the windows' rebuild at once.
+  Status rewind(std::span<const int64_t> length);
+  // The earliest position rewind() reaches for sequence b: its checkpoint
+  // (the later one of its Mamba2 and GDN layers'); length(b) where the
+  // decoder cannot rewind (no options.rewind, a verify awaiting accept()).
+  int64_t rewind_floor(int64_t b) const;
+
   // Keep the first accepted[b] (0..T) tokens of the last verify for each
   // sequence; the rest are rolled back (their positions are free again).
   // 0: the sequence sat the verify out (a finished one in a batch).
@@ -159,7 +182,8 @@ class Decoder {
   // standard layout's states (spec_tokens + 1 per sequence with
   // speculation) plus fork copies in flight; replay's checkpoint slots in
   // use (shared ones once) plus every sequence's log; conv windows and a
-  // verify's pre-conv rows in both. Allocation is memory().state_bytes.
+  // verify's pre-conv rows in both; with options.rewind, the kept pre-conv
+  // rows and checkpoint windows. Allocation is memory().state_bytes.
   int64_t state_bytes_peak() const { return state_peak_; }
 
  private:

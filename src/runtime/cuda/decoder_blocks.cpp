@@ -13,6 +13,8 @@ Status Decoder::Impl::run_mamba2(const DeviceBlock& blk, LayerState& L, int T, b
   const int64_t HP = mc.n_heads * mc.head_dim, C = mc.conv_channels(), width = blk.in.n_out;
   const bool replay = opt.strategy == DecodeStrategy::kReplay;
   RSSM_CU(gemm->linear(xn, Hd, rows, blk.in.w, width, Hd, blk.in.b, proj, width, false), "Mamba2 in_proj");
+  if (L.conv_log != nullptr)
+    RSSM_RETURN_IF_ERROR(keep_conv_rows(L, T, fold, C, mc.conv_width, HP, width, kMEntry, kMFold, kMMoveFrom, kMMoveCount));
   const uint16_t* xbc = nullptr;
   int64_t ldxbc = 0;
   RSSM_RETURN_IF_ERROR(run_conv(blk, L, T, verify, C, mc.conv_width, HP, width, &xbc, &ldxbc));
@@ -84,6 +86,27 @@ Status Decoder::Impl::run_conv(const DeviceBlock& blk, LayerState& L, int T, boo
   return {};
 }
 
+Status Decoder::Impl::keep_conv_rows(LayerState& L, int T, bool fold, int64_t C, int64_t K, int64_t off,
+                                     int64_t width, PlanField entry, PlanField fold_n, PlanField move_from,
+                                     PlanField move_n) {
+  // Before the conv: a one-token step's conv overwrites its pre-conv rows.
+  oc::LogRowsArgs lr;
+  lr.rows = opt.batch * T, lr.width = C, lr.src = proj + off, lr.lds = width, lr.entry = field(entry);
+  lr.dst = L.conv_log;
+  RSSM_CU(oc::log_rows_cuda(lr, stream), "log pre-conv rows");
+  if (!fold) return {};
+  // The folded entries are the log's first fold_n[b] (0 where it did not fold).
+  oc::Conv1dArgs cv;
+  cv.batch = int(opt.batch), cv.C = int(C), cv.K = int(K), cv.window = L.ck_window, cv.slot = field(kWinSlot);
+  cv.x = L.conv_log, cv.ldx = C, cv.cu_rows = field(kLogBase), cv.n_rows = field(fold_n);
+  RSSM_CU(oc::conv1d_window_cuda(cv, stream), "checkpoint conv window");
+  oc::LogMoveArgs mv;
+  mv.batch = int(opt.batch), mv.W = opt.window, mv.from = field(move_from), mv.count = field(move_n);
+  mv.array[0] = L.conv_log, mv.width[0] = C;
+  RSSM_CU(oc::log_move_cuda(mv, stream), "log pre-conv rows move");
+  return {};
+}
+
 Status Decoder::Impl::run_gdn(const DeviceBlock& blk, LayerState& L, int T, bool fold, bool verify) {
   const ModelConfig& c = m.config();
   const GdnConfig& g = c.gdn;
@@ -92,6 +115,8 @@ Status Decoder::Impl::run_gdn(const DeviceBlock& blk, LayerState& L, int T, bool
   const int64_t K = g.n_k_heads * g.k_dim, V = g.n_v_heads * g.v_dim, C = g.conv_channels(), width = blk.in.n_out;
   const bool replay = opt.strategy == DecodeStrategy::kReplay;
   RSSM_CU(gemm->linear(xn, Hd, rows, blk.in.w, width, Hd, blk.in.b, proj, width, false), "GDN in_proj");
+  if (L.conv_log != nullptr)
+    RSSM_RETURN_IF_ERROR(keep_conv_rows(L, T, fold, C, g.conv_width, 0, width, kGEntry, kGFold, kGMoveFrom, kGMoveCount));
   const uint16_t* qkv = nullptr;
   int64_t ldqkv = 0;
   RSSM_RETURN_IF_ERROR(run_conv(blk, L, T, verify, C, g.conv_width, 0, width, &qkv, &ldqkv));

@@ -73,6 +73,12 @@ Status Decoder::reorder(std::span<const int32_t> parent) {
     for (int i = 0; i < 3; ++i)
       RSSM_RETURN_IF_ERROR(copy(logs[i], W * L.log_row[i], L.log_row[i], m ? kForkMLog : kForkGLog, m ? max_m : max_g,
                                 "fork log"));
+    if (L.conv_log != nullptr) {  // options.rewind: the entries' pre-conv rows and the checkpoint's window
+      RSSM_RETURN_IF_ERROR(copy(L.conv_log, W * L.conv_row, L.conv_row, m ? kForkMLog : kForkGLog, m ? max_m : max_g,
+                                "fork log pre-conv rows"));
+      RSSM_RETURN_IF_ERROR(
+          copy(L.ck_window, L.window_seq_bytes, L.window_seq_bytes, kForkOne, 1, "fork checkpoint conv window"));
+    }
   }
   RSSM_CU(cudaStreamSynchronize(I.stream), "fork");
   poisoned_ = false;
@@ -88,9 +94,10 @@ Status Decoder::reorder(std::span<const int32_t> parent) {
   // entries (replay; per entry: a W-th of a sequence's log).
   for (int64_t b = 0; b < B; ++b)
     if (parent[size_t(b)] != b)
-      state_written_ += I.window_w + (replay ? (I.host_field(kForkMLog)[b] * I.mamba_log_w +
-                                                I.host_field(kForkGLog)[b] * I.gdn_log_w) / opt_.window
-                                             : I.mamba_state_w + I.gdn_state_w);
+      state_written_ += I.window_w * (opt_.rewind ? 2 : 1) +
+                        (replay ? (I.host_field(kForkMLog)[b] * I.mamba_log_w + I.host_field(kForkGLog)[b] * I.gdn_log_w) /
+                                      opt_.window
+                                : I.mamba_state_w + I.gdn_state_w);
   note_state_peak(replay ? 0 : moved);
   return {};
 }

@@ -4,6 +4,7 @@
 //   decoder.cpp         — create, reset, the host's plan of a step or verify, graphs;
 //   decoder_blocks.cpp  — the launches of one step, block by block;
 //   decoder_fork.cpp    — reorder(): forks;
+//   decoder_rewind.cpp  — rewind(): going back within the logs;
 //   decoder_readout.cpp — logits rows and top log-probabilities of the last step.
 #pragma once
 
@@ -57,6 +58,9 @@ enum PlanField {
   // (0 where b keeps its own): 1, K/V rows, Mamba2 / GDN log entries; the
   // standard layout's state slots from and to.
   kForkSrc, kForkDst, kForkOne, kForkKv, kForkMLog, kForkGLog, kForkStFrom, kForkStTo,
+  // options.rewind: b·W, where sequence b's log entries start (B + 1
+  // entries); rewind()'s log lengths, which the rebuilt windows roll over.
+  kLogBase, kRewindM, kRewindG,
   kPlanFields
 };
 
@@ -74,10 +78,13 @@ struct LayerState {
   float* log_u = nullptr;       //            (B, W, Hv·dv)
   float* log_g = nullptr;       //            (B, W, Hv)
   uint16_t* pending = nullptr;  // speculation: a verify's pre-conv rows (B·T, C), until accept
+  uint16_t* conv_log = nullptr; // options.rewind: each log entry's pre-conv row (B, W, C)
+  uint16_t* ck_window = nullptr;//                 the conv window at the checkpoint (B, K−1, C)
   oc::PagedKv kv;               // attention
   uint16_t* kv_rows = nullptr;  // sequence b's K/V rows are a block of kv_block rows of kv.row_stride
   int64_t kv_block = 0;
   int64_t slot_bytes = 0, window_seq_bytes = 0;  // one slot's state, one sequence's window
+  int64_t conv_row = 0;                          // one pre-conv row (C bf16)
   int64_t log_row[3] = {};                       // the log arrays' entry bytes (x|B|dt or k|u|g)
 };
 
@@ -127,6 +134,7 @@ struct Decoder::Impl {
   int64_t top_cap = 0;
   int64_t mamba_log_w = 0, gdn_log_w = 0;  // one sequence's log bytes, all layers
   int64_t pending_w = 0;          // one sequence's verify pre-conv rows, all layers
+  int64_t rewind_w = 0;           // one sequence's conv_log and ck_window, all layers
   // Per sequence. Replay: committed log entries (Mamba2, GDN layers);
   // standard: which of its slots holds the state.
   std::vector<int> m_count, g_count, cur;
@@ -180,6 +188,12 @@ struct Decoder::Impl {
                   int64_t width, const uint16_t** out, int64_t* ldo);
   // The accepted rows of the last verify into every conv window.
   Status commit_windows();
+  // options.rewind, before a layer's conv: the step's pre-conv rows into
+  // its log entries (entry); where the log folds (fold), the checkpoint
+  // window rolled over the folded entries (fold_n) and the entries a fold
+  // keeps moved to the front (move_from, move_n), as the log's own.
+  Status keep_conv_rows(LayerState& L, int T, bool fold, int64_t C, int64_t K, int64_t off, int64_t width,
+                        PlanField entry, PlanField fold_n, PlanField move_from, PlanField move_n);
 };
 
 }  // namespace replayssm::cuda
