@@ -32,9 +32,7 @@ TEST(BenchDevice, CudaRefusesWhatTheDecoderCannotRunYet) {
   const std::vector<Refusal> cases = {
       {"--workload spec --spec-t 8", "--spec-t: 8 drafts per verify; --device cuda verifies 1..7"},
       {"--workload spec --spec-t 4 --window 8", "--window: 8 is too small for --spec-t 4 on --device cuda"},
-      {"--workload restore", "--workload restore: not supported on --device cuda yet"},
-      {"--workload ar,restore", "--workload restore: not supported on --device cuda yet"},
-      {"--workload all", "--workload restore: not supported on --device cuda yet"},
+      {"--workload all --strategy recompute", "--strategy recompute: not supported on --device cuda yet"},
       {"--workload ar --strategy replay,recompute", "--strategy recompute: not supported on --device cuda yet"},
       {"--workload ar --window 1", "--window: '1' is outside [2, 64]"},
       {"--workload ar --window 16,128", "--window: '128' is outside [2, 64]"},
@@ -71,6 +69,32 @@ TEST(BenchDevice, CudaWithoutADeviceIsOneLine) {
   const bool no_device = r.err.find("--device cuda: no CUDA device") != std::string::npos;
   const bool no_build = r.err.find("--device cuda: this replayssm was built without CUDA") != std::string::npos;
   EXPECT_TRUE(no_device || no_build) << r.err;
+}
+
+// restore on cuda runs replay with the log since the checkpoint only (the
+// decoder keeps no whole log): one configuration per strategy and batch.
+TEST(BenchDevice, CudaRestoreRunsTheLiveLogOnly) {
+  Axes a;
+  a.workloads = {Workload::kRestore};
+  a.strategies = {Strategy::kReplay, Strategy::kSnapshot};
+  a.batches = {1, 8};
+  a.windows = {16};
+  const std::vector<Config> cuda = enumerate_configs(a, DraftKind::kOracle, /*whole_log=*/false);
+  ASSERT_EQ(cuda.size(), 4u);
+  for (const Config& c : cuda) EXPECT_EQ(c.log_retention, 0) << c.describe();
+  EXPECT_EQ(enumerate_configs(a, DraftKind::kOracle).size(), 6u) << "the CPU also keeps the whole log";
+  auto cfg = preset_config("nemotron-h-8b");
+  ASSERT_TRUE(cfg.ok());
+  SweepOptions opt;
+  Config r = cuda[0], s = cuda[2];
+  r.batch = s.batch = 8;
+  // Replay keeps each log entry's pre-conv row and the checkpoint window:
+  // (W + 3) rows of 10,240 bf16 channels per Mamba2 layer and sequence, on
+  // top of what the layout holds anyway.
+  Config ar = r;
+  ar.workload = Workload::kAr;
+  EXPECT_GE(estimate_device_run_bytes(*cfg, r, opt) - estimate_device_run_bytes(*cfg, ar, opt),
+            int64_t{8} * 24 * 19 * 10240 * 2);
 }
 
 TEST(BenchDevice, DeviceEstimateCountsBf16WeightsAndGrowsWithTheBatch) {

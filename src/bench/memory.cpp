@@ -122,7 +122,13 @@ int64_t estimate_device_run_bytes(const ModelConfig& c, const Config& cfg, const
   // the copy's target; replay: a pool for folds out of shared checkpoints).
   const bool forks = cfg.workload == Workload::kBeam || cfg.workload == Workload::kBestOfN || tree;
   const bool verifies = spec || tree;
-  const double T = spec ? static_cast<double>(cfg.spec_t + 1) : tree ? static_cast<double>(tree_chunk(cfg.window)) : 1.0;
+  // restore: prompt chunks of up to 8 rows; replay keeps each log entry's
+  // pre-conv row and the checkpoint's window (Decoder's rewind option).
+  const bool restore = cfg.workload == Workload::kRestore, rewind = restore && replay;
+  const double T = spec ? static_cast<double>(cfg.spec_t + 1)
+                   : tree    ? static_cast<double>(tree_chunk(cfg.window))
+                   : restore ? 8.0
+                             : 1.0;
   const double states = verifies && !replay ? T + 1.0 : forks ? 2.0 : 1.0;
   // The context of runtime/cuda/bench_decode.cpp's decoder (decoder_context).
   const double L = static_cast<double>(opt.prompt_tokens + opt.new_tokens) +
@@ -140,6 +146,7 @@ int64_t estimate_device_run_bytes(const ModelConfig& c, const Config& cfg, const
                  static_cast<double>((m.conv_width - 1) * m.conv_channels()) * 2.0;
       if (verifies) per_seq += T * static_cast<double>(m.conv_channels()) * 2.0;
       if (replay) per_seq += W * (HP + GN + static_cast<double>(m.n_heads)) * 4.0;
+      if (rewind) per_seq += (W + static_cast<double>(m.conv_width - 1)) * static_cast<double>(m.conv_channels()) * 2.0;
       m_scratch = std::max(m_scratch, (2.0 * HP + 2.0 * GN + 2.0 * static_cast<double>(m.n_heads)) * 4.0);
     } else if (k == BlockKind::kGatedDeltaNet) {
       const double K = static_cast<double>(g.n_k_heads * g.k_dim), V = static_cast<double>(g.n_v_heads * g.v_dim);
@@ -147,6 +154,7 @@ int64_t estimate_device_run_bytes(const ModelConfig& c, const Config& cfg, const
                  static_cast<double>((g.conv_width - 1) * g.conv_channels()) * 2.0;
       if (verifies) per_seq += T * static_cast<double>(g.conv_channels()) * 2.0;
       if (replay) per_seq += W * (K + V + static_cast<double>(g.n_v_heads)) * 4.0;
+      if (rewind) per_seq += (W + static_cast<double>(g.conv_width - 1)) * static_cast<double>(g.conv_channels()) * 2.0;
       g_scratch = std::max(g_scratch, (2.0 * K + V + 2.0 * static_cast<double>(g.n_v_heads)) * 4.0);
     } else if (k == BlockKind::kAttention) {
       const double D = static_cast<double>(a.head_dim);

@@ -9,7 +9,7 @@
 
 namespace replayssm::bench {
 
-std::vector<Config> enumerate_configs(const Axes& a, DraftKind draft) {
+std::vector<Config> enumerate_configs(const Axes& a, DraftKind draft, bool whole_log) {
   std::vector<Config> out;
   for (Workload w : a.workloads)
     for (Strategy s : a.strategies)
@@ -23,7 +23,7 @@ std::vector<Config> enumerate_configs(const Axes& a, DraftKind draft) {
         }
         // The two restore paths at equal distances: log replay needs the
         // log kept (replay only); without it replay re-prefills.
-        if (w == Workload::kRestore && s == Strategy::kReplay) retentions = {-1, 0};
+        if (w == Workload::kRestore && s == Strategy::kReplay && whole_log) retentions = {-1, 0};
         for (int64_t t : ts)
           for (double acc : accs)
             for (int64_t ret : retentions)

@@ -25,8 +25,11 @@ struct Axes {
   std::vector<double> accuracies;  // oracle drafts only
 };
 
-// Every configuration, grouped by series (batch varies fastest).
-std::vector<Config> enumerate_configs(const Axes& a, DraftKind draft);
+// Every configuration, grouped by series (batch varies fastest). restore
+// under replay runs with the log since the checkpoint (log_retention 0)
+// and, where whole_log, also with the whole log kept (-1); the CUDA
+// decoder keeps only the former.
+std::vector<Config> enumerate_configs(const Axes& a, DraftKind draft, bool whole_log = true);
 
 // Summarises the kept runs of one configuration. weights: bytes of the
 // model's weights (for peak_device_bytes where a run does not measure it).

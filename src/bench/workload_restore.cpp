@@ -16,16 +16,12 @@
 
 namespace replayssm::bench {
 
-namespace {
-
 std::vector<int64_t> restore_positions(int64_t L) {
   std::vector<int64_t> ps;
   for (int64_t p = 1; p < L - 1; p *= 2) ps.push_back(p);
   ps.push_back(L - 1);
   return ps;
 }
-
-}  // namespace
 
 Result<Measurement> run_restore(BenchContext& ctx, const Config& c) {
   const SweepOptions& opt = ctx.options();

@@ -69,5 +69,8 @@ Result<Measurement> run_beam(BenchContext& ctx, const Config& c);
 Result<Measurement> run_best_of_n(BenchContext& ctx, const Config& c);
 Result<Measurement> run_tree(BenchContext& ctx, const Config& c);
 Result<Measurement> run_restore(BenchContext& ctx, const Config& c);
+// The positions the restore workload restores to, for a base sequence of
+// L tokens: 1, 2, 4, ... and L − 1.
+std::vector<int64_t> restore_positions(int64_t L);
 
 }  // namespace replayssm::bench

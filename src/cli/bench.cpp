@@ -260,7 +260,7 @@ Status run_bench(const BenchArgs& args) {
     if ((has(Workload::kBeam) && 2 * b > cfg.vocab_size) || (has(Workload::kTree) && b > cfg.vocab_size))
       return invalid_argument("--batch: '" + std::to_string(b) + "' is too large for beam/tree candidates in a vocabulary of " +
                               std::to_string(cfg.vocab_size));
-  const std::vector<Config> configs = enumerate_configs(axes, opt.draft);
+  const std::vector<Config> configs = enumerate_configs(axes, opt.draft, /*whole_log=*/!cuda);
   for (const Config& c : configs) {
     StoreOptions so;
     so.window = c.window;
@@ -378,8 +378,9 @@ Runner add_bench(CLI::App& app) {
   app.add_option("--preset", a->preset, "Random-weight model: " + preset_names() + " (default tiny)");
   app.add_option("--model", a->model, "Model directory (instead of a preset)");
   app.add_option("--device", a->device,
-                 "cpu, or cuda: --workload ar, spec (spec-t <= 7), beam, best-of-n and tree; snapshot runs the decoder's standard "
-                 "layout (state updated in place, a state per verified token), replay its replay layout")
+                 "cpu, or cuda: every workload (spec-t <= 7); snapshot runs the decoder's standard layout (state updated in "
+                 "place, a state per verified token), replay its replay layout (restore: log replay back to the "
+                 "checkpoint, re-prefill before it); no recompute")
       ->capture_default_str();
   app.add_option("--out", a->out, "Directory for bench.json, table.txt and the plots (required; created)");
   app.add_option("--runs", a->runs, "Measured runs per configuration (median, min-max)")->capture_default_str();

@@ -18,13 +18,7 @@ using namespace replayssm::bench;
 
 Status check_cuda_scope(const Axes& axes, int64_t checkpoint_interval, int64_t page_size) {
   bool spec = false;
-  for (Workload w : axes.workloads) {
-    if (w == Workload::kRestore)
-      return unsupported(std::string("--workload ") + workload_name(w) +
-                         ": not supported on --device cuda yet (the CUDA decoder keeps no older positions of a "
-                         "sequence to restore; ar, spec, beam, best-of-n and tree run there)");
-    spec |= w == Workload::kSpec;
-  }
+  for (Workload w : axes.workloads) spec |= w == Workload::kSpec;
   if (spec)
     for (int64_t t : axes.spec_ts) {
       if (t > 7)

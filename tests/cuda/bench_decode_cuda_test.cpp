@@ -5,7 +5,8 @@
 // W steps, the device-memory estimate an upper bound of what the decoder
 // held, and the max_concurrency search run to its limit; the spec workload
 // with oracle drafts of accuracy 1 and 0 on the embedded trained model
-// (every draft, then none, accepted).
+// (every draft, then none, accepted); beam, best-of-n, tree and restore on
+// the tiny preset.
 // Skips without a GPU.
 #include <gtest/gtest.h>
 
@@ -226,6 +227,64 @@ TEST(BenchDecodeCuda, TinyTreeSweep) {
                 r.tokens_per_s.median, (long long)r.peak_state_bytes, (long long)r.state_writes_bytes,
                 (long long)r.restores_reprefill);
   }
+}
+
+// restore on the tiny preset: every position restored and stepped for
+// the whole batch. Replay rewinds within its log where the position is at
+// or after the checkpoint (distance < W from it) and re-prefills before
+// it; snapshot re-prefills from position 0 every time.
+TEST(BenchDecodeCuda, TinyRestoreSweepTakesBothPaths) {
+  if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const std::unique_ptr<Model> model = tiny_model();
+  ASSERT_NE(model, nullptr);
+  SweepOptions opt;
+  opt.prompt_tokens = 16;
+  opt.new_tokens = 30;
+  opt.runs = 2;
+  opt.warmup = 1;
+  Axes a;
+  a.workloads = {Workload::kRestore};
+  a.strategies = {Strategy::kReplay, Strategy::kSnapshot};
+  a.batches = {2};
+  a.windows = {16};
+  SweepRun run;
+  {
+    auto runner = cuda::BenchDecodeRunner::create(*model, opt, kPresetSeed);
+    ASSERT_TRUE(runner.ok()) << runner.status().message();
+    run.weights = (*runner)->weights_bytes();
+    Progress progress(false);
+    SweepCost cost;
+    auto res = run_sweep(**runner, run.weights, enumerate_configs(a, DraftKind::kOracle, false), progress, &cost);
+    ASSERT_TRUE(res.ok()) << res.status().message();
+    run.results = std::move(res).value();
+  }
+  ASSERT_EQ(run.results.size(), 2u);
+  const int64_t L = opt.prompt_tokens + opt.new_tokens;
+  for (const ConfigResult& r : run.results) {
+    const std::string what = r.config.describe();
+    const bool replay = r.config.strategy == Strategy::kReplay;
+    ASSERT_GE(r.restore_latency.size(), bench::restore_positions(L).size()) << what;
+    int64_t log = 0, reprefill = 0;
+    for (const RestorePoint& p : r.restore_latency) {
+      EXPECT_GT(p.seconds.median, 0.0) << what;
+      EXPECT_LT(p.position, L) << what;
+      if (p.path == RestorePath::kReprefill) {
+        EXPECT_EQ(p.distance, p.position) << what << ": a re-prefill runs from position 0";
+        ++reprefill;
+      } else {
+        EXPECT_TRUE(replay) << what;
+        EXPECT_LT(p.distance, r.config.window) << what << ": within the log since the checkpoint";
+        log += p.path == RestorePath::kLogReplay;
+      }
+      std::printf("  %s: p=%lld distance %lld %s %.3f ms\n", what.c_str(), (long long)p.position,
+                  (long long)p.distance, restore_path_name(p.path), 1e3 * p.seconds.median);
+    }
+    EXPECT_GT(reprefill, 0) << what;
+    if (replay) EXPECT_GE(log, 2) << what;
+    EXPECT_EQ(r.restores_reprefill, 2 * reprefill) << what << ": the whole batch, each time";
+    EXPECT_LE(r.peak_device_bytes - run.weights, estimate_device_run_bytes(model->config(), r.config, opt)) << what;
+  }
+  EXPECT_GT(run.results[0].peak_state_bytes, 0);
 }
 
 }  // namespace

@@ -92,6 +92,7 @@ Result<bench::Measurement> BenchDecodeRunner::run_tree(const bench::Config& c) {
 Result<bench::Measurement> BenchDecodeRunner::run(const bench::Config& c) {
   const bool search = c.workload == bench::Workload::kBeam || c.workload == bench::Workload::kBestOfN;
   if (c.workload == bench::Workload::kTree) return run_tree(c);
+  if (c.workload == bench::Workload::kRestore) return run_restore(c);
   if (c.workload != bench::Workload::kAr && c.workload != bench::Workload::kSpec && !search)
     return unsupported(std::string("--workload ") + bench::workload_name(c.workload) + ": not supported on cuda yet");
   const bench::SweepOptions& opt = opt_;
@@ -109,14 +110,8 @@ Result<bench::Measurement> BenchDecodeRunner::run(const bench::Config& c) {
   o.max_context = decoder_context(size_t(opt.prompt_tokens), reach);
   o.max_chunk = 1;  // the prompt goes one token per step, as estimate_device_run_bytes assumes
   o.forks = search;
-  if (decoder_ == nullptr || decoder_opt_.strategy != o.strategy || decoder_opt_.batch != o.batch ||
-      decoder_opt_.max_context != o.max_context || decoder_opt_.window != o.window ||
-      decoder_opt_.spec_tokens != o.spec_tokens || decoder_opt_.forks != o.forks) {
-    decoder_.reset();  // before the next one: the device holds one decoder at a time
-    RSSM_ASSIGN_OR_RETURN(decoder_, Decoder::create(*model_, o));
-    decoder_opt_ = o;
-  }
-  Decoder& dec = *decoder_;
+  RSSM_ASSIGN_OR_RETURN(Decoder * decp, decoder_for(o));
+  Decoder& dec = *decp;
   const std::vector<std::vector<int32_t>> prompts = ctx_.prompts(c.batch);
   bench::Measurement m;
   int64_t written0 = 0, folds0 = 0;
@@ -193,14 +188,114 @@ Result<bench::Measurement> BenchDecodeRunner::run(const bench::Config& c) {
     for (const auto& t : r.tokens) m.emitted += std::max<int64_t>(static_cast<int64_t>(t.size()) - 1, 0);
     m.spec = r.spec;
   }
-  const DecoderMemory& mem = dec.memory();
-  m.store.state_bytes_peak = dec.state_bytes_peak();  // in use at most (allocated: mem.state_bytes)
-  m.store.kv_bytes_peak = mem.kv_bytes;
-  m.device_bytes = model_->bytes() + mem.state_bytes + mem.kv_bytes + mem.workspace_bytes;
-  m.device_strategy = decode_strategy_name(o.strategy);
-  m.store.state_writes_bytes = dec.state_bytes_written() - written0;
-  if (o.strategy == DecodeStrategy::kReplay) m.folds = dec.folds() - folds0;
+  note_decoder(dec, written0, folds0, &m);
   return m;
+}
+
+Result<Decoder*> BenchDecodeRunner::decoder_for(const DecoderOptions& o) {
+  const DecoderOptions& k = decoder_opt_;
+  if (decoder_ == nullptr || k.strategy != o.strategy || k.batch != o.batch || k.max_context != o.max_context ||
+      k.window != o.window || k.spec_tokens != o.spec_tokens || k.forks != o.forks || k.rewind != o.rewind ||
+      k.max_chunk != o.max_chunk) {
+    decoder_.reset();  // before the next one: the device holds one decoder at a time
+    RSSM_ASSIGN_OR_RETURN(decoder_, Decoder::create(*model_, o));
+    decoder_opt_ = o;
+  }
+  return decoder_.get();
+}
+
+Result<bench::Measurement> BenchDecodeRunner::run_restore(const bench::Config& c) {
+  const bench::SweepOptions& opt = opt_;
+  DecoderOptions o;
+  RSSM_ASSIGN_OR_RETURN(o.strategy, device_strategy(c.strategy));
+  const bool replay = o.strategy == DecodeStrategy::kReplay;
+  o.batch = c.batch;
+  o.window = static_cast<int>(c.window);
+  o.max_context = opt.prompt_tokens + opt.new_tokens;
+  o.rewind = replay;  // the log since the checkpoint (log_retention 0), pre-conv rows kept
+  RSSM_ASSIGN_OR_RETURN(Decoder * decp, decoder_for(o));
+  Decoder& dec = *decp;
+  const size_t B = static_cast<size_t>(c.batch);
+  std::vector<int32_t> next(B);
+  // Tokens [from, to) into every sequence, in chunks as long as the decoder takes.
+  auto feed = [&](const std::vector<int32_t>& ids, int64_t from, int64_t to) -> Status {
+    for (int64_t t = from; t < to;) {
+      const int T = static_cast<int>(std::min<int64_t>(dec.max_chunk(), to - t));
+      std::vector<int32_t> tok;
+      for (size_t b = 0; b < B; ++b) tok.insert(tok.end(), ids.begin() + t, ids.begin() + t + T);
+      RSSM_RETURN_IF_ERROR(dec.step(tok, T, next));
+      t += T;
+    }
+    return {};
+  };
+  // The base: prompt 0 and its greedy continuation, new_tokens of them,
+  // all fed (not timed) — the CPU workload's base sequence.
+  std::vector<int32_t> ids = ctx_.prompt(0);
+  RSSM_RETURN_IF_ERROR(dec.reset());
+  const int64_t written0 = dec.state_bytes_written(), folds0 = dec.folds();
+  RSSM_RETURN_IF_ERROR(feed(ids, 0, static_cast<int64_t>(ids.size())));
+  // While it grows, the head whose log reaches back furthest (the latest
+  // such): the log path's restores start there, so they cover distances up
+  // to W − 1 wherever the base's own end happens to fall in the fold cycle.
+  int64_t deep_head = 0, deep_reach = -1;
+  for (int64_t i = 0; i < opt.new_tokens; ++i) {
+    ids.push_back(next[0]);
+    const int64_t len = static_cast<int64_t>(ids.size());
+    RSSM_RETURN_IF_ERROR(feed(ids, len - 1, len));
+    if (replay && len - dec.rewind_floor(0) >= deep_reach) deep_head = len, deep_reach = len - dec.rewind_floor(0);
+  }
+  const int64_t L = static_cast<int64_t>(ids.size());
+  // (position, head): restore_positions from the base's end, as on the
+  // CPU, and positions 1, 2, 4, ... before a head, within its log (replay:
+  // the deepest head, and its checkpoint; snapshot: the end, W − 1 back).
+  std::vector<std::pair<int64_t, int64_t>> probes;
+  for (int64_t p : bench::restore_positions(L)) probes.emplace_back(p, L);
+  const int64_t tail_head = replay ? deep_head : L, reach = replay ? deep_reach : c.window - 1;
+  for (int64_t d = 1; d <= reach && d < tail_head; d *= 2) probes.emplace_back(tail_head - d, tail_head);
+  if (replay && deep_reach > 0 && deep_reach < deep_head)
+    probes.emplace_back(deep_head - deep_reach, deep_head);  // the checkpoint itself
+  std::sort(probes.begin(), probes.end());
+  probes.erase(std::unique(probes.begin(), probes.end()), probes.end());
+  bench::Measurement m;
+  int64_t held = L;  // tokens of the base the decoder holds
+  for (const auto& [p, head] : probes) {
+    if (held != head) {  // back to the head (not timed)
+      RSSM_RETURN_IF_ERROR(dec.reset());
+      RSSM_RETURN_IF_ERROR(feed(ids, 0, head));
+    }
+    held = -1;
+    const double t0 = now_seconds();
+    const int64_t floor = dec.rewind_floor(0);
+    RestorePath path = RestorePath::kReprefill;
+    int64_t from = 0;
+    if (replay && p >= floor) {
+      RSSM_RETURN_IF_ERROR(dec.rewind(std::vector<int64_t>(B, p)));
+      path = p == floor ? RestorePath::kCheckpoint : RestorePath::kLogReplay, from = floor;
+    } else {
+      RSSM_RETURN_IF_ERROR(dec.reset());
+      RSSM_RETURN_IF_ERROR(feed(ids, 0, p));
+    }
+    RSSM_RETURN_IF_ERROR(feed(ids, p, p + 1));
+    const double dt = now_seconds() - t0;
+    m.restores.push_back({p, p - from, path, dt});
+    m.decode_s += dt;
+    m.emitted += c.batch;
+    (path == RestorePath::kReprefill   ? m.store.restores_reprefill
+     : path == RestorePath::kLogReplay ? m.store.restores_log_replay
+                                       : m.store.restores_checkpoint) += c.batch;
+  }
+  note_decoder(dec, written0, folds0, &m);
+  return m;
+}
+
+void BenchDecodeRunner::note_decoder(const Decoder& dec, int64_t written0, int64_t folds0, bench::Measurement* m) const {
+  const DecoderMemory& mem = dec.memory();
+  m->store.state_bytes_peak = dec.state_bytes_peak();  // in use at most (allocated: mem.state_bytes)
+  m->store.kv_bytes_peak = mem.kv_bytes;
+  m->device_bytes = model_->bytes() + mem.state_bytes + mem.kv_bytes + mem.workspace_bytes;
+  m->device_strategy = decode_strategy_name(dec.options().strategy);
+  m->store.state_writes_bytes = dec.state_bytes_written() - written0;
+  if (dec.options().strategy == DecodeStrategy::kReplay) m->folds = dec.folds() - folds0;
 }
 
 }  // namespace replayssm::cuda

@@ -8,11 +8,11 @@
 //              snapshot store holds between drafts, with no drafts here);
 //   replay   → kReplay: a checkpoint plus a log of the last < W inputs,
 //              written only on the step that folds the log.
-// recompute has no device layout. ar and spec run on this runner's
-// decoder (spec through generate_batch_cuda's verify/accept), beam and
-// best-of-n through search_cuda.h, tree through TreeSearchCuda; restore
-// (older positions of a sequence) is refused before anything runs
-// (device_strategy, check_cuda_scope).
+// recompute has no device layout (refused before anything runs:
+// device_strategy, check_cuda_scope). ar, spec and restore run on this
+// runner's decoder (spec through generate_batch_cuda's verify/accept,
+// restore through Decoder::rewind or a re-prefill), beam and best-of-n
+// through search_cuda.h, tree through TreeSearchCuda.
 #pragma once
 
 #include <cstdint>
@@ -62,6 +62,13 @@ class BenchDecodeRunner : public bench::Runner {
   std::string cannot_hold(const bench::Config&) override { return ""; }  // creating the decoder answers
   // tree: TreeSearchCuda over bench::kTreeSlotsPerChild × batch slots
   // (bench/memory.h), the best-first walk of bench/best_first.h.
+  // restore: the CPU workload (bench/workload_restore.cpp) with every
+  // sequence a copy of one base sequence: restore_positions from its end,
+  // plus positions 1, 2, 4, ... back from the point of the base where the
+  // replay log reached furthest (snapshot: from the end), so the log path
+  // gets distances up to W − 1. Replay rewinds where p is at or after the
+  // checkpoint (log replay: the next step replays the kept entries) and
+  // re-prefills from position 0 elsewhere; snapshot always re-prefills.
   std::string out_of_budget_limit() const override { return "device memory"; }
 
   int64_t weights_bytes() const { return model_->bytes(); }
@@ -69,6 +76,13 @@ class BenchDecodeRunner : public bench::Runner {
  private:
   BenchDecodeRunner(const Model& model, const bench::SweepOptions& opt) : opt_(opt), ctx_(model, opt) {}
   Result<bench::Measurement> run_tree(const bench::Config& c);
+  Result<bench::Measurement> run_restore(const bench::Config& c);
+  // The runner's decoder for `o`, kept from the last configuration where
+  // its options match.
+  Result<Decoder*> decoder_for(const DecoderOptions& o);
+  // A run's memory, layout, state writes and folds from its decoder
+  // (written0, folds0: the counters when the run began).
+  void note_decoder(const Decoder& dec, int64_t written0, int64_t folds0, bench::Measurement* m) const;
   bench::SweepOptions opt_;
   bench::BenchContext ctx_;  // the prompts: the same ids as the CPU reference's
   std::unique_ptr<DeviceModel> model_;
