@@ -146,7 +146,7 @@ TEST_P(CudaDecoder, LogitsMatchTheCpuOnTheSameBf16WeightsAndGreedyMatchesTransfo
   auto cpu = Model::load(fixture(GetParam()));
   ASSERT_TRUE(cpu.ok()) << cpu.status().message();
   round_matrices_to_bf16(**cpu);
-  for (DecodeStrategy s : {DecodeStrategy::kStandard, DecodeStrategy::kReplay}) {
+  for (DecodeStrategy s : {DecodeStrategy::kStandard, DecodeStrategy::kReplay, DecodeStrategy::kRecompute}) {
     const Decoded r = decode(*dm_, prompts_, 12, s, 4, true);
     for (size_t p = 0; p < prompts_.size(); ++p) {
       std::vector<std::vector<float>> hf;
@@ -228,7 +228,7 @@ TEST_P(CudaDecoderTrained, LongPromptMatchesTheCpuOnTheSameBf16Weights) {
   for (auto& p : prompts)
     for (int i = 0; i < 160; ++i) p.push_back(id(g));
   const auto ref0 = cpu_logits(**m, prompts[0]), ref1 = cpu_logits(**m, prompts[1]);
-  for (DecodeStrategy s : {DecodeStrategy::kStandard, DecodeStrategy::kReplay}) {
+  for (DecodeStrategy s : {DecodeStrategy::kStandard, DecodeStrategy::kReplay, DecodeStrategy::kRecompute}) {
     const Decoded r = decode(**dm, prompts, 4, s, 4, true);
     const float w0 = worst_ratio(r.logits[0], ref0), w1 = worst_ratio(r.logits[1], ref1);
     std::printf("  %s %s: worst |d|/(%.0e(1+|ref|)) vs CPU on bf16 weights %.3f, %.3f\n", GetParam().c_str(),

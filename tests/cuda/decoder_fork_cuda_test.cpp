@@ -44,7 +44,8 @@ using CudaFork = test::DeviceModelTest;
 TEST_P(CudaFork, ReorderedSequencesMatchSteppingTheirHistories) {
   const int64_t B = 4, V = dm_->config().vocab_size;
   const std::vector<ForkCase> cases = {
-      {DecodeStrategy::kReplay, 4, 0}, {DecodeStrategy::kReplay, 8, 4}, {DecodeStrategy::kStandard, 16, 4}};
+      {DecodeStrategy::kReplay, 4, 0}, {DecodeStrategy::kReplay, 8, 4}, {DecodeStrategy::kStandard, 16, 4},
+      {DecodeStrategy::kRecompute, 4, 4}};
   for (const ForkCase& fc : cases) {
     SCOPED_TRACE(std::string(cuda::decode_strategy_name(fc.strategy)) + " window " + std::to_string(fc.window));
     std::mt19937 g(23);
@@ -134,7 +135,7 @@ TEST_P(CudaFork, BeamHypothesesScoreWhatTheyContainAndWidthOneIsGreedy) {
   const int64_t V = dm_->config().vocab_size;
   const std::vector<int32_t> prompt = test_prompt(V);
   for (const ForkCase& fc : {ForkCase{DecodeStrategy::kReplay, 4, 0}, ForkCase{DecodeStrategy::kReplay, 16, 0},
-                             ForkCase{DecodeStrategy::kStandard, 16, 0}}) {
+                             ForkCase{DecodeStrategy::kStandard, 16, 0}, ForkCase{DecodeStrategy::kRecompute, 4, 0}}) {
     SCOPED_TRACE(std::string(cuda::decode_strategy_name(fc.strategy)) + " window " + std::to_string(fc.window));
     cuda::CudaSearchOptions c{fc.strategy, fc.window, true};
     BeamOptions o;
@@ -174,7 +175,7 @@ TEST_P(CudaFork, BeamHypothesesScoreWhatTheyContainAndWidthOneIsGreedy) {
 TEST_P(CudaFork, BestOfNRepeatsUnderASeedAndScoresItsSamples) {
   const int64_t V = dm_->config().vocab_size;
   const std::vector<int32_t> prompt = test_prompt(V);
-  for (DecodeStrategy s : {DecodeStrategy::kReplay, DecodeStrategy::kStandard}) {
+  for (DecodeStrategy s : {DecodeStrategy::kReplay, DecodeStrategy::kStandard, DecodeStrategy::kRecompute}) {
     cuda::CudaSearchOptions c{s, 4, true};
     BestOfNOptions o;
     o.n = 5, o.max_new_tokens = 16, o.stop_at_eos = false, o.sampling.temperature = 1.0f, o.sampling.seed = 9;

@@ -118,9 +118,12 @@ RowsResult accepted_rows_vs_stepping(const cuda::DeviceModel& dm, const SpecCase
 // Windows of 6 and 8 with verifies of up to 3 and 4 tokens make the replay
 // logs fold their committed prefix under a verify (and move the verify's
 // entries) many times; the standard layout cycles through its per-draft
-// state slots.
-const std::vector<SpecCase> kCases = {
-    {DecodeStrategy::kStandard, 16, 4}, {DecodeStrategy::kReplay, 8, 4}, {DecodeStrategy::kReplay, 6, 3}};
+// state slots; recompute (sparse interval 4) goes back to its checkpoint
+// and re-runs the kept tokens after every verify not kept whole.
+const std::vector<SpecCase> kCases = {{DecodeStrategy::kStandard, 16, 4},
+                                      {DecodeStrategy::kReplay, 8, 4},
+                                      {DecodeStrategy::kReplay, 6, 3},
+                                      {DecodeStrategy::kRecompute, 4, 4}};
 
 TEST_P(CudaSpec, AcceptedRowsMatchSteppingTheCommittedTokens) {
   for (const SpecCase& sc : kCases) {
@@ -212,7 +215,7 @@ TEST_P(CudaSpec, GreedyNgramSpeculationEmitsGreedyDecodingsTokens) {
     for (int i = 0; i < 6 + int(p) * 3; ++i) phrase.push_back(id(g));
     for (int r = 0; r < 4; ++r) prompts[p].insert(prompts[p].end(), phrase.begin(), phrase.end());
   }
-  for (DecodeStrategy s : {DecodeStrategy::kStandard, DecodeStrategy::kReplay}) {
+  for (DecodeStrategy s : {DecodeStrategy::kStandard, DecodeStrategy::kReplay, DecodeStrategy::kRecompute}) {
     cuda::CudaGenerateOptions o;
     o.max_new_tokens = 40, o.stop_at_eos = false, o.strategy = s, o.window = 16;
     auto ar = cuda::generate_batch_cuda(*dm_, prompts, o);

@@ -7,8 +7,18 @@
 namespace replayssm::cuda {
 
 const char* decode_strategy_name(DecodeStrategy s) {
-  return s == DecodeStrategy::kStandard ? "standard" : "replay";
+  switch (s) {
+    case DecodeStrategy::kStandard: return "standard";
+    case DecodeStrategy::kReplay: return "replay";
+    case DecodeStrategy::kRecompute: return "recompute";
+  }
+  return "?";
 }
+
+namespace {
+// recompute without speculation: its re-prefills run as feeds of up to this many rows.
+constexpr int kRecomputeFeedRows = 4;
+}  // namespace
 
 namespace {
 int graph_key(int T, bool fold, bool verify, bool commit) { return T * 8 + fold * 4 + verify * 2 + commit; }
@@ -26,6 +36,9 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
     return invalid_argument("cuda decode: max_context " + std::to_string(o.max_context) + " out of range [1, 16777216]");
   if (o.strategy == DecodeStrategy::kReplay && (o.window < 2 || o.window > oc::kMamba2MaxW))
     return invalid_argument("cuda decode: window " + std::to_string(o.window) + " out of range [2, 64]");
+  if (o.strategy == DecodeStrategy::kRecompute && (o.window < 1 || o.window > (1 << 20)))
+    return invalid_argument("cuda decode: window " + std::to_string(o.window) +
+                            " out of range [1, 1048576] (recompute: the sparse checkpoints' interval)");
   if (o.rewind && o.strategy != DecodeStrategy::kReplay)
     return invalid_argument("cuda decode: rewind needs the replay layout (the standard layout keeps no log to go back "
                             "through)");
@@ -52,7 +65,7 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
     return over("num_attention_heads / num_key_value_heads", c.attn.n_heads / c.attn.n_kv_heads, oc::kAttnMaxRep);
   // GDN's standard layout takes one token per step (max_chunk()): no chunk rows to size for.
   const int chunk_limit =
-      has_gdn && o.strategy == DecodeStrategy::kStandard
+      has_gdn && o.strategy != DecodeStrategy::kReplay
           ? 1
           : std::min({oc::kMamba2MaxT, oc::kGdnMaxT, o.strategy == DecodeStrategy::kReplay ? o.window - 1 : oc::kMamba2MaxT});
   if (o.max_chunk < 0 || o.max_chunk > chunk_limit)
@@ -71,19 +84,27 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
   std::unique_ptr<Decoder> dec(new Decoder());
   dec->opt_ = o;
   if (dec->opt_.max_chunk == 0) dec->opt_.max_chunk = chunk_limit;
+  const bool recompute = o.strategy == DecodeStrategy::kRecompute;
+  if (recompute && o.spec_tokens == 0) dec->opt_.spec_tokens = kRecomputeFeedRows;
   dec->impl_ = std::make_unique<Impl>(model, dec->opt_);
   Impl& I = *dec->impl_;
   DecoderMemory& mem = dec->mem_;
-  const int chunk = dec->opt_.max_chunk, spec = o.spec_tokens;
+  const int chunk = dec->opt_.max_chunk, spec = dec->opt_.spec_tokens;
   const int64_t B = o.batch, W = o.window, Hd = c.hidden_size;
   const bool replay = o.strategy == DecodeStrategy::kReplay;
   I.rows_cap = B * std::max(chunk, spec);
-  I.slots_per_seq = replay ? 1 : std::max(spec + 1, o.forks ? 2 : 1);
+  // Standard: a slot per verified token and a spare for fork copies;
+  // recompute verifies in place, so only the spare.
+  I.recompute = recompute;
+  I.slots_per_seq = replay ? 1 : recompute ? (o.forks ? 2 : 1) : std::max(spec + 1, o.forks ? 2 : 1);
   // Replay: a checkpoint slot per sequence, or a pool of twice that which
   // forks share (every sequence in use, and as many folds into fresh ones).
   const int64_t R = I.rows_cap, S = replay && o.forks ? 2 : I.slots_per_seq;
   I.m_pool = SlotPool(B, B * S), I.g_pool = SlotPool(B, B * S);
-  I.state_slots = B * S;
+  I.sparse_base = B * S;
+  I.state_slots = B * S + (recompute ? B : 0) + (replay ? 0 : 1);
+  I.scratch_slot = int32_t(I.state_slots - 1);
+  I.toks.assign(size_t(B), {}), I.ck_pos.assign(size_t(B), 0), I.ck_mark.assign(size_t(B), 0);
   dec->pos_.assign(size_t(B), 0);
   I.m_count.assign(size_t(B), 0), I.g_count.assign(size_t(B), 0), I.cur.assign(size_t(B), 0);
   I.m_folded.assign(size_t(B), 0), I.g_folded.assign(size_t(B), 0);
@@ -119,7 +140,9 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
   const Mamba2Config& mc = c.mamba;
   const GdnConfig& gc = c.gdn;
   const AttentionConfig& ac = c.attn;
-  I.pages_per_seq = int((o.max_context + o.kv_page - 1) / o.kv_page);
+  // A feed's dropped rows write K/V past a sequence's end: room for spec
+  // rows beyond the context.
+  I.pages_per_seq = int((o.max_context + spec + o.kv_page - 1) / o.kv_page);
   bool any_mamba = false, any_gdn = false, any_attn = false;
   for (const DeviceBlock& blk : model.blocks()) {
     if (blk.cache_layer < 0) continue;
@@ -140,8 +163,11 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
       if (mamba) L.log_row[0] = HP * 2, L.log_row[1] = GN * 2, L.log_row[2] = mc.n_heads * 4;
       else L.log_row[0] = GK * 2, L.log_row[1] = GV * 4, L.log_row[2] = gc.n_v_heads * 4;
       L.slot_bytes = slot_floats * 4, L.window_seq_bytes = K1 * C * 2, L.conv_row = C * 2;
-      RSSM_RETURN_IF_ERROR(I.alloc(&L.state, B * S * slot_floats, what + (replay ? " checkpoints" : " states"), &st));
-      RSSM_RETURN_IF_ERROR(I.alloc(&L.window, B * K1 * C, what + " conv windows", &st));
+      RSSM_RETURN_IF_ERROR(
+          I.alloc(&L.state, I.state_slots * slot_floats, what + (replay ? " checkpoints" : " states"), &st));
+      // recompute: the sparse checkpoints' windows are blocks B..2B−1 (one array for seq_copy_cuda).
+      RSSM_RETURN_IF_ERROR(I.alloc(&L.window, (recompute ? 2 : 1) * B * K1 * C, what + " conv windows", &st));
+      if (recompute) L.ck_window = L.window + B * K1 * C, I.rewind_w += K1 * C * 2;
       if (spec > 0) RSSM_RETURN_IF_ERROR(I.alloc(&L.pending, B * spec * C, what + " verify conv rows", &st));
       if (o.rewind) {
         RSSM_RETURN_IF_ERROR(I.alloc(&L.conv_log, B * W * C, what + " log pre-conv rows", &st));
@@ -270,6 +296,8 @@ void Decoder::note_state_peak(int64_t copies) {
   int64_t now = B * (I.window_w + I.pending_w + I.rewind_w);
   if (opt_.strategy == DecodeStrategy::kStandard)
     now += (B * (opt_.spec_tokens > 0 ? opt_.spec_tokens + 1 : 1) + copies) * state_w;
+  else if (I.recompute)  // live states and sparse checkpoints
+    now += (2 * B + copies) * state_w;
   else
     now += I.m_pool.peak_live() * I.mamba_state_w + I.g_pool.peak_live() * I.gdn_state_w +
            B * (I.mamba_log_w + I.gdn_log_w);
@@ -290,6 +318,8 @@ Status Decoder::reset() {
   I.last_rows = 0;
   std::fill(I.m_count.begin(), I.m_count.end(), 0), std::fill(I.g_count.begin(), I.g_count.end(), 0);
   std::fill(I.cur.begin(), I.cur.end(), 0);
+  for (auto& t : I.toks) t.clear();
+  std::fill(I.ck_pos.begin(), I.ck_pos.end(), 0), std::fill(I.ck_mark.begin(), I.ck_mark.end(), 0);
   I.m_pool.reset(), I.g_pool.reset();
   I.commit_pending = false, verify_T_ = 0;
   state_peak_ = 0;
@@ -301,7 +331,7 @@ Status Decoder::reset() {
 int Decoder::max_chunk() const {
   const Impl& I = *impl_;
   int t = opt_.max_chunk;
-  if (I.has_gdn && opt_.strategy == DecodeStrategy::kStandard) return 1;  // GDN folds need their u first: no chunk log
+  if (I.has_gdn && opt_.strategy != DecodeStrategy::kReplay) return 1;  // GDN folds need their u first: no chunk log
   if (opt_.strategy == DecodeStrategy::kReplay) {
     for (size_t b = 0; b < pos_.size(); ++b) {
       if (I.has_mamba) t = std::min(t, opt_.window - I.m_count[b]);
@@ -334,7 +364,33 @@ Status Decoder::verify(std::span<const int32_t> tokens, int T, std::span<int32_t
   return run(tokens, T, true, argmax, logits);
 }
 
-Status Decoder::accept(std::span<const int32_t> accepted) {
+Status Decoder::feed(std::span<const int32_t> tokens, int T, std::span<const int32_t> count,
+                     std::span<int32_t> argmax, float* logits) {
+  const int64_t B = opt_.batch;
+  if (opt_.spec_tokens == 0) return invalid_argument("cuda decode: feed needs a decoder created with spec_tokens > 0");
+  if (T < 2 || T > opt_.spec_tokens)
+    return invalid_argument("cuda decode: a feed of " + std::to_string(T) + " tokens per sequence; this decoder takes 2.." +
+                            std::to_string(opt_.spec_tokens) + " (spec_tokens)");
+  if (int64_t(count.size()) != B)
+    return invalid_argument("cuda decode: feed takes one count per sequence (" + std::to_string(B) + "), got " +
+                            std::to_string(count.size()));
+  for (int64_t b = 0; b < B; ++b)
+    if (count[size_t(b)] < 0 || count[size_t(b)] > T)
+      return invalid_argument("cuda decode: sequence " + std::to_string(b) + " takes " + std::to_string(count[size_t(b)]) +
+                              " tokens of a feed of " + std::to_string(T) + " (0.." + std::to_string(T) + ")");
+  if (int64_t(argmax.size()) != B * T)
+    return invalid_argument("cuda decode: a feed returns " + std::to_string(B * T) + " argmax rows, got room for " +
+                            std::to_string(argmax.size()));
+  feed_count_ = count.data();
+  const Status st = run(tokens, T, true, argmax, logits);
+  feed_count_ = nullptr;
+  RSSM_RETURN_IF_ERROR(st);
+  return accept_rows(count, true);
+}
+
+Status Decoder::accept(std::span<const int32_t> accepted) { return accept_rows(accepted, false); }
+
+Status Decoder::accept_rows(std::span<const int32_t> accepted, bool masked) {
   Impl& I = *impl_;
   const int64_t B = opt_.batch;
   const int T = verify_T_;
@@ -348,14 +404,23 @@ Status Decoder::accept(std::span<const int32_t> accepted) {
                               std::to_string(accepted[size_t(b)]) + " tokens of a verify of " + std::to_string(T) +
                               " (0.." + std::to_string(T) + ")");
   const bool replay = opt_.strategy == DecodeStrategy::kReplay;
+  // recompute: a verify ran every sequence's live state through all T
+  // rows; those that keep fewer go back to their sparse checkpoint.
+  std::vector<int64_t> rerun(size_t(B), -1);
+  bool any_rerun = false;
   for (int64_t b = 0; b < B; ++b) {
     const int a = accepted[size_t(b)];
     pos_[size_t(b)] += a;
     if (replay) {  // a folded log holds the verify's T at its front
       I.m_count[size_t(b)] = (I.m_folded[size_t(b)] ? 0 : I.m_count[size_t(b)]) + a;
       I.g_count[size_t(b)] = (I.g_folded[size_t(b)] ? 0 : I.g_count[size_t(b)]) + a;
-    } else {  // the state after the last accepted token is in the verify's slot for it
+    } else if (!masked && !I.recompute) {  // the state after the last accepted token is in the verify's slot for it
       I.cur[size_t(b)] = (I.cur[size_t(b)] + a) % I.slots_per_seq;
+    }
+    if (I.recompute) {
+      const int32_t* row = I.host_field(kTokens) + b * T;
+      I.toks[size_t(b)].insert(I.toks[size_t(b)].end(), row, row + a);
+      if (!masked && a < T) rerun[size_t(b)] = pos_[size_t(b)], any_rerun = true;
     }
     I.host_field(kCommitRows)[b] = int32_t(b * T);
     I.host_field(kCommitCount)[b] = a;
@@ -363,7 +428,8 @@ Status Decoder::accept(std::span<const int32_t> accepted) {
   I.host_field(kCommitRows)[B] = int32_t(B * T);
   I.commit_pending = true;
   verify_T_ = 0;
-  return {};
+  if (any_rerun) RSSM_RETURN_IF_ERROR(rebuild(rerun));
+  return note_checkpoints();
 }
 
 Status Decoder::run(std::span<const int32_t> tokens, int T, bool verify, std::span<int32_t> next, float* logits) {
@@ -375,8 +441,9 @@ Status Decoder::run(std::span<const int32_t> tokens, int T, bool verify, std::sp
   if (int64_t(tokens.size()) != B * T)
     return invalid_argument("cuda decode: a step takes " + std::to_string(T) + " token(s) per sequence (" +
                             std::to_string(B * T) + " in all), got " + std::to_string(tokens.size()));
+  // A feed's dropped rows land in the room past the context.
   for (int64_t b = 0; b < B; ++b)
-    if (pos_[size_t(b)] + T > opt_.max_context)
+    if (pos_[size_t(b)] + (feed_count_ != nullptr ? feed_count_[b] : T) > opt_.max_context)
       return out_of_budget("cuda decode: sequence " + std::to_string(b) + " would pass the context (" +
                            std::to_string(opt_.max_context) + " positions)");
   for (int32_t t : tokens)
@@ -407,8 +474,13 @@ Status Decoder::run(std::span<const int32_t> tokens, int T, bool verify, std::sp
       I.host_field(kMEntry)[r] = int32_t(replay ? b * W + m + t : r);
       I.host_field(kGEntry)[r] = int32_t(b * W + g + t);
       // Standard: a verify writes each token's state to the sequence's next
-      // slots; anything else updates the current one in place.
-      I.host_field(kOutSlot)[r] = int32_t(b * S + (verify ? (I.cur[size_t(b)] + 1 + t) % S : I.cur[size_t(b)]));
+      // slots; anything else updates the current one in place, as
+      // recompute's verify does; a feed's dropped rows go to the scratch slot.
+      const int32_t live = int32_t(b * S + I.cur[size_t(b)]);
+      I.host_field(kOutSlot)[r] = !verify                  ? live
+                                  : feed_count_ != nullptr ? (t < feed_count_[b] ? live : I.scratch_slot)
+                                  : I.recompute            ? live
+                                                           : int32_t(b * S + (I.cur[size_t(b)] + 1 + t) % S);
     }
     I.host_field(kSeqPos)[b] = int32_t(pos);
     I.host_field(kSeqLen)[b] = int32_t(pos + T);
@@ -468,8 +540,9 @@ Status Decoder::run(std::span<const int32_t> tokens, int T, bool verify, std::sp
       I.m_count[size_t(b)] = I.m_folded[size_t(b)] ? 0 : I.m_count[size_t(b)] + T;
       I.g_count[size_t(b)] = I.g_folded[size_t(b)] ? T : I.g_count[size_t(b)] + T;
     }
+    if (I.recompute) I.toks[size_t(b)].insert(I.toks[size_t(b)].end(), tokens.begin() + b * T, tokens.begin() + b * T + T);
   }
-  return {};
+  return note_checkpoints();
 }
 
 Status Decoder::launch_step(int T, bool fold, bool verify, bool commit, float* logits) {

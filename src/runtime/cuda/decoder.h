@@ -15,6 +15,13 @@
 //
 //   standard — every SSM layer reads and writes each sequence's state in
 //              place, every step;
+//   recompute — the standard layout's live state, updated in place every
+//              step (a verify too, through all its tokens), plus one
+//              sparse checkpoint per sequence: its state and conv window
+//              at the first position at or past each multiple of W (the
+//              sparse interval). Going back (a verify not kept whole,
+//              rewind()) copies the checkpoint back and re-runs the
+//              sequence's tokens since, which the decoder keeps;
 //   replay   — each SSM layer reads a checkpoint and the sequence's log of
 //              the last < W tokens' inputs and writes no state, except on
 //              the step whose log fills: that step folds it into the
@@ -80,7 +87,7 @@
 
 namespace replayssm::cuda {
 
-enum class DecodeStrategy { kStandard, kReplay };
+enum class DecodeStrategy { kStandard, kReplay, kRecompute };
 const char* decode_strategy_name(DecodeStrategy s);
 
 struct DecoderOptions {
@@ -92,7 +99,8 @@ struct DecoderOptions {
   bool graphs = true;          // replay each step as a captured CUDA graph
   int max_chunk = 0;           // tokens per sequence per step, 1..8 (replay: < window); 0: the most allowed
   bool all_logits = false;     // logits of every row of a chunk, not just each sequence's last
-  int spec_tokens = 0;         // the most tokens a verify() takes, 2..8 (replay: ≤ window/2); 0: no verify
+  int spec_tokens = 0;         // the most tokens a verify() or feed() takes, 2..8 (replay: ≤ window/2);
+                               // 0: no verify (recompute: 0 means 4 — its re-prefills are feeds)
   bool forks = false;          // reorder() allowed (beams, best-of-n): room for shared or copied states
   bool rewind = false;         // replay: rewind() allowed — each log entry's pre-conv row and the
                                // window at the checkpoint kept (W + K − 1 conv rows per layer)
@@ -138,6 +146,16 @@ class Decoder {
   // given, every row's (batch·T × vocab). Nothing is committed until
   // accept(), which must come before the next step or verify.
   Status verify(std::span<const int32_t> tokens, int T, std::span<int32_t> argmax, float* logits = nullptr);
+  // A masked step: sequence b takes the first count[b] (0..T) of its T
+  // tokens (T = 2..spec_tokens, laid out as verify()'s) and commits them
+  // at once; its other rows change nothing (the standard and recompute
+  // layouts write their states to a scratch slot, replay drops their log
+  // entries). What feeds one sequence of a batch while the others sit
+  // still — a tree's expansion, a re-prefill. argmax and logits as
+  // verify()'s.
+  Status feed(std::span<const int32_t> tokens, int T, std::span<const int32_t> count, std::span<int32_t> argmax,
+              float* logits = nullptr);
+
   // The k largest log-probabilities of each logits row of the last step or
   // verify (batch rows, or batch·T with a verify or all_logits), with their
   // ids, computed on the device (top_logprobs_cuda): ids and lp get
@@ -154,14 +172,17 @@ class Decoder {
   Status reorder(std::span<const int32_t> parent);
 
   // Sequence b goes back to its first length[b] tokens (rewind_floor(b) ≤
-  // length[b] ≤ length(b)), as if the rest had never been stepped: a
-  // cursor move in its log and its conv windows rebuilt, no state written.
-  // Needs options.rewind; not while a verify awaits accept(). Runs (and
-  // waits for) the windows' rebuild at once.
+  // length[b] ≤ length(b)), as if the rest had never been stepped. Replay
+  // (needs options.rewind): a cursor move in its log and its conv windows
+  // rebuilt, no state written. Recompute: its sparse checkpoint copied
+  // back and the tokens since re-run (feeds). Not while a verify awaits
+  // accept(). Runs (and waits for) it all at once.
   Status rewind(std::span<const int64_t> length);
   // The earliest position rewind() reaches for sequence b: its checkpoint
-  // (the later one of its Mamba2 and GDN layers'); length(b) where the
-  // decoder cannot rewind (no options.rewind, a verify awaiting accept()).
+  // (replay: the later one of its Mamba2 and GDN layers'; recompute: its
+  // sparse one, 0 after a fork until it passes the next multiple of W);
+  // length(b) where the decoder cannot rewind (standard; replay without
+  // options.rewind; a verify awaiting accept()).
   int64_t rewind_floor(int64_t b) const;
 
   // Keep the first accepted[b] (0..T) tokens of the last verify for each
@@ -183,7 +204,8 @@ class Decoder {
   // speculation) plus fork copies in flight; replay's checkpoint slots in
   // use (shared ones once) plus every sequence's log; conv windows and a
   // verify's pre-conv rows in both; with options.rewind, the kept pre-conv
-  // rows and checkpoint windows. Allocation is memory().state_bytes.
+  // rows and checkpoint windows; recompute: the live states and the sparse
+  // checkpoints (states and windows). Allocation is memory().state_bytes.
   int64_t state_bytes_peak() const { return state_peak_; }
 
  private:
@@ -196,6 +218,14 @@ class Decoder {
   int64_t folds_ = 0, state_written_ = 0, state_peak_ = 0;
   bool poisoned_ = false;  // a step failed after its first launch
   int verify_T_ = 0;       // a verify awaiting accept(): its T
+  const int32_t* feed_count_ = nullptr;  // the plan of a feed() being built: its counts
+  // recompute: after a verify, sequences whose live state ran past what
+  // they kept; after a rewind, those going back — each re-run from its
+  // sparse checkpoint to target[b] tokens.
+  Status rebuild(const std::vector<int64_t>& target);
+  // recompute: a sparse checkpoint for each sequence that passed a multiple of W.
+  Status note_checkpoints();
+  Status accept_rows(std::span<const int32_t> accepted, bool masked);
   // step() and verify(): the plan, the launches, the wait.
   Status run(std::span<const int32_t> tokens, int T, bool verify, std::span<int32_t> next, float* logits);
   Status launch_step(int T, bool fold, bool verify, bool commit, float* logits);

@@ -61,6 +61,9 @@ enum PlanField {
   // options.rewind: b·W, where sequence b's log entries start (B + 1
   // entries); rewind()'s log lengths, which the rebuilt windows roll over.
   kLogBase, kRewindM, kRewindG,
+  // recompute: per sequence, a live state ↔ sparse checkpoint copy (1 or
+  // 0), its state slots and conv window blocks from and to.
+  kCkOne, kCkFrom, kCkTo, kCkWinFrom, kCkWinTo,
   kPlanFields
 };
 
@@ -79,7 +82,8 @@ struct LayerState {
   float* log_g = nullptr;       //            (B, W, Hv)
   uint16_t* pending = nullptr;  // speculation: a verify's pre-conv rows (B·T, C), until accept
   uint16_t* conv_log = nullptr; // options.rewind: each log entry's pre-conv row (B, W, C)
-  uint16_t* ck_window = nullptr;//                 the conv window at the checkpoint (B, K−1, C)
+  uint16_t* ck_window = nullptr;//                 the conv window at the checkpoint (B, K−1, C);
+                                //   recompute: at the sparse checkpoint, blocks B..2B−1 of window
   oc::PagedKv kv;               // attention
   uint16_t* kv_rows = nullptr;  // sequence b's K/V rows are a block of kv_block rows of kv.row_stride
   int64_t kv_block = 0;
@@ -125,7 +129,17 @@ struct Decoder::Impl {
   std::set<int> ran_eager;
   int64_t rows_cap = 0;           // rows a step may have: batch × max(max_chunk, spec_tokens)
   int slots_per_seq = 1;          // standard layout: spec_tokens + 1 with speculation, ≥ 2 with forks
-  int64_t state_slots = 0;        // state slots per SSM layer: batch × slots_per_seq, or replay's pool
+  // State slots per SSM layer: replay's pool; else batch × slots_per_seq,
+  // then (recompute) a sparse checkpoint per sequence from sparse_base,
+  // then the scratch slot a feed's dropped rows write to.
+  int64_t state_slots = 0, sparse_base = 0;
+  int32_t scratch_slot = 0;
+  bool recompute = false;
+  // recompute: each sequence's tokens, its sparse checkpoint's position
+  // (−1: none since a fork) and the position whose multiple of W the next
+  // checkpoint must pass.
+  std::vector<std::vector<int32_t>> toks;
+  std::vector<int64_t> ck_pos, ck_mark;
   SlotPool m_pool, g_pool;        // replay: checkpoint slots of the Mamba2 / GDN layers (2 × batch with forks)
   void* fork_temp = nullptr;      // reorder()'s staging: the largest per-layer array a fork copies
   int64_t last_rows = 0;          // logits rows the last step left
@@ -188,6 +202,9 @@ struct Decoder::Impl {
                   int64_t width, const uint16_t** out, int64_t* ldo);
   // The accepted rows of the last verify into every conv window.
   Status commit_windows();
+  // recompute: state slot and window copies per kCkOne/kCkFrom/kCkTo/
+  // kCkWinFrom/kCkWinTo (the plan already on the device).
+  Status checkpoint_copies();
   // options.rewind, before a layer's conv: the step's pre-conv rows into
   // its log entries (entry); where the log folds (fold), the checkpoint
   // window rolled over the folded entries (fold_n) and the entries a fold

@@ -1,4 +1,5 @@
-// Decoder::rewind (see decoder.h): restore(p) by log replay. Under the
+// Decoder::rewind (see decoder.h): restore(p) by log replay (recompute:
+// decoder_recompute.cpp re-runs from its sparse checkpoint). Under the
 // replay layout a sequence's state at any position from its checkpoint on
 // is the checkpoint plus a prefix of its log, so going back moves the
 // log's cursor; what a step reads besides is the conv window, which is
@@ -12,7 +13,9 @@ namespace replayssm::cuda {
 int64_t Decoder::rewind_floor(int64_t b) const {
   const Impl& I = *impl_;
   const int64_t pos = pos_[size_t(b)];
-  if (!opt_.rewind || verify_T_ != 0) return pos;
+  if (verify_T_ != 0) return pos;
+  if (I.recompute) return std::max<int64_t>(I.ck_pos[size_t(b)], 0);  // none since a fork: from the empty state
+  if (!opt_.rewind) return pos;
   int64_t floor = 0;  // attention alone: the K/V rows hold every position
   if (I.has_mamba) floor = std::max(floor, pos - I.m_count[size_t(b)]);
   if (I.has_gdn) floor = std::max(floor, pos - I.g_count[size_t(b)]);
@@ -22,7 +25,8 @@ int64_t Decoder::rewind_floor(int64_t b) const {
 Status Decoder::rewind(std::span<const int64_t> length) {
   Impl& I = *impl_;
   const int64_t B = opt_.batch;
-  if (!opt_.rewind) return invalid_argument("cuda decode: rewind needs a decoder created with rewind (replay layout)");
+  if (!opt_.rewind && !I.recompute)
+    return invalid_argument("cuda decode: rewind needs the recompute layout, or the replay layout created with rewind");
   if (poisoned_)
     return invalid_argument("cuda decode: an earlier step failed part-way; the states are undefined until reset()");
   if (verify_T_ != 0) return invalid_argument("cuda decode: the last verify awaits accept()");
@@ -39,6 +43,12 @@ Status Decoder::rewind(std::span<const int64_t> length) {
   bool any = false;
   for (int64_t b = 0; b < B; ++b) any |= length[size_t(b)] != pos_[size_t(b)];
   if (!any) return {};
+  if (I.recompute) {  // back to the sparse checkpoint, then the tokens since
+    std::vector<int64_t> target(size_t(B), -1);
+    for (int64_t b = 0; b < B; ++b)
+      if (length[size_t(b)] != pos_[size_t(b)]) target[size_t(b)] = length[size_t(b)];
+    return rebuild(target);
+  }
   for (int64_t b = 0; b < B; ++b) {
     const int back = int(pos_[size_t(b)] - length[size_t(b)]);
     pos_[size_t(b)] = length[size_t(b)];
