@@ -34,7 +34,7 @@ TEST_P(CudaTree, RestoredNodesMatchTheirPathsFromScratch) {
     int window, chunk;
   };
   for (const Case& c : {Case{DecodeStrategy::kReplay, 16, 8}, Case{DecodeStrategy::kReplay, 8, 4},
-                        Case{DecodeStrategy::kStandard, 16, 8}}) {
+                        Case{DecodeStrategy::kStandard, 16, 8}, Case{DecodeStrategy::kRecompute, 4, 4}}) {
     SCOPED_TRACE(std::string(cuda::decode_strategy_name(c.strategy)) + " window " + std::to_string(c.window));
     cuda::TreeSearchCudaOptions o;
     o.strategy = c.strategy, o.window = c.window, o.chunk = c.chunk, o.slots = 4, o.max_context = 128;

@@ -38,18 +38,17 @@ Status TreeSearchCuda::feed(int64_t slot, std::span<const int32_t> tokens, std::
     return out_of_budget("tree (cuda): a path of " + std::to_string(dec_->length(slot) + int64_t(tokens.size())) +
                          " tokens does not fit max_context " + std::to_string(longest));
   if (rows != nullptr) rows->clear();
-  std::vector<int32_t> tok, argmax, accepted(static_cast<size_t>(B));
+  std::vector<int32_t> tok, argmax, count(static_cast<size_t>(B));
   std::vector<float> row(static_cast<size_t>(V));
   for (size_t t = 0; t < tokens.size();) {
-    // A verify of at least 2 rows; only this slot's first c are kept.
+    // A feed of at least 2 rows in which only this slot takes its first c.
     const int c = int(std::min<size_t>(size_t(o.spec_tokens), tokens.size() - t)), T = std::max(c, 2);
     tok.assign(size_t(B * T), 0);
     for (int i = 0; i < T; ++i) tok[size_t(slot * T + i)] = tokens[t + size_t(std::min(i, c - 1))];
     argmax.resize(size_t(B * T));
-    RSSM_RETURN_IF_ERROR(dec_->verify(tok, T, argmax));
-    std::fill(accepted.begin(), accepted.end(), 0);
-    accepted[size_t(slot)] = c;
-    RSSM_RETURN_IF_ERROR(dec_->accept(accepted));
+    std::fill(count.begin(), count.end(), 0);
+    count[size_t(slot)] = c;
+    RSSM_RETURN_IF_ERROR(dec_->feed(tok, T, count, argmax));
     if (rows != nullptr)
       for (int i = 0; i < c; ++i) {
         RSSM_RETURN_IF_ERROR(dec_->logits_row(slot * T + i, row));

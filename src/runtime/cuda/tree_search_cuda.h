@@ -8,9 +8,9 @@
 // expand(node) forks the node's slot into a free (or least recently used)
 // one with reorder() — under replay the child shares the parent's
 // checkpoint and copies its log entries, under the standard layout it
-// copies the state — then feeds the new tokens to that slot alone: a
-// verify in which every other slot accepts nothing, so no other node's
-// state moves. A node evicted from its slot is made resident again from
+// copies the state — then feeds the new tokens to that slot alone
+// (Decoder::feed: every other slot takes none of its rows), so no other
+// node's state moves. A node evicted from its slot is made resident again from
 // its nearest resident ancestor (the root at worst) by feeding the tokens
 // in between — restore() reports that as a re-prefill of those tokens.
 // Logits and scores are kept per node on the host, as on the CPU.
