@@ -32,8 +32,6 @@ TEST(BenchDevice, CudaRefusesWhatTheDecoderCannotRunYet) {
   const std::vector<Refusal> cases = {
       {"--workload spec --spec-t 8", "--spec-t: 8 drafts per verify; --device cuda verifies 1..7"},
       {"--workload spec --spec-t 4 --window 8", "--window: 8 is too small for --spec-t 4 on --device cuda"},
-      {"--workload all --strategy recompute", "--strategy recompute: not supported on --device cuda yet"},
-      {"--workload ar --strategy replay,recompute", "--strategy recompute: not supported on --device cuda yet"},
       {"--workload ar --window 1", "--window: '1' is outside [2, 64]"},
       {"--workload ar --window 16,128", "--window: '128' is outside [2, 64]"},
       {"--workload ar --checkpoint-interval 8", "--checkpoint-interval: not supported on --device cuda yet"},
@@ -56,8 +54,8 @@ TEST(BenchDevice, CudaRefusesWhatTheDecoderCannotRunYet) {
   }
 }
 
-// The default strategies on cuda are the two it runs (recompute is not
-// among them), so a plain `--workload ar` gets as far as the device: here,
+// The default strategies (all three) run on cuda, so a plain
+// `--workload ar` gets as far as the device: here,
 // where there is none (or no CUDA in the build), one line saying so.
 TEST(BenchDevice, CudaWithoutADeviceIsOneLine) {
   if (std::filesystem::exists("/dev/nvidia0")) GTEST_SKIP() << "a GPU is present: tests/cuda runs it";

@@ -125,34 +125,44 @@ int64_t estimate_device_run_bytes(const ModelConfig& c, const Config& cfg, const
   // restore: prompt chunks of up to 8 rows; replay keeps each log entry's
   // pre-conv row and the checkpoint's window (Decoder's rewind option).
   const bool restore = cfg.workload == Workload::kRestore, rewind = restore && replay;
-  const double T = spec ? static_cast<double>(cfg.spec_t + 1)
-                   : tree    ? static_cast<double>(tree_chunk(cfg.window))
-                   : restore ? 8.0
-                             : 1.0;
-  const double states = verifies && !replay ? T + 1.0 : forks ? 2.0 : 1.0;
+  // recompute: the live state (and a spare with forks), a sparse
+  // checkpoint with its window, verifies in place and its re-runs as
+  // feeds of at least 4 rows.
+  const bool recompute = cfg.strategy == Strategy::kRecompute;
+  const double T0 = spec ? static_cast<double>(cfg.spec_t + 1)
+                    : tree    ? static_cast<double>(tree_chunk(cfg.window))
+                    : restore ? 8.0
+                              : 1.0;
+  const double T = recompute ? std::max(T0, 4.0) : T0;
+  const double states = recompute ? (forks ? 3.0 : 2.0) : verifies && !replay ? T + 1.0 : forks ? 2.0 : 1.0;
+  const double windows = recompute ? 2.0 : 1.0;
+  const bool pending = verifies || recompute;
   // The context of runtime/cuda/bench_decode.cpp's decoder (decoder_context).
   const double L = static_cast<double>(opt.prompt_tokens + opt.new_tokens) +
                    (spec ? static_cast<double>(opt.new_tokens) + 3.0 * T : tree ? 1.0 + T : 0.0);
-  const double pages = std::ceil(L / 64.0) * 64.0;  // the decoder's KV page is 64 rows
+  const double pages = std::ceil((L + T) / 64.0) * 64.0;  // 64-row KV pages, room for a feed's dropped rows
   const Mamba2Config& m = c.mamba;
   const GdnConfig& g = c.gdn;
   const AttentionConfig& a = c.attn;
   double per_seq = 0.0, m_scratch = 0.0, g_scratch = 0.0, a_scratch = 0.0;  // scratch: once per kind
+  double one_state = 0.0;  // every SSM layer's state once: the scratch slot of a feed's dropped rows
   for (BlockKind k : c.blocks) {
     if (k == BlockKind::kMamba2) {
       const double HP = static_cast<double>(m.n_heads * m.head_dim);
       const double GN = static_cast<double>(m.n_groups * m.state_size);
+      one_state += HP * static_cast<double>(m.state_size) * 4.0;
       per_seq += states * HP * static_cast<double>(m.state_size) * 4.0 +
-                 static_cast<double>((m.conv_width - 1) * m.conv_channels()) * 2.0;
-      if (verifies) per_seq += T * static_cast<double>(m.conv_channels()) * 2.0;
+                 windows * static_cast<double>((m.conv_width - 1) * m.conv_channels()) * 2.0;
+      if (pending) per_seq += T * static_cast<double>(m.conv_channels()) * 2.0;
       if (replay) per_seq += W * (HP + GN + static_cast<double>(m.n_heads)) * 4.0;
       if (rewind) per_seq += (W + static_cast<double>(m.conv_width - 1)) * static_cast<double>(m.conv_channels()) * 2.0;
       m_scratch = std::max(m_scratch, (2.0 * HP + 2.0 * GN + 2.0 * static_cast<double>(m.n_heads)) * 4.0);
     } else if (k == BlockKind::kGatedDeltaNet) {
       const double K = static_cast<double>(g.n_k_heads * g.k_dim), V = static_cast<double>(g.n_v_heads * g.v_dim);
+      one_state += static_cast<double>(g.n_v_heads * g.k_dim * g.v_dim) * 4.0;
       per_seq += states * static_cast<double>(g.n_v_heads * g.k_dim * g.v_dim) * 4.0 +
-                 static_cast<double>((g.conv_width - 1) * g.conv_channels()) * 2.0;
-      if (verifies) per_seq += T * static_cast<double>(g.conv_channels()) * 2.0;
+                 windows * static_cast<double>((g.conv_width - 1) * g.conv_channels()) * 2.0;
+      if (pending) per_seq += T * static_cast<double>(g.conv_channels()) * 2.0;
       if (replay) per_seq += W * (K + V + static_cast<double>(g.n_v_heads)) * 4.0;
       if (rewind) per_seq += (W + static_cast<double>(g.conv_width - 1)) * static_cast<double>(g.conv_channels()) * 2.0;
       g_scratch = std::max(g_scratch, (2.0 * K + V + 2.0 * static_cast<double>(g.n_v_heads)) * 4.0);
@@ -175,7 +185,9 @@ int64_t estimate_device_run_bytes(const ModelConfig& c, const Config& cfg, const
       if (k == BlockKind::kMamba2) staging = std::max(staging, W * static_cast<double>(m.n_heads * m.head_dim) * 2.0);
       else if (k == BlockKind::kGatedDeltaNet) staging = std::max(staging, W * static_cast<double>(g.n_v_heads * g.v_dim) * 4.0);
   }
-  return static_cast<int64_t>(std::ceil((B * (per_seq + T * act + staging) + cublas) * 1.1)) + (int64_t{256} << 20);
+  const double scratch_slot = replay ? 0.0 : one_state;
+  return static_cast<int64_t>(std::ceil((B * (per_seq + T * act + staging) + scratch_slot + cublas) * 1.1)) +
+         (int64_t{256} << 20);
 }
 
 namespace {

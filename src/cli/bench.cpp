@@ -184,7 +184,7 @@ Status run_bench(const BenchArgs& args) {
     return invalid_argument("--device: unknown device '" + args.device + "' (expected cpu or cuda)");
   const bool cuda = args.device == "cuda";
   BenchArgs a = args;
-  if (a.strategy.empty()) a.strategy = cuda ? "replay,snapshot" : "replay,snapshot,recompute";
+  if (a.strategy.empty()) a.strategy = "replay,snapshot,recompute";
   if (a.memory_budget.empty()) a.memory_budget = cuda ? "device" : "host";
   if (a.workload.empty())
     return invalid_argument("--workload: missing (ar, spec, beam, best-of-n, tree, restore, a comma list, or all)");
@@ -362,7 +362,7 @@ Runner add_bench(CLI::App& app) {
   app.add_option("--workload", a->workload,
                  "ar, spec, beam, best-of-n, tree, restore, a comma list of them, or all (required)");
   app.add_option("--strategy", a->strategy,
-                 "Comma list of replay, snapshot, recompute (default: all three; cuda: replay,snapshot)");
+                 "Comma list of replay, snapshot, recompute (default: all three)");
   app.add_option("--batch", a->batch,
                  "Comma list: sequences per step (beam: width; best-of-n: n; tree: children per expansion; "
                  "restore: sequences restored together)")
@@ -378,9 +378,9 @@ Runner add_bench(CLI::App& app) {
   app.add_option("--preset", a->preset, "Random-weight model: " + preset_names() + " (default tiny)");
   app.add_option("--model", a->model, "Model directory (instead of a preset)");
   app.add_option("--device", a->device,
-                 "cpu, or cuda: every workload (spec-t <= 7); snapshot runs the decoder's standard layout (state updated in "
-                 "place, a state per verified token), replay its replay layout (restore: log replay back to the "
-                 "checkpoint, re-prefill before it); no recompute")
+                 "cpu, or cuda: every workload and strategy (spec-t <= 7); snapshot runs the decoder's standard layout (state "
+                 "updated in place, a state per verified token), replay its replay layout (restore: log replay back to "
+                 "the checkpoint), recompute its live state plus a sparse checkpoint every W tokens")
       ->capture_default_str();
   app.add_option("--out", a->out, "Directory for bench.json, table.txt and the plots (required; created)");
   app.add_option("--runs", a->runs, "Measured runs per configuration (median, min-max)")->capture_default_str();

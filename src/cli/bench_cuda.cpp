@@ -30,10 +30,6 @@ Status check_cuda_scope(const Axes& axes, int64_t checkpoint_interval, int64_t p
             return invalid_argument("--window: " + std::to_string(w) + " is too small for --spec-t " + std::to_string(t) +
                                     " on --device cuda (replay needs a window >= " + std::to_string(2 * (t + 1)) + ")");
     }
-  for (Strategy s : axes.strategies)
-    if (s == Strategy::kRecompute)
-      return unsupported("--strategy recompute: not supported on --device cuda yet (the CUDA decoder has no "
-                         "sparse-checkpoint layout; use replay or snapshot)");
   for (int64_t w : axes.windows)
     if (w < 2 || w > 64)
       return invalid_argument("--window: '" + std::to_string(w) +

@@ -43,10 +43,7 @@ Status check_device(const std::string& device) {
 
 Status check_cuda_store(const StoreArgs& a) {
   const StoreArgs d;
-  if (a.strategy == "recompute")
-    return unsupported("--device cuda: --strategy recompute is CPU only (cuda: replay, or snapshot = the standard "
-                       "in-place state)");
-  if (a.strategy != "replay" && a.strategy != "snapshot")
+  if (a.strategy != "replay" && a.strategy != "snapshot" && a.strategy != "recompute")
     return invalid_argument("--strategy: unknown strategy '" + a.strategy + "' (expected replay, snapshot or recompute)");
   if (a.exact || a.checkpoint_interval != d.checkpoint_interval || a.state_budget != d.state_budget ||
       a.log_retention != d.log_retention || a.replay_limit != d.replay_limit || a.eviction != d.eviction ||
@@ -56,12 +53,17 @@ Status check_cuda_store(const StoreArgs& a) {
                        "store)");
   if (a.strategy == "replay" && (a.window < 2 || a.window > 64))
     return invalid_argument("--window: " + std::to_string(a.window) + " out of range [2, 64] on cuda");
+  if (a.strategy == "recompute" && (a.window < 1 || a.window > (1 << 20)))
+    return invalid_argument("--window: " + std::to_string(a.window) + " out of range [1, 1048576] on cuda (recompute: "
+                            "the sparse checkpoints' interval)");
   return {};
 }
 
 #if REPLAYSSM_HAVE_CUDA
 cuda::DecodeStrategy cuda_strategy(const StoreArgs& a) {
-  return a.strategy == "snapshot" ? cuda::DecodeStrategy::kStandard : cuda::DecodeStrategy::kReplay;
+  return a.strategy == "snapshot"    ? cuda::DecodeStrategy::kStandard
+         : a.strategy == "recompute" ? cuda::DecodeStrategy::kRecompute
+                                     : cuda::DecodeStrategy::kReplay;
 }
 #endif
 

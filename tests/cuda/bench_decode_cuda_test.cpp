@@ -25,9 +25,7 @@ using namespace replayssm::bench;
 TEST(BenchDecodeCuda, StrategiesMapOntoTheDecoderLayouts) {
   EXPECT_EQ(*cuda::device_strategy(Strategy::kSnapshot), cuda::DecodeStrategy::kStandard);
   EXPECT_EQ(*cuda::device_strategy(Strategy::kReplay), cuda::DecodeStrategy::kReplay);
-  auto r = cuda::device_strategy(Strategy::kRecompute);
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("recompute"), std::string::npos);
+  EXPECT_EQ(*cuda::device_strategy(Strategy::kRecompute), cuda::DecodeStrategy::kRecompute);
 }
 
 TEST(BenchDecodeCuda, TinyArSweepReportsEveryField) {
@@ -232,7 +230,9 @@ TEST(BenchDecodeCuda, TinyTreeSweep) {
 // restore on the tiny preset: every position restored and stepped for
 // the whole batch. Replay rewinds within its log where the position is at
 // or after the checkpoint (distance < W from it) and re-prefills before
-// it; snapshot re-prefills from position 0 every time.
+// it; recompute re-prefills from its sparse checkpoint where it can (a
+// distance under W), from position 0 before it; snapshot from position 0
+// every time.
 TEST(BenchDecodeCuda, TinyRestoreSweepTakesBothPaths) {
   if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
   const std::unique_ptr<Model> model = tiny_model();
@@ -244,7 +244,7 @@ TEST(BenchDecodeCuda, TinyRestoreSweepTakesBothPaths) {
   opt.warmup = 1;
   Axes a;
   a.workloads = {Workload::kRestore};
-  a.strategies = {Strategy::kReplay, Strategy::kSnapshot};
+  a.strategies = {Strategy::kReplay, Strategy::kSnapshot, Strategy::kRecompute};
   a.batches = {2};
   a.windows = {16};
   SweepRun run;
@@ -258,21 +258,26 @@ TEST(BenchDecodeCuda, TinyRestoreSweepTakesBothPaths) {
     ASSERT_TRUE(res.ok()) << res.status().message();
     run.results = std::move(res).value();
   }
-  ASSERT_EQ(run.results.size(), 2u);
+  ASSERT_EQ(run.results.size(), 3u);
   const int64_t L = opt.prompt_tokens + opt.new_tokens;
   for (const ConfigResult& r : run.results) {
     const std::string what = r.config.describe();
-    const bool replay = r.config.strategy == Strategy::kReplay;
+    const bool replay = r.config.strategy == Strategy::kReplay, recompute = r.config.strategy == Strategy::kRecompute;
     ASSERT_GE(r.restore_latency.size(), bench::restore_positions(L).size()) << what;
-    int64_t log = 0, reprefill = 0;
+    int64_t log = 0, reprefill = 0, near = 0;
     for (const RestorePoint& p : r.restore_latency) {
       EXPECT_GT(p.seconds.median, 0.0) << what;
       EXPECT_LT(p.position, L) << what;
       if (p.path == RestorePath::kReprefill) {
-        EXPECT_EQ(p.distance, p.position) << what << ": a re-prefill runs from position 0";
+        if (recompute && p.distance < p.position) {  // from the sparse checkpoint
+          EXPECT_LT(p.distance, r.config.window) << what;
+          ++near;
+        } else {
+          EXPECT_EQ(p.distance, p.position) << what << ": a re-prefill from position 0";
+        }
         ++reprefill;
       } else {
-        EXPECT_TRUE(replay) << what;
+        EXPECT_TRUE(replay || (recompute && p.path == RestorePath::kCheckpoint)) << what;
         EXPECT_LT(p.distance, r.config.window) << what << ": within the log since the checkpoint";
         log += p.path == RestorePath::kLogReplay;
       }
@@ -281,6 +286,7 @@ TEST(BenchDecodeCuda, TinyRestoreSweepTakesBothPaths) {
     }
     EXPECT_GT(reprefill, 0) << what;
     if (replay) EXPECT_GE(log, 2) << what;
+    if (recompute) EXPECT_GE(near, 2) << what;
     EXPECT_EQ(r.restores_reprefill, 2 * reprefill) << what << ": the whole batch, each time";
     EXPECT_LE(r.peak_device_bytes - run.weights, estimate_device_run_bytes(model->config(), r.config, opt)) << what;
   }

@@ -46,10 +46,9 @@ Result<DecodeStrategy> device_strategy(Strategy s) {
   switch (s) {
     case Strategy::kSnapshot: return DecodeStrategy::kStandard;
     case Strategy::kReplay: return DecodeStrategy::kReplay;
-    case Strategy::kRecompute: break;
+    case Strategy::kRecompute: return DecodeStrategy::kRecompute;
   }
-  return unsupported("--strategy recompute: not supported on cuda yet (the CUDA decoder has no sparse-checkpoint "
-                     "layout); use replay or snapshot");
+  return invalid_argument("unknown strategy");
 }
 
 BenchDecodeRunner::~BenchDecodeRunner() = default;
@@ -208,7 +207,8 @@ Result<bench::Measurement> BenchDecodeRunner::run_restore(const bench::Config& c
   const bench::SweepOptions& opt = opt_;
   DecoderOptions o;
   RSSM_ASSIGN_OR_RETURN(o.strategy, device_strategy(c.strategy));
-  const bool replay = o.strategy == DecodeStrategy::kReplay;
+  const bool replay = o.strategy == DecodeStrategy::kReplay, recompute = o.strategy == DecodeStrategy::kRecompute;
+  const bool goes_back = replay || recompute;  // rewind() reaches a checkpoint: the log's, or the sparse one
   o.batch = c.batch;
   o.window = static_cast<int>(c.window);
   o.max_context = opt.prompt_tokens + opt.new_tokens;
@@ -242,7 +242,7 @@ Result<bench::Measurement> BenchDecodeRunner::run_restore(const bench::Config& c
     ids.push_back(next[0]);
     const int64_t len = static_cast<int64_t>(ids.size());
     RSSM_RETURN_IF_ERROR(feed(ids, len - 1, len));
-    if (replay && len - dec.rewind_floor(0) >= deep_reach) deep_head = len, deep_reach = len - dec.rewind_floor(0);
+    if (goes_back && len - dec.rewind_floor(0) >= deep_reach) deep_head = len, deep_reach = len - dec.rewind_floor(0);
   }
   const int64_t L = static_cast<int64_t>(ids.size());
   // (position, head): restore_positions from the base's end, as on the
@@ -250,9 +250,9 @@ Result<bench::Measurement> BenchDecodeRunner::run_restore(const bench::Config& c
   // the deepest head, and its checkpoint; snapshot: the end, W − 1 back).
   std::vector<std::pair<int64_t, int64_t>> probes;
   for (int64_t p : bench::restore_positions(L)) probes.emplace_back(p, L);
-  const int64_t tail_head = replay ? deep_head : L, reach = replay ? deep_reach : c.window - 1;
+  const int64_t tail_head = goes_back ? deep_head : L, reach = goes_back ? deep_reach : c.window - 1;
   for (int64_t d = 1; d <= reach && d < tail_head; d *= 2) probes.emplace_back(tail_head - d, tail_head);
-  if (replay && deep_reach > 0 && deep_reach < deep_head)
+  if (goes_back && deep_reach > 0 && deep_reach < deep_head)
     probes.emplace_back(deep_head - deep_reach, deep_head);  // the checkpoint itself
   std::sort(probes.begin(), probes.end());
   probes.erase(std::unique(probes.begin(), probes.end()), probes.end());
@@ -268,9 +268,10 @@ Result<bench::Measurement> BenchDecodeRunner::run_restore(const bench::Config& c
     const int64_t floor = dec.rewind_floor(0);
     RestorePath path = RestorePath::kReprefill;
     int64_t from = 0;
-    if (replay && p >= floor) {
+    if (goes_back && p >= floor) {  // replay: log replay; recompute: a re-prefill from the sparse checkpoint
       RSSM_RETURN_IF_ERROR(dec.rewind(std::vector<int64_t>(B, p)));
-      path = p == floor ? RestorePath::kCheckpoint : RestorePath::kLogReplay, from = floor;
+      path = p == floor ? RestorePath::kCheckpoint : replay ? RestorePath::kLogReplay : RestorePath::kReprefill;
+      from = floor;
     } else {
       RSSM_RETURN_IF_ERROR(dec.reset());
       RSSM_RETURN_IF_ERROR(feed(ids, 0, p));
