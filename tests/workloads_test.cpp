@@ -158,6 +158,24 @@ TEST(SpeculativeSampling, PreservesTheTargetDistribution) {
   EXPECT_LT(accepted, 2 * trials);
 }
 
+// sample_at (the device sampler's specification) is Sampler::sample with
+// the sampler's uniform made explicit: the same tokens from the same seed.
+TEST(SpeculativeSampling, SampleAtIsTheSamplersDraw) {
+  std::mt19937 g(3);
+  std::uniform_real_distribution<float> logit(-3.0f, 3.0f);
+  for (const SamplingParams p : {SamplingParams{0.8f, 0.9f, 7}, SamplingParams{1.0f, 1.0f, 8},
+                                 SamplingParams{0.0f, 1.0f, 9}}) {
+    Sampler s(p);
+    std::mt19937_64 twin(p.seed);
+    for (int k = 0; k < 200; ++k) {
+      std::vector<float> row(50);
+      for (float& x : row) x = std::round(logit(g) * 2.0f) / 2.0f;  // ties in the nucleus' edge too
+      const double u = p.temperature > 0.0f ? std::uniform_real_distribution<double>(0.0, 1.0)(twin) : 0.0;
+      ASSERT_EQ(s.sample(row), sample_at(row, p, u)) << "draw " << k;
+    }
+  }
+}
+
 TEST(SpeculativeSampling, NgramLookupFindsTheLatestMatch) {
   NgramDraft d(3);
   const std::vector<int32_t> ctx = {1, 2, 3, 4, 9, 2, 3, 5, 6, 7, 2, 3};

@@ -58,14 +58,8 @@ double log_prob(std::span<const float> logits, int32_t token) {
   return static_cast<double>(logits[token] - mx) - std::log(sum);
 }
 
-int32_t Sampler::sample(std::span<const float> logits) {
-  if (p_.temperature <= 0.0f) return argmax(logits);
-  const std::vector<double> probs = sampling_probs(logits, p_);
-  return draw(probs);
-}
-
-int32_t Sampler::draw(std::span<const double> probs) {
-  double r = uniform();
+namespace {
+int32_t draw_at(std::span<const double> probs, double r) {
   int32_t last = 0;
   for (size_t i = 0; i < probs.size(); ++i) {
     if (probs[i] <= 0.0) continue;
@@ -75,6 +69,19 @@ int32_t Sampler::draw(std::span<const double> probs) {
   }
   return last;  // rounding left r ≥ 0: the last token with mass
 }
+}  // namespace
+
+int32_t sample_at(std::span<const float> logits, const SamplingParams& p, double r) {
+  if (p.temperature <= 0.0f) return argmax(logits);
+  return draw_at(sampling_probs(logits, p), r);
+}
+
+int32_t Sampler::sample(std::span<const float> logits) {
+  if (p_.temperature <= 0.0f) return argmax(logits);
+  return sample_at(logits, p_, uniform());
+}
+
+int32_t Sampler::draw(std::span<const double> probs) { return draw_at(probs, uniform()); }
 
 double Sampler::uniform() { return std::uniform_real_distribution<double>(0.0, 1.0)(rng_); }
 

@@ -28,6 +28,12 @@ std::vector<double> sampling_probs(std::span<const float> logits, const Sampling
 // log-softmax of one row at `token` (temperature 1), for scores.
 double log_prob(std::span<const float> logits, int32_t token);
 
+// The token Sampler::sample draws when its uniform is r ∈ [0, 1): the
+// first token in id order whose cumulative sampling_probs pass r (the
+// last token with mass if rounding leaves none). The specification of
+// the device sampler (ops/cuda/sampling.h sample_cuda).
+int32_t sample_at(std::span<const float> logits, const SamplingParams& p, double r);
+
 class Sampler {
  public:
   explicit Sampler(const SamplingParams& p) : p_(p), rng_(p.seed) {}

@@ -3,7 +3,8 @@
 // CPU's decode/sampler.h argmax on the vocabularies of Nemotron-H
 // (131072) and Qwen3.5 (248320) and odd sizes, with planted ties (the
 // lowest id wins), a maximum at the last id, all-equal and all −∞ rows,
-// and a NaN at id 0 (the CPU answers 0). Skipped without a GPU.
+// and a NaN at id 0 (the CPU answers 0); top log-probabilities and
+// sampling (temperature, top-p) against the CPU's. Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -116,6 +117,52 @@ TEST_F(SamplingCuda, TopLogprobsMatchCpu) {
   }
 }
 
+// sample_cuda against decode/sampler.h sample_at: the same token for the
+// same uniform, and log_prob's log-probability, over temperatures and
+// top-p cuts (the nucleus' edge inside a group of tied values among them)
+// on rows of random, tied, equal and peaked logits.
+TEST_F(SamplingCuda, SampleMatchesCpuSampleAt) {
+  struct Params {
+    float temperature, top_p;
+  };
+  const Params params[] = {{0.0f, 1.0f}, {1.0f, 1.0f}, {0.7f, 0.9f}, {1.3f, 0.5f}, {1.0f, 0.05f}, {2.0f, 0.999f}};
+  for (const int64_t V : {37L, 1000L, 131072L, 248320L}) {
+    std::mt19937 g(11 + V);
+    const int64_t ld = V + 5, rows = 4, per_row = 24, n = rows * per_row;
+    std::vector<float> logits = test::uniform(g, size_t(rows) * ld, -6.0f, 6.0f);
+    auto row = [&](int64_t r) { return logits.data() + r * ld; };
+    for (int64_t i = 0; i < V; ++i) row(1)[i] = std::round(row(1)[i]);  // 13 values: large tie groups
+    std::fill(row(2), row(2) + V, 0.25f);
+    row(3)[V / 3] = 30.0f, row(3)[V - 1] = 29.0f;  // nearly all the mass on two ids
+    std::vector<int32_t> which(static_cast<size_t>(n));
+    std::vector<double> u(static_cast<size_t>(n));
+    std::uniform_real_distribution<double> unif(0.0, 1.0);
+    for (int64_t i = 0; i < n; ++i) which[size_t(i)] = int32_t(i / per_row), u[size_t(i)] = unif(g);
+    u[0] = 0.0, u[1] = 0.9999999999;
+    Dev<float> dl(logits);
+    Dev<int32_t> drow(which), out(std::vector<int32_t>(size_t(n), -1));
+    Dev<double> dr(u), lp(std::vector<double>(size_t(n), 0.0));
+    for (const Params& pr : params) {
+      SCOPED_TRACE(testing::Message() << "V " << V << " T " << pr.temperature << " top_p " << pr.top_p);
+      ops::cuda::SampleArgs a;
+      a.logits = dl.p, a.ld = ld, a.V = V, a.n = n, a.row = drow.p, a.r = dr.p;
+      a.temperature = pr.temperature, a.top_p = pr.top_p, a.out = out.p, a.lp = lp.p;
+      ASSERT_EQ(ops::cuda::sample_cuda(a, nullptr), cudaSuccess);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      const std::vector<int32_t> got = out.get();
+      const std::vector<double> glp = lp.get();
+      SamplingParams sp;
+      sp.temperature = pr.temperature, sp.top_p = pr.top_p;
+      for (int64_t i = 0; i < n; ++i) {
+        const std::span<const float> x(row(which[size_t(i)]), size_t(V));
+        const int32_t want = sample_at(x, sp, u[size_t(i)]);
+        ASSERT_EQ(got[size_t(i)], want) << "row " << which[size_t(i)] << " u " << u[size_t(i)];
+        EXPECT_NEAR(glp[size_t(i)], log_prob(x, want), 1e-9) << "row " << which[size_t(i)];
+      }
+    }
+  }
+}
+
 // Runs without a GPU: every refusal comes before the device is touched.
 TEST(SamplingCudaArgs, BadShapesAreRefused) {
   const uint16_t* t = reinterpret_cast<const uint16_t*>(16);  // never dereferenced: refused first
@@ -141,6 +188,16 @@ TEST(SamplingCudaArgs, BadShapesAreRefused) {
   EXPECT_EQ(top_logprobs_cuda(f, 9, 2, 10, 3, o, d, nullptr), cudaErrorInvalidValue);    // ld < V
   EXPECT_EQ(top_logprobs_cuda(f, 10, 2, 10, 3, o, nullptr, nullptr), cudaErrorInvalidValue);
   EXPECT_EQ(top_logprobs_cuda(f, 10, 0, 10, 3, o, d, nullptr), cudaSuccess);
+  ops::cuda::SampleArgs sa;
+  sa.logits = f, sa.ld = 10, sa.V = 10, sa.n = 2, sa.row = i, sa.r = d, sa.out = o, sa.lp = d;
+  sa.top_p = 0.0f;
+  EXPECT_EQ(ops::cuda::sample_cuda(sa, nullptr), cudaErrorInvalidValue);  // top_p must be > 0
+  sa.top_p = 1.0f, sa.ld = 9;
+  EXPECT_EQ(ops::cuda::sample_cuda(sa, nullptr), cudaErrorInvalidValue);  // ld < V
+  sa.ld = 10, sa.r = nullptr;
+  EXPECT_EQ(ops::cuda::sample_cuda(sa, nullptr), cudaErrorInvalidValue);
+  sa.n = 0;
+  EXPECT_EQ(ops::cuda::sample_cuda(sa, nullptr), cudaSuccess);
 }
 
 }  // namespace

@@ -31,6 +31,17 @@ __device__ inline float block_sum(float v, float* red) {
   return s;
 }
 
+// As block_sum, in fp64. red: kMaxBlockWarps doubles.
+__device__ inline double block_sum_f64(double v, double* red) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  __syncthreads();
+  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
+  __syncthreads();
+  double s = 0.0;
+  for (int w = 0; w < int(blockDim.x / 32); ++w) s += red[w];
+  return s;
+}
+
 // (value, index) with the CPU's order: larger value first, then lower index
 // (ops: argmax keeps the first maximum). NaN never wins.
 __device__ __forceinline__ bool argmax_better(float v, int32_t i, float bv, int32_t bi) {

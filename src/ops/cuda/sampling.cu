@@ -42,16 +42,6 @@ __global__ void __launch_bounds__(kArgmaxThreads) argmax_kernel(const float* log
 }
 
 // Σ over the block in fp64; every thread gets it. red: kMaxBlockWarps doubles.
-__device__ double block_sum_f64(double v, double* red) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  __syncthreads();
-  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
-  __syncthreads();
-  double s = 0.0;
-  for (int w = 0; w < int(blockDim.x / 32); ++w) s += red[w];
-  return s;
-}
-
 // Pass 0 finds the maximum, then the log-sum-exp as the CPU sums it
 // (exp of the float difference, in fp64); pass j picks the best element
 // ordered after pass j−1's pick (smaller value, or equal value and higher

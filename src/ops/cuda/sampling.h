@@ -9,7 +9,12 @@
 //                    their ids, largest first, lower id on ties, the
 //                    log-sum-exp in fp64 (decode/beam_search.h
 //                    top_logprobs): what a beam step ranks, without
-//                    copying the rows back.
+//                    copying the rows back;
+//   sample_cuda    — per output, the token decode/sampler.h sample_at
+//                    draws from a logits row with a given uniform
+//                    (temperature, top-p nucleus with ties by id), and
+//                    its log-softmax at temperature 1 (log_prob): what a
+//                    sampled step needs, without copying the rows back.
 //
 // Shapes are checked before anything touches the device
 // (cudaErrorInvalidValue); rows = 0 is a no-op.
@@ -38,5 +43,19 @@ cudaError_t argmax_cuda(const float* logits, int64_t ld, int64_t rows, int64_t V
 constexpr int kTopLogprobsMaxK = 1024;
 cudaError_t top_logprobs_cuda(const float* logits, int64_t ld, int64_t rows, int64_t V, int k, int32_t* ids,
                               double* lp, cudaStream_t stream);
+
+// One block per output i: row[i] names its logits row, r[i] ∈ [0, 1) its
+// uniform. temperature 0 takes the argmax; top_p in (0, 1].
+struct SampleArgs {
+  const float* logits = nullptr;  // (rows, V) fp32, row stride ld
+  int64_t ld = 0, V = 0;
+  int64_t n = 0;                  // outputs
+  const int32_t* row = nullptr;   // (n)
+  const double* r = nullptr;      // (n)
+  float temperature = 1.0f, top_p = 1.0f;
+  int32_t* out = nullptr;         // (n) tokens
+  double* lp = nullptr;           // (n) log-softmax of the token at temperature 1
+};
+cudaError_t sample_cuda(const SampleArgs& a, cudaStream_t stream);
 
 }  // namespace replayssm::ops::cuda

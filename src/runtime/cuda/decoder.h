@@ -162,6 +162,13 @@ class Decoder {
   // rows × k, row-major. What a beam step ranks, without the rows' copy.
   Status top_logprobs(int k, std::span<int32_t> ids, std::span<double> lp);
 
+  // Samples from the last step's logits on the device: output i draws
+  // from row rows[i] (as top_logprobs counts them) with the uniform r[i],
+  // as decode/sampler.h sample_at does with `temperature` and `top_p`;
+  // ids[i] gets the token and lp[i] its log-softmax at temperature 1.
+  Status sample(float temperature, float top_p, std::span<const int32_t> rows, std::span<const double> r,
+                std::span<int32_t> ids, std::span<double> lp);
+
   // Row `row` of the last step's logits (rows as top_logprobs counts them)
   // into out (vocabulary floats).
   Status logits_row(int64_t row, std::span<float> out);

@@ -146,6 +146,8 @@ struct Decoder::Impl {
   int32_t* top_ids = nullptr;     // top_logprobs(): rows × k, grown on demand
   double* top_lp = nullptr;
   int64_t top_cap = 0;
+  void* sample_buf = nullptr;     // sample(): rows, uniforms, tokens, log-probabilities, grown on demand
+  int64_t sample_cap = 0;
   int64_t mamba_log_w = 0, gdn_log_w = 0;  // one sequence's log bytes, all layers
   int64_t pending_w = 0;          // one sequence's verify pre-conv rows, all layers
   int64_t rewind_w = 0;           // one sequence's conv_log and ck_window, all layers
@@ -161,7 +163,7 @@ struct Decoder::Impl {
   Impl(const DeviceModel& model, const DecoderOptions& o) : m(model), opt(o) {}
   ~Impl() {
     for (auto& [key, g] : graphs) cudaGraphExecDestroy(g);
-    cudaFree(top_ids), cudaFree(top_lp);
+    cudaFree(top_ids), cudaFree(top_lp), cudaFree(sample_buf);
     gemm.reset();
     for (void* p : allocs) cudaFree(p);
     if (plan_host != nullptr) cudaFreeHost(plan_host);

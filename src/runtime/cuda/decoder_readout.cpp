@@ -1,5 +1,5 @@
-// Decoder::logits_row and Decoder::top_logprobs (see decoder.h): what the
-// last step's logits say, read on demand after the step.
+// Decoder::logits_row, Decoder::top_logprobs and Decoder::sample (see
+// decoder.h): what the last step's logits say, read on demand after the step.
 #include "runtime/cuda/decoder_impl.h"
 
 namespace replayssm::cuda {
@@ -42,6 +42,45 @@ Status Decoder::top_logprobs(int k, std::span<int32_t> ids, std::span<double> lp
   RSSM_CU(cudaMemcpyAsync(lp.data(), I.top_lp, sizeof(double) * size_t(rows * k), cudaMemcpyDeviceToHost, I.stream),
           "top_logprobs");
   RSSM_CU(cudaStreamSynchronize(I.stream), "top_logprobs");
+  return {};
+}
+
+Status Decoder::sample(float temperature, float top_p, std::span<const int32_t> rows, std::span<const double> r,
+                       std::span<int32_t> ids, std::span<double> lp) {
+  Impl& I = *impl_;
+  const int64_t V = I.m.config().vocab_size, n = int64_t(rows.size());
+  if (I.last_rows == 0) return invalid_argument("cuda decode: sample before any step");
+  if (!(temperature >= 0.0f) || !(top_p > 0.0f && top_p <= 1.0f))
+    return invalid_argument("cuda decode: sample needs temperature >= 0 and top_p in (0, 1]");
+  if (int64_t(r.size()) != n || int64_t(ids.size()) != n || int64_t(lp.size()) != n)
+    return invalid_argument("cuda decode: sample takes a row, a uniform, a token and a log-probability per output");
+  for (int64_t i = 0; i < n; ++i) {
+    if (rows[size_t(i)] < 0 || rows[size_t(i)] >= I.last_rows)
+      return invalid_argument("cuda decode: sample row " + std::to_string(rows[size_t(i)]) + " out of range [0, " +
+                              std::to_string(I.last_rows) + ")");
+    if (!(r[size_t(i)] >= 0.0 && r[size_t(i)] < 1.0))
+      return invalid_argument("cuda decode: a sample's uniform must be in [0, 1)");
+  }
+  if (n == 0) return {};
+  if (n > I.sample_cap) {  // outside any capture: this runs eagerly
+    cudaFree(I.sample_buf);
+    I.sample_buf = nullptr, I.sample_cap = 0;
+    RSSM_CU(cudaMalloc(&I.sample_buf, size_t(n) * 2 * (sizeof(double) + sizeof(int32_t))), "sample");
+    I.sample_cap = n;
+  }
+  double* d_r = static_cast<double*>(I.sample_buf);
+  double* d_lp = d_r + n;
+  int32_t* d_rows = reinterpret_cast<int32_t*>(d_lp + n);
+  int32_t* d_ids = d_rows + n;
+  RSSM_CU(cudaMemcpyAsync(d_r, r.data(), sizeof(double) * size_t(n), cudaMemcpyHostToDevice, I.stream), "sample");
+  RSSM_CU(cudaMemcpyAsync(d_rows, rows.data(), sizeof(int32_t) * size_t(n), cudaMemcpyHostToDevice, I.stream), "sample");
+  oc::SampleArgs a;
+  a.logits = I.logits, a.ld = V, a.V = V, a.n = n, a.row = d_rows, a.r = d_r;
+  a.temperature = temperature, a.top_p = top_p, a.out = d_ids, a.lp = d_lp;
+  RSSM_CU(oc::sample_cuda(a, I.stream), "sample");
+  RSSM_CU(cudaMemcpyAsync(ids.data(), d_ids, sizeof(int32_t) * size_t(n), cudaMemcpyDeviceToHost, I.stream), "sample");
+  RSSM_CU(cudaMemcpyAsync(lp.data(), d_lp, sizeof(double) * size_t(n), cudaMemcpyDeviceToHost, I.stream), "sample");
+  RSSM_CU(cudaStreamSynchronize(I.stream), "sample");
   return {};
 }
 

@@ -106,14 +106,17 @@ Result<std::vector<Hypothesis>> beam_search_cuda(Decoder& dec, std::span<const i
 Result<std::vector<Hypothesis>> best_of_n_cuda(Decoder& dec, std::span<const int32_t> prompt,
                                                const BestOfNOptions& opt, SearchStats* stats) {
   const ModelConfig& cfg = dec.model().config();
-  const int64_t V = cfg.vocab_size, n = opt.n;
+  const int64_t n = opt.n;
   if (n < 1) return invalid_argument("best-of-n: n must be >= 1");
-  std::vector<float> logits;
   const int64_t written0 = dec.state_bytes_written();
-  RSSM_RETURN_IF_ERROR(start(dec, prompt, n, opt.max_new_tokens, "best-of-n", &logits));
+  RSSM_RETURN_IF_ERROR(start(dec, prompt, n, opt.max_new_tokens, "best-of-n", nullptr));
   const double t0 = now_seconds();
-  // Every sample starts from the prompt's last row (sequence 0's).
-  for (int64_t i = 1; i < n; ++i) std::copy(logits.begin(), logits.begin() + V, logits.begin() + i * V);
+  // Samples are drawn on the device (Decoder::sample, decode/sampler.h
+  // sample_at) with the uniforms of each sample's own Sampler, so the
+  // tokens are the host samplers' own; no logits row comes back. Every
+  // sample starts from the prompt's last row (sequence 0's).
+  std::vector<int32_t> rows(static_cast<size_t>(n), 0);
+  std::vector<double> r(static_cast<size_t>(n)), lp(static_cast<size_t>(n));
   std::vector<Sampler> samplers;
   for (int64_t i = 0; i < n; ++i) {
     SamplingParams p = opt.sampling;
@@ -123,20 +126,23 @@ Result<std::vector<Hypothesis>> best_of_n_cuda(Decoder& dec, std::span<const int
   std::vector<Hypothesis> out(static_cast<size_t>(n));
   std::vector<bool> done(static_cast<size_t>(n), false);
   std::vector<int32_t> tok(static_cast<size_t>(n), 0), next(static_cast<size_t>(n));
+  const bool greedy = opt.sampling.temperature <= 0.0f;  // the argmax: no uniform drawn, as Sampler::sample
   for (int64_t step = 0; step < opt.max_new_tokens; ++step) {
+    for (size_t i = 0; i < size_t(n); ++i) r[i] = done[i] || greedy ? 0.0 : samplers[i].uniform();
+    RSSM_RETURN_IF_ERROR(dec.sample(opt.sampling.temperature, opt.sampling.top_p, rows, r, next, lp));
     bool any = false;
     for (size_t i = 0; i < size_t(n); ++i) {
       if (done[i]) continue;  // a finished sample idles on its last token
-      const std::span<const float> row(logits.data() + i * size_t(V), size_t(V));
-      const int32_t t = samplers[i].sample(row);
+      const int32_t t = next[i];
       out[i].tokens.push_back(t);
-      out[i].logprob += log_prob(row, t);
+      out[i].logprob += lp[i];
       tok[i] = t;
       done[i] = (opt.stop_at_eos && cfg.is_eos(t)) || step + 1 == opt.max_new_tokens;
       any = any || !done[i];
     }
     if (!any) break;
-    RSSM_RETURN_IF_ERROR(dec.step(tok, next, logits.data()));
+    RSSM_RETURN_IF_ERROR(dec.step(tok, next));
+    for (size_t i = 0; i < size_t(n); ++i) rows[i] = int32_t(i);
   }
   for (Hypothesis& h : out) h.score = h.logprob / static_cast<double>(std::max<size_t>(h.tokens.size(), 1));
   fill_stats(dec, t0, written0, stats);

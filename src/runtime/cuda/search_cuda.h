@@ -8,8 +8,9 @@
 // A beam step ranks each beam's top 2w log-probabilities, computed on the
 // device (Decoder::top_logprobs), with rank_beams — the CPU search's
 // ranking — then reorder()s the batch so beam j sits in sequence j.
-// Best-of-n copies the rows back for each sample's Sampler (seed + i:
-// top-p needs the whole distribution). A
+// Best-of-n samples on the device (Decoder::sample) with the uniforms of
+// each sample's own Sampler (seed + i), so it draws what the host
+// samplers would, without copying rows back. A
 // sequence without a live beam (after EOS) idles on its own state.
 //
 // SearchStats: decode_s after the prefill; store.state_bytes_peak =
