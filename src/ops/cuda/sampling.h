@@ -15,6 +15,10 @@
 //                    (temperature, top-p nucleus with ties by id), and
 //                    its log-softmax at temperature 1 (log_prob): what a
 //                    sampled step needs, without copying the rows back.
+//                    The masses are summed in another order than the
+//                    CPU's, so a cut or a uniform within rounding of a
+//                    boundary (top_p × an equal row's size a whole number)
+//                    may land one token apart.
 //
 // Shapes are checked before anything touches the device
 // (cudaErrorInvalidValue); rows = 0 is a no-op.
