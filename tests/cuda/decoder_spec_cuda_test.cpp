@@ -253,6 +253,49 @@ TEST_P(CudaSpec, GreedyNgramSpeculationEmitsGreedyDecodingsTokens) {
   }
 }
 
+// Sampled decoding draws on the device with each prompt's Sampler's
+// uniforms: the tokens a host Sampler (seed + i) draws from the same
+// decoder's logits, fed the same way (equal prompts' chunks, then a token
+// per step), in every layout.
+TEST_P(CudaSpec, DeviceSamplingDrawsTheHostSamplersTokens) {
+  const int64_t V = dm_->config().vocab_size;
+  std::mt19937 g(9);
+  std::uniform_int_distribution<int32_t> id(0, int32_t(V - 1));
+  std::vector<std::vector<int32_t>> prompts(3, std::vector<int32_t>(11));
+  for (auto& p : prompts)
+    for (auto& t : p) t = id(g);
+  for (DecodeStrategy s : {DecodeStrategy::kStandard, DecodeStrategy::kReplay, DecodeStrategy::kRecompute}) {
+    cuda::CudaGenerateOptions o;
+    o.max_new_tokens = 24, o.stop_at_eos = false, o.strategy = s, o.window = 8;
+    o.sampling.temperature = 0.9f, o.sampling.top_p = 0.95f, o.sampling.seed = 11;
+    auto got = cuda::generate_batch_cuda(*dm_, prompts, o);
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    cuda::DecoderOptions d;
+    d.strategy = s, d.batch = 3, d.window = 8, d.max_context = cuda::decoder_context(11, o);
+    auto dec = cuda::Decoder::create(*dm_, d);
+    ASSERT_TRUE(dec.ok()) << dec.status().message();
+    std::vector<Sampler> samplers;
+    for (uint64_t i = 0; i < 3; ++i) samplers.emplace_back(SamplingParams{0.9f, 0.95f, 11 + i});
+    std::vector<float> logits(size_t(3 * V));
+    std::vector<int32_t> tok, next(3);
+    for (size_t t = 0; t < 11;) {
+      const size_t T = std::min(size_t((*dec)->max_chunk()), 11 - t);
+      tok.clear();
+      for (const auto& p : prompts) tok.insert(tok.end(), p.begin() + long(t), p.begin() + long(t + T));
+      ASSERT_TRUE((*dec)->step(tok, int(T), next, logits.data()).ok());
+      t += T;
+    }
+    std::vector<std::vector<int32_t>> want(3);
+    for (int k = 0; k < 24; ++k) {
+      tok.assign(3, 0);
+      for (size_t b = 0; b < 3; ++b)
+        want[b].push_back(tok[b] = samplers[b].sample({logits.data() + b * size_t(V), size_t(V)}));
+      if (k + 1 < 24) ASSERT_TRUE((*dec)->step(tok, next, logits.data()).ok());
+    }
+    EXPECT_EQ(got->tokens, want) << cuda::decode_strategy_name(s);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, CudaSpec,
                          ::testing::Values("nemotron_h_tiny", "qwen3_5_tiny", "models/nemotron_h_small",
                                            "models/qwen3_5_small"),

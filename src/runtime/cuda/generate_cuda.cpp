@@ -93,7 +93,7 @@ Result<BatchResult> generate_batch_cuda(Decoder& decoder, std::span<const std::v
     RSSM_ASSIGN_OR_RETURN(sources[size_t(i)], make_draft_source(c, opt.spec, StoreOptions{}, sp, i));
     context[size_t(i)] = prompts[size_t(i)];
   }
-  std::vector<float> logits(sample ? size_t(B * V) * (dopt.spec_tokens > 0 ? size_t(dopt.spec_tokens) : 1) : 0);
+  std::vector<float> logits(sample && dopt.spec_tokens > 0 ? size_t(B * V) * size_t(dopt.spec_tokens) : 0);  // sampled verifies
   std::vector<int32_t> tok, next(static_cast<size_t>(B)), last(static_cast<size_t>(B));
   std::vector<bool> done(static_cast<size_t>(B), false);
   auto is_eos = [&](int32_t id) {
@@ -109,6 +109,21 @@ Result<BatchResult> generate_batch_cuda(Decoder& decoder, std::span<const std::v
     return !done[b];
   };
   auto all_done = [&] { return std::all_of(done.begin(), done.end(), [](bool d) { return d; }); };
+  // Sampled tokens for the sequences `bs` from the last step's rows, drawn
+  // on the device (Decoder::sample) with each sequence's own Sampler's
+  // uniform — the draw Sampler::sample makes, without copying rows back.
+  std::vector<int32_t> rows, drawn;
+  std::vector<double> uniforms, lps;
+  auto draw = [&](const std::vector<size_t>& bs) -> Status {
+    rows.clear(), uniforms.clear();
+    for (size_t b : bs) rows.push_back(int32_t(b)), uniforms.push_back(samplers[b].uniform());
+    drawn.resize(bs.size()), lps.resize(bs.size());
+    RSSM_RETURN_IF_ERROR(dec->sample(opt.sampling.temperature, opt.sampling.top_p, rows, uniforms, drawn, lps));
+    for (size_t i = 0; i < bs.size(); ++i) last[bs[i]] = drawn[i];
+    return {};
+  };
+  std::vector<size_t> every(static_cast<size_t>(B)), ready;
+  for (size_t b = 0; b < size_t(B); ++b) every[b] = b;
   const double start = now_s();
   // The prompts: while every sequence is inside its prompt, whole chunks of
   // it go in one step; after that, one token per step. The last token of
@@ -120,14 +135,16 @@ Result<BatchResult> generate_batch_cuda(Decoder& decoder, std::span<const std::v
     for (size_t b = 0; b < size_t(B); ++b)
       for (size_t i = 0; i < T; ++i)  // a sequence past its prompt feeds what it has chosen
         tok[b * T + i] = t + i < prompts[b].size() ? prompts[b][t + i] : last[b];
-    RSSM_RETURN_IF_ERROR(dec->step(tok, int(T), next, sample ? logits.data() : nullptr));
+    RSSM_RETURN_IF_ERROR(dec->step(tok, int(T), next));
     t += T;
+    ready.clear();
     for (size_t b = 0; b < size_t(B); ++b) {
       if (t < prompts[b].size()) continue;
-      const int32_t id = sample ? samplers[b].sample({logits.data() + b * size_t(V), size_t(V)}) : next[b];
       if (t > prompts[b].size()) emit(b, last[b]);  // a shorter prompt's choice, fed this step
-      last[b] = id;
+      last[b] = next[b];
+      ready.push_back(b);
     }
+    if (sample && !ready.empty()) RSSM_RETURN_IF_ERROR(draw(ready));
   }
   const double prefill_end = now_s();
   // Decoding: last[b] is chosen and not yet fed. Emit it, draft after it,
@@ -154,9 +171,9 @@ Result<BatchResult> generate_batch_cuda(Decoder& decoder, std::span<const std::v
         tok[b * T + i] = i == 0 || k == 0 ? last[b] : drafts[b].tokens[size_t(std::min<int64_t>(i, k) - 1)];
       }
     if (T == 1) {
-      RSSM_RETURN_IF_ERROR(dec->step(tok, 1, next, sample ? logits.data() : nullptr));
-      for (size_t b = 0; b < size_t(B); ++b)
-        last[b] = sample ? samplers[b].sample({logits.data() + b * size_t(V), size_t(V)}) : next[b];
+      RSSM_RETURN_IF_ERROR(dec->step(tok, 1, next));
+      for (size_t b = 0; b < size_t(B); ++b) last[b] = next[b];
+      if (sample) RSSM_RETURN_IF_ERROR(draw(every));
       continue;
     }
     argmax.resize(size_t(B) * T);

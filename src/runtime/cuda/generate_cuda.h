@@ -1,9 +1,10 @@
 // Autoregressive generation on the GPU: generate_batch's contract
 // (decode/generate.h) over a cuda::Decoder — each prompt its own sequence,
 // prefilled and decoded in batched steps until it has max_new_tokens or
-// emits EOS. Greedy picks on the device; sampling (temperature > 0) copies
-// each step's logits back and draws with prompt i's Sampler seeded
-// seed + i, as the CPU path does.
+// emits EOS. Greedy picks on the device; sampling (temperature > 0) draws
+// on the device too (Decoder::sample) with the uniforms of prompt i's
+// Sampler seeded seed + i — the token the CPU path's Sampler would draw
+// from the same logits.
 //
 // Speculation (opt.spec): every live sequence drafts up to spec.tokens
 // tokens (n-gram lookup, a draft model on the CPU store, or a caller's
