@@ -110,8 +110,8 @@ int64_t device_weight_bytes(const ModelConfig& c) { return parameter_count(c) * 
 int64_t estimate_device_run_bytes(const ModelConfig& c, const Config& cfg, const SweepOptions& opt) {
   // Mirrors Decoder::create's buffers, with 4 bytes wherever it uses 2 or 4.
   const bool replay = cfg.strategy == Strategy::kReplay, spec = cfg.workload == Workload::kSpec;
-  // tree: TreeSearchCuda's decoder — kTreeSlotsPerChild × batch slots fed
-  // through verifies of `tree_chunk` rows.
+  // tree: TreeSearchCuda's decoder — kTreeSlotsPerChild × batch slots fed `tree_chunk`
+  // rows at a time.
   const bool tree = cfg.workload == Workload::kTree;
   const double W = static_cast<double>(cfg.window);
   const double B = tree ? static_cast<double>(std::max<int64_t>(3, kTreeSlotsPerChild * cfg.batch))
@@ -134,7 +134,8 @@ int64_t estimate_device_run_bytes(const ModelConfig& c, const Config& cfg, const
                     : restore ? 8.0
                               : 1.0;
   const double T = recompute ? std::max(T0, 4.0) : T0;
-  const double states = recompute ? (forks ? 3.0 : 2.0) : verifies && !replay ? T + 1.0 : forks ? 2.0 : 1.0;
+  // tree: feeds only, so the standard layout keeps no per-draft states.
+  const double states = recompute ? (forks ? 3.0 : 2.0) : spec && !replay ? T + 1.0 : forks ? 2.0 : 1.0;
   const double windows = recompute ? 2.0 : 1.0;
   const bool pending = verifies || recompute;
   // The context of runtime/cuda/bench_decode.cpp's decoder (decoder_context).

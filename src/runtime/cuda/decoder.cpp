@@ -96,7 +96,8 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
   // Standard: a slot per verified token and a spare for fork copies;
   // recompute verifies in place, so only the spare.
   I.recompute = recompute;
-  I.slots_per_seq = replay ? 1 : recompute ? (o.forks ? 2 : 1) : std::max(spec + 1, o.forks ? 2 : 1);
+  const bool per_draft = !replay && !recompute && o.draft_states && spec > 0;
+  I.slots_per_seq = per_draft ? std::max(spec + 1, o.forks ? 2 : 1) : replay ? 1 : (o.forks ? 2 : 1);
   // Replay: a checkpoint slot per sequence, or a pool of twice that which
   // forks share (every sequence in use, and as many folds into fresh ones).
   const int64_t R = I.rows_cap, S = replay && o.forks ? 2 : I.slots_per_seq;
@@ -295,7 +296,7 @@ void Decoder::note_state_peak(int64_t copies) {
   const int64_t B = opt_.batch, state_w = I.mamba_state_w + I.gdn_state_w;
   int64_t now = B * (I.window_w + I.pending_w + I.rewind_w);
   if (opt_.strategy == DecodeStrategy::kStandard)
-    now += (B * (opt_.spec_tokens > 0 ? opt_.spec_tokens + 1 : 1) + copies) * state_w;
+    now += (B * (opt_.spec_tokens > 0 && opt_.draft_states ? opt_.spec_tokens + 1 : 1) + copies) * state_w;
   else if (I.recompute)  // live states and sparse checkpoints
     now += (2 * B + copies) * state_w;
   else
@@ -328,6 +329,50 @@ Status Decoder::reset() {
   return {};
 }
 
+Status Decoder::clear(int64_t b) {
+  Impl& I = *impl_;
+  if (b < 0 || b >= opt_.batch)
+    return invalid_argument("cuda decode: clear: sequence " + std::to_string(b) + " out of range [0, " +
+                            std::to_string(opt_.batch) + ")");
+  if (poisoned_)
+    return invalid_argument("cuda decode: an earlier step failed part-way; the states are undefined until reset()");
+  if (verify_T_ != 0) return invalid_argument("cuda decode: the last verify awaits accept()");
+  const bool replay = opt_.strategy == DecodeStrategy::kReplay;
+  if (I.commit_pending) {  // the other sequences' windows take their accepted rows first
+    RSSM_CU(cudaMemcpyAsync(I.plan, I.plan_host, sizeof(int32_t) * kPlanFields * I.field_len(), cudaMemcpyHostToDevice,
+                            I.stream),
+            "clear");
+    RSSM_RETURN_IF_ERROR(I.commit_windows());
+    I.commit_pending = false;
+  }
+  // Replay: a slot of its own (fresh where others read the old one).
+  const int32_t m_slot = replay ? I.m_pool.fold_target(b) : 0, g_slot = replay ? I.g_pool.fold_target(b) : 0;
+  auto zero = [&](void* base, int64_t index, int64_t bytes) -> Status {
+    if (base == nullptr || bytes == 0) return {};
+    RSSM_CU(cudaMemsetAsync(static_cast<char*>(base) + index * bytes, 0, size_t(bytes), I.stream), "clear");
+    return {};
+  };
+  for (LayerState& L : I.layers) {
+    if (L.state == nullptr) continue;
+    if (replay) {
+      RSSM_RETURN_IF_ERROR(zero(L.state, L.log_k != nullptr ? g_slot : m_slot, L.slot_bytes));
+    } else {
+      RSSM_RETURN_IF_ERROR(zero(L.state, b * I.slots_per_seq + I.cur[size_t(b)], L.slot_bytes));
+      if (I.recompute) RSSM_RETURN_IF_ERROR(zero(L.state, I.sparse_base + b, L.slot_bytes));
+    }
+    RSSM_RETURN_IF_ERROR(zero(L.window, b, L.window_seq_bytes));
+    if (L.ck_window != nullptr) RSSM_RETURN_IF_ERROR(zero(L.ck_window, b, L.window_seq_bytes));
+  }
+  RSSM_CU(cudaStreamSynchronize(I.stream), "clear");
+  if (replay) I.m_pool.folded(b, m_slot), I.g_pool.folded(b, g_slot);
+  pos_[size_t(b)] = 0;
+  I.m_count[size_t(b)] = I.g_count[size_t(b)] = 0;
+  if (I.recompute) I.toks[size_t(b)].clear(), I.ck_pos[size_t(b)] = I.ck_mark[size_t(b)] = 0;
+  state_written_ += I.window_w + I.mamba_state_w + I.gdn_state_w;
+  note_state_peak(0);
+  return {};
+}
+
 int Decoder::max_chunk() const {
   const Impl& I = *impl_;
   int t = opt_.max_chunk;
@@ -355,6 +400,9 @@ Status Decoder::step(std::span<const int32_t> tokens, int T, std::span<int32_t> 
 
 Status Decoder::verify(std::span<const int32_t> tokens, int T, std::span<int32_t> argmax, float* logits) {
   if (opt_.spec_tokens == 0) return invalid_argument("cuda decode: verify needs a decoder created with spec_tokens > 0");
+  if (opt_.strategy == DecodeStrategy::kStandard && !opt_.draft_states)
+    return invalid_argument("cuda decode: verify needs the standard layout's per-draft states (draft_states); this "
+                            "decoder takes feeds only");
   if (T < 2 || T > opt_.spec_tokens)
     return invalid_argument("cuda decode: a verify of " + std::to_string(T) + " tokens per sequence; this decoder takes 2.." +
                             std::to_string(opt_.spec_tokens) + " (spec_tokens)");

@@ -102,6 +102,8 @@ struct DecoderOptions {
   int spec_tokens = 0;         // the most tokens a verify() or feed() takes, 2..8 (replay: ≤ window/2);
                                // 0: no verify (recompute: 0 means 4 — its re-prefills are feeds)
   bool forks = false;          // reorder() allowed (beams, best-of-n): room for shared or copied states
+  bool draft_states = true;    // standard: a state slot per verified token, for verify(); false: feed()
+                               // only (a continuous batch, a tree), no per-draft slots
   bool rewind = false;         // replay: rewind() allowed — each log entry's pre-conv row and the
                                // window at the checkpoint kept (W + K − 1 conv rows per layer)
 };
@@ -200,6 +202,11 @@ class Decoder {
   // Every sequence back to empty: states, checkpoints and conv windows
   // zeroed. Also what makes a decoder usable again after a failed step.
   Status reset();
+  // Sequence b alone back to empty (a new request taking its place in a
+  // continuous batch): its state or checkpoint (replay: a fresh slot where
+  // others read its old one), sparse checkpoint and conv windows zeroed,
+  // its log empty. Not while a verify awaits accept().
+  Status clear(int64_t b);
 
   int64_t folds() const { return folds_; }  // replay steps that folded the log
   // SSM state bytes written since creation, over all sequences: fp32 states
