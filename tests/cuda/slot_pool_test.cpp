@@ -57,5 +57,25 @@ TEST(SlotPool, TwiceTheSequencesCoverAFamilyFoldingTogether) {
   EXPECT_EQ(p.peak_live(), B + 1);
 }
 
+// A family folding once: one member writes a fresh slot, the others join
+// it, and the slot they all read before is free again.
+TEST(SlotPool, AFamilyJoinsTheSlotOneMemberFolds) {
+  cuda::SlotPool p(4, 8);
+  p.share(std::vector<int32_t>{2, 2, 2, 3});
+  EXPECT_EQ(p.refs(2), 3);
+  EXPECT_EQ(p.live(), 2);
+  const int32_t t = p.fold_target(0);
+  EXPECT_NE(t, 2);
+  EXPECT_EQ(p.live(), 3) << "reserved";
+  p.folded(0, t);
+  p.move_to(1, t);
+  p.move_to(2, t);
+  EXPECT_EQ(p.refs(t), 3);
+  EXPECT_EQ(p.refs(2), 0);
+  EXPECT_EQ(p.live(), 2) << "the old slot free";
+  for (int64_t b = 0; b < 3; ++b) EXPECT_EQ(p.slot(b), t);
+  EXPECT_EQ(p.slot(3), 3);
+}
+
 }  // namespace
 }  // namespace replayssm

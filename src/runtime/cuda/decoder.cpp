@@ -105,7 +105,10 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
   I.sparse_base = B * S;
   I.state_slots = B * S + (recompute ? B : 0) + (replay ? 0 : 1);
   I.scratch_slot = int32_t(I.state_slots - 1);
-  I.toks.assign(size_t(B), {}), I.ck_pos.assign(size_t(B), 0), I.ck_mark.assign(size_t(B), 0);
+  // Each sequence's tokens: recompute re-runs them; replay with forks
+  // groups its families' folds by them.
+  if (recompute || (replay && o.forks)) I.toks.assign(size_t(B), {});
+  I.ck_pos.assign(size_t(B), 0), I.ck_mark.assign(size_t(B), 0);
   dec->pos_.assign(size_t(B), 0);
   I.m_count.assign(size_t(B), 0), I.g_count.assign(size_t(B), 0), I.cur.assign(size_t(B), 0);
   I.m_folded.assign(size_t(B), 0), I.g_folded.assign(size_t(B), 0);
@@ -367,7 +370,8 @@ Status Decoder::clear(int64_t b) {
   if (replay) I.m_pool.folded(b, m_slot), I.g_pool.folded(b, g_slot);
   pos_[size_t(b)] = 0;
   I.m_count[size_t(b)] = I.g_count[size_t(b)] = 0;
-  if (I.recompute) I.toks[size_t(b)].clear(), I.ck_pos[size_t(b)] = I.ck_mark[size_t(b)] = 0;
+  if (!I.toks.empty()) I.toks[size_t(b)].clear();
+  I.ck_pos[size_t(b)] = I.ck_mark[size_t(b)] = 0;
   state_written_ += I.window_w + I.mamba_state_w + I.gdn_state_w;
   note_state_peak(0);
   return {};
@@ -465,11 +469,11 @@ Status Decoder::accept_rows(std::span<const int32_t> accepted, bool masked) {
     } else if (!masked && !I.recompute) {  // the state after the last accepted token is in the verify's slot for it
       I.cur[size_t(b)] = (I.cur[size_t(b)] + a) % I.slots_per_seq;
     }
-    if (I.recompute) {
+    if (!I.toks.empty()) {
       const int32_t* row = I.host_field(kTokens) + b * T;
       I.toks[size_t(b)].insert(I.toks[size_t(b)].end(), row, row + a);
-      if (!masked && a < T) rerun[size_t(b)] = pos_[size_t(b)], any_rerun = true;
     }
+    if (I.recompute && !masked && a < T) rerun[size_t(b)] = pos_[size_t(b)], any_rerun = true;
     I.host_field(kCommitRows)[b] = int32_t(b * T);
     I.host_field(kCommitCount)[b] = a;
   }
@@ -506,11 +510,77 @@ Status Decoder::run(std::span<const int32_t> tokens, int T, bool verify, std::sp
   // verify's entries are not committed, so those move to the front.
   const int need = std::max(opt_.spec_tokens, 1);
   bool fold = false;
+  // Per kind (Mamba2, GDN), what each sequence's fold does: entries folded
+  // into `target` (written only where `write`), entries moved to the front,
+  // how far its checkpoint advances, and its log's length after the step.
+  struct KindPlan {
+    std::vector<int> fold_n, move_from, move_n, roll, after;
+    std::vector<char> folds, write;
+    std::vector<int32_t> target, join;  // join: a family member's new slot (−1: none)
+  };
+  KindPlan kp[2];
+  for (int k = 0; k < 2; ++k) {
+    const bool mamba = k == 0;
+    const bool has = mamba ? I.has_mamba : I.has_gdn;
+    const std::vector<int>& cnt = mamba ? I.m_count : I.g_count;
+    SlotPool& pool = mamba ? I.m_pool : I.g_pool;
+    KindPlan& P = kp[k];
+    P.fold_n.assign(size_t(B), 0), P.move_from.assign(size_t(B), 0), P.move_n.assign(size_t(B), 0);
+    P.roll.assign(size_t(B), 0), P.after.assign(size_t(B), 0), P.folds.assign(size_t(B), 0);
+    P.write.assign(size_t(B), 0), P.target.assign(size_t(B), -1), P.join.assign(size_t(B), -1);
+    for (int64_t b = 0; b < B; ++b) {
+      const int c = cnt[size_t(b)];
+      P.move_from[size_t(b)] = c;
+      P.after[size_t(b)] = c + T;
+      if (!(replay && has && c + T + need > W)) continue;
+      fold = true;
+      P.folds[size_t(b)] = 1;
+      // AR Mamba2 folds everything; a verify its committed prefix; GDN its
+      // prefix (the step's u are only known after the pass) — the rest move
+      // to the front.
+      const int n = mamba && !verify ? c + T : c;
+      P.fold_n[size_t(b)] = P.roll[size_t(b)] = n;
+      P.move_n[size_t(b)] = c + T - n;
+      P.after[size_t(b)] = c + T - n;
+    }
+    // Families (plain steps of forked sequences): sequences reading one
+    // checkpoint whose logs agree on their oldest entries fold those once,
+    // into one new checkpoint they all read, and keep the rest (at least
+    // W/2) — instead of each writing its own. Beams that parted recently
+    // keep sharing a state.
+    if (!replay || verify || !has || I.toks.empty()) continue;
+    const int keep = std::max(T, W / 2);
+    std::map<std::pair<int32_t, int>, std::vector<int64_t>> groups;  // (slot, entries) → sequences
+    for (int64_t b = 0; b < B; ++b)
+      if (P.folds[size_t(b)] && pool.refs(pool.slot(b)) > 1) groups[{pool.slot(b), cnt[size_t(b)]}].push_back(b);
+    for (auto& [key, members] : groups) {
+      const int n = key.second + T, d = n - keep;
+      if (members.size() < 2 || d < 1) continue;
+      std::map<std::vector<int32_t>, std::vector<int64_t>> fams;  // by the tokens of the entries folded
+      for (int64_t b : members) {
+        const std::vector<int32_t>& t = I.toks[size_t(b)];
+        const int64_t c0 = pos_[size_t(b)] - key.second;
+        fams[std::vector<int32_t>(t.begin() + c0, t.begin() + c0 + d)].push_back(b);
+      }
+      for (auto& [prefix, fam] : fams) {
+        if (fam.size() < 2) continue;
+        const int32_t target = pool.fold_target(fam[0]);
+        for (size_t i = 0; i < fam.size(); ++i) {
+          const int64_t b = fam[i];
+          P.fold_n[size_t(b)] = i == 0 ? d : 0;  // the first writes, the others read what it wrote
+          P.roll[size_t(b)] = d;
+          P.move_from[size_t(b)] = d;
+          P.move_n[size_t(b)] = keep;
+          P.after[size_t(b)] = keep;
+          P.target[size_t(b)] = target;
+          if (i > 0) P.join[size_t(b)] = target;
+        }
+      }
+    }
+  }
   for (int64_t b = 0; b < B; ++b) {
     const int m = I.m_count[size_t(b)], g = I.g_count[size_t(b)];
-    const bool m_fold = replay && I.has_mamba && m + T + need > W;
-    const bool g_fold = replay && I.has_gdn && g + T + need > W;
-    fold = fold || m_fold || g_fold;
+    const bool m_fold = kp[0].folds[size_t(b)], g_fold = kp[1].folds[size_t(b)];
     I.m_folded[size_t(b)] = m_fold, I.g_folded[size_t(b)] = g_fold;
     const int64_t pos = pos_[size_t(b)];
     for (int t = 0; t < T; ++t) {
@@ -535,23 +605,29 @@ Status Decoder::run(std::span<const int32_t> tokens, int T, bool verify, std::sp
     I.host_field(kCuRows)[b] = int32_t(b * T);
     if (replay) {  // a fold writes in place unless another sequence reads the checkpoint
       I.host_field(kMSlot)[b] = I.m_pool.slot(b), I.host_field(kGSlot)[b] = I.g_pool.slot(b);
-      I.host_field(kMFoldSlot)[b] = m_fold ? I.m_pool.fold_target(b) : I.m_pool.slot(b);
-      I.host_field(kGFoldSlot)[b] = g_fold ? I.g_pool.fold_target(b) : I.g_pool.slot(b);
+      for (int k = 0; k < 2; ++k) {
+        KindPlan& P = kp[k];
+        SlotPool& pool = k == 0 ? I.m_pool : I.g_pool;
+        if (P.folds[size_t(b)] && P.target[size_t(b)] < 0) P.target[size_t(b)] = pool.fold_target(b);
+        P.write[size_t(b)] = P.fold_n[size_t(b)] > 0;
+        I.host_field(k == 0 ? kMFoldSlot : kGFoldSlot)[b] = P.target[size_t(b)] >= 0 ? P.target[size_t(b)] : pool.slot(b);
+      }
     } else {
       const int32_t slot = int32_t(b * S + I.cur[size_t(b)]);
       I.host_field(kMSlot)[b] = I.host_field(kGSlot)[b] = I.host_field(kMFoldSlot)[b] = I.host_field(kGFoldSlot)[b] = slot;
     }
     I.host_field(kWinSlot)[b] = int32_t(b);
     I.host_field(kMLog)[b] = replay ? m + T : T;
-    // Standard chunks fold all their T entries; replay folds its prefix, or
-    // everything under AR.
-    I.host_field(kMFold)[b] = replay ? (m_fold ? (verify ? m : m + T) : 0) : T;
-    I.host_field(kMMoveFrom)[b] = m;
-    I.host_field(kMMoveCount)[b] = m_fold && verify ? T : 0;
+    // Standard chunks fold all their T entries in place.
+    I.host_field(kMFold)[b] = replay ? kp[0].fold_n[size_t(b)] : T;
+    I.host_field(kMMoveFrom)[b] = kp[0].move_from[size_t(b)];
+    I.host_field(kMMoveCount)[b] = kp[0].move_n[size_t(b)];
+    I.host_field(kMRoll)[b] = kp[0].roll[size_t(b)];
     I.host_field(kGLog)[b] = g + T;
-    I.host_field(kGFold)[b] = g_fold ? g : 0;
-    I.host_field(kGMoveFrom)[b] = g;
-    I.host_field(kGMoveCount)[b] = g_fold ? T : 0;
+    I.host_field(kGFold)[b] = kp[1].fold_n[size_t(b)];
+    I.host_field(kGMoveFrom)[b] = kp[1].move_from[size_t(b)];
+    I.host_field(kGMoveCount)[b] = kp[1].move_n[size_t(b)];
+    I.host_field(kGRoll)[b] = kp[1].roll[size_t(b)];
   }
   I.host_field(kCuRows)[B] = int32_t(B * T);
   // From the first launch on, a failure leaves the device part-way through
@@ -566,14 +642,19 @@ Status Decoder::run(std::span<const int32_t> tokens, int T, bool verify, std::sp
   I.commit_pending = false;
   if (fold) ++folds_;
   if (replay)
-    for (int64_t b = 0; b < B; ++b) {
-      if (I.m_folded[size_t(b)]) I.m_pool.folded(b, I.host_field(kMFoldSlot)[b]);
-      if (I.g_folded[size_t(b)]) I.g_pool.folded(b, I.host_field(kGFoldSlot)[b]);
+    for (int k = 0; k < 2; ++k) {
+      SlotPool& pool = k == 0 ? I.m_pool : I.g_pool;
+      for (int64_t b = 0; b < B; ++b) {  // the writers first: a family's members then join their slot
+        if (!kp[k].folds[size_t(b)] || kp[k].join[size_t(b)] >= 0) continue;
+        pool.folded(b, I.host_field(k == 0 ? kMFoldSlot : kGFoldSlot)[b]);
+      }
+      for (int64_t b = 0; b < B; ++b)
+        if (kp[k].join[size_t(b)] >= 0) pool.move_to(b, kp[k].join[size_t(b)]);
     }
   note_state_peak(0);
   // A fold with options.rewind also rolls the checkpoint's conv windows.
   for (int64_t b = 0; b < B; ++b)
-    state_written_ += I.window_w + (replay ? I.m_folded[size_t(b)] * I.mamba_state_w + I.g_folded[size_t(b)] * I.gdn_state_w +
+    state_written_ += I.window_w + (replay ? kp[0].write[size_t(b)] * I.mamba_state_w + kp[1].write[size_t(b)] * I.gdn_state_w +
                                                  (opt_.rewind && (I.m_folded[size_t(b)] || I.g_folded[size_t(b)])) * I.window_w
                                            : (verify ? T : 1) * (I.mamba_state_w + I.gdn_state_w));
   if (verify) {
@@ -584,11 +665,8 @@ Status Decoder::run(std::span<const int32_t> tokens, int T, bool verify, std::sp
   for (int64_t b = 0; b < B; ++b) {
     next[size_t(b)] = I.next_host[opt_.all_logits ? b * T + T - 1 : b];
     pos_[size_t(b)] += T;
-    if (replay) {
-      I.m_count[size_t(b)] = I.m_folded[size_t(b)] ? 0 : I.m_count[size_t(b)] + T;
-      I.g_count[size_t(b)] = I.g_folded[size_t(b)] ? T : I.g_count[size_t(b)] + T;
-    }
-    if (I.recompute) I.toks[size_t(b)].insert(I.toks[size_t(b)].end(), tokens.begin() + b * T, tokens.begin() + b * T + T);
+    if (replay) I.m_count[size_t(b)] = kp[0].after[size_t(b)], I.g_count[size_t(b)] = kp[1].after[size_t(b)];
+    if (!I.toks.empty()) I.toks[size_t(b)].insert(I.toks[size_t(b)].end(), tokens.begin() + b * T, tokens.begin() + b * T + T);
   }
   return note_checkpoints();
 }

@@ -14,7 +14,7 @@ Status Decoder::Impl::run_mamba2(const DeviceBlock& blk, LayerState& L, int T, b
   const bool replay = opt.strategy == DecodeStrategy::kReplay;
   RSSM_CU(gemm->linear(xn, Hd, rows, blk.in.w, width, Hd, blk.in.b, proj, width, false), "Mamba2 in_proj");
   if (L.conv_log != nullptr)
-    RSSM_RETURN_IF_ERROR(keep_conv_rows(L, T, fold, C, mc.conv_width, HP, width, kMEntry, kMFold, kMMoveFrom, kMMoveCount));
+    RSSM_RETURN_IF_ERROR(keep_conv_rows(L, T, fold, C, mc.conv_width, HP, width, kMEntry, kMRoll, kMMoveFrom, kMMoveCount));
   const uint16_t* xbc = nullptr;
   int64_t ldxbc = 0;
   RSSM_RETURN_IF_ERROR(run_conv(blk, L, T, verify, C, mc.conv_width, HP, width, &xbc, &ldxbc));
@@ -45,9 +45,10 @@ Status Decoder::Impl::run_mamba2(const DeviceBlock& blk, LayerState& L, int T, b
     a.max_fold = a.fold != nullptr ? a.W : 0;
     a.scratch = mamba_scratch;
     RSSM_CU(oc::mamba2_replay_cuda(a, stream), "Mamba2 replay");
-    if (replay && fold && verify) {
-      // A verify folds only the committed prefix: its T entries move to the
-      // front of the log (kMMoveCount is 0 where the log did not fold).
+    if (replay && fold) {
+      // A verify folds only the committed prefix, a family its shared
+      // oldest entries: the rest move to the front of the log (kMMoveCount
+      // is 0 where the log did not fold, or folded whole).
       oc::LogMoveArgs mv;
       mv.batch = B, mv.W = opt.window, mv.from = field(kMMoveFrom), mv.count = field(kMMoveCount);
       mv.array[0] = L.log_x, mv.width[0] = HP;
@@ -116,7 +117,7 @@ Status Decoder::Impl::run_gdn(const DeviceBlock& blk, LayerState& L, int T, bool
   const bool replay = opt.strategy == DecodeStrategy::kReplay;
   RSSM_CU(gemm->linear(xn, Hd, rows, blk.in.w, width, Hd, blk.in.b, proj, width, false), "GDN in_proj");
   if (L.conv_log != nullptr)
-    RSSM_RETURN_IF_ERROR(keep_conv_rows(L, T, fold, C, g.conv_width, 0, width, kGEntry, kGFold, kGMoveFrom, kGMoveCount));
+    RSSM_RETURN_IF_ERROR(keep_conv_rows(L, T, fold, C, g.conv_width, 0, width, kGEntry, kGRoll, kGMoveFrom, kGMoveCount));
   const uint16_t* qkv = nullptr;
   int64_t ldqkv = 0;
   RSSM_RETURN_IF_ERROR(run_conv(blk, L, T, verify, C, g.conv_width, 0, width, &qkv, &ldqkv));

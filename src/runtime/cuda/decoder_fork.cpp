@@ -89,7 +89,8 @@ Status Decoder::reorder(std::span<const int32_t> parent) {
     pos_[size_t(b)] = pos[size_t(p)], I.m_count[size_t(b)] = mc[size_t(p)], I.g_count[size_t(b)] = gc[size_t(p)];
     if (!replay && p != b) I.cur[size_t(b)] = (I.cur[size_t(b)] + 1) % S;
   }
-  if (I.recompute) {  // a child takes its parent's tokens, not its sparse checkpoint: none until the next multiple of W
+  if (!I.toks.empty()) {  // recompute: a child takes its parent's tokens, not its sparse checkpoint (none until
+                         // its next multiple of W)
     const std::vector<std::vector<int32_t>> toks = I.toks;
     for (int64_t b = 0; b < B; ++b)
       if (parent[size_t(b)] != b)

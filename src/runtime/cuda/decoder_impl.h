@@ -64,6 +64,9 @@ enum PlanField {
   // recompute: per sequence, a live state ↔ sparse checkpoint copy (1 or
   // 0), its state slots and conv window blocks from and to.
   kCkOne, kCkFrom, kCkTo, kCkWinFrom, kCkWinTo,
+  // How far each sequence's checkpoint advances this step (Mamba2, GDN):
+  // its fold, or its family's (options.rewind rolls the checkpoint window so far).
+  kMRoll, kGRoll,
   kPlanFields
 };
 
@@ -135,7 +138,8 @@ struct Decoder::Impl {
   int64_t state_slots = 0, sparse_base = 0;
   int32_t scratch_slot = 0;
   bool recompute = false;
-  // recompute: each sequence's tokens, its sparse checkpoint's position
+  // Each sequence's tokens (recompute; replay with forks — empty otherwise);
+  // recompute: its sparse checkpoint's position
   // (−1: none since a fork) and the position whose multiple of W the next
   // checkpoint must pass.
   std::vector<std::vector<int32_t>> toks;

@@ -52,6 +52,7 @@ Status Decoder::rewind(std::span<const int64_t> length) {
   for (int64_t b = 0; b < B; ++b) {
     const int back = int(pos_[size_t(b)] - length[size_t(b)]);
     pos_[size_t(b)] = length[size_t(b)];
+    if (!I.toks.empty()) I.toks[size_t(b)].resize(size_t(length[size_t(b)]));
     if (I.has_mamba) I.m_count[size_t(b)] -= back;
     if (I.has_gdn) I.g_count[size_t(b)] -= back;
     I.host_field(kRewindM)[b] = I.m_count[size_t(b)], I.host_field(kRewindG)[b] = I.g_count[size_t(b)];

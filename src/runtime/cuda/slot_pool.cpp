@@ -46,6 +46,14 @@ void SlotPool::folded(int64_t b, int32_t target) {
   slot_[size_t(b)] = target;
 }
 
+void SlotPool::move_to(int64_t b, int32_t slot) {
+  const int32_t s = slot_[size_t(b)];
+  if (slot == s) return;
+  ++refs_[size_t(slot)];
+  if (--refs_[size_t(s)] == 0) free_.push_back(s);
+  slot_[size_t(b)] = slot;
+}
+
 // A slot is either free or read or reserved: no count over the slots.
 int64_t SlotPool::live() const { return slots_ - int64_t(free_.size()); }
 

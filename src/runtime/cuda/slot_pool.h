@@ -28,6 +28,12 @@ class SlotPool {
   int32_t fold_target(int64_t b);
   void folded(int64_t b, int32_t target);
 
+  // Sequences reading `slot` (or reserving it for a fold).
+  int32_t refs(int32_t slot) const { return refs_[size_t(slot)]; }
+  // Sequence b reads `slot` from now on (a family member joining the
+  // checkpoint another member folded).
+  void move_to(int64_t b, int32_t slot);
+
   int64_t live() const;  // slots read by a sequence or reserved for a fold
   int64_t peak_live() const { return peak_; }
 
