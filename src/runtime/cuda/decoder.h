@@ -63,7 +63,10 @@
 //   replay   — a moved sequence reads its parent's checkpoint slot
 //              (refcounted, slot_pool.h) and copies only the parent's log
 //              entries; a fold writes in place only when no other sequence
-//              reads the slot, else into a free one (a pool of 2 × batch).
+//              reads the slot, else into a free one (a pool of 2 × batch);
+//              on a plain step, readers of one slot whose oldest entries
+//              come from the same tokens fold those once, into one slot
+//              they all read (family folds), and keep the rest.
 // Both copy the conv window and the K/V rows (no shared K/V pages yet).
 //
 // Going back (options.rewind, replay layout): rewind() takes sequences
