@@ -96,7 +96,19 @@ struct SweepRun {
   std::vector<ConfigResult> results;
   int64_t weights = 0;
 };
-SweepRun sweep(const Model& model, const SweepOptions& opt, const Axes& a) {
+// A short sweep's options (one warm-up) and axes (W = 16).
+SweepOptions short_run(int64_t prompt_tokens, int64_t new_tokens, int runs = 1) {
+  SweepOptions opt;
+  opt.prompt_tokens = prompt_tokens, opt.new_tokens = new_tokens, opt.runs = runs, opt.warmup = 1;
+  return opt;
+}
+Axes axes(std::vector<Workload> workloads, std::vector<Strategy> strategies, int64_t batch) {
+  Axes a;
+  a.workloads = std::move(workloads), a.strategies = std::move(strategies), a.batches = {batch}, a.windows = {16};
+  return a;
+}
+
+SweepRun sweep(const Model& model, const SweepOptions& opt, const Axes& a, bool whole_log = true) {
   SweepRun out;
   auto runner = cuda::BenchDecodeRunner::create(model, opt, kPresetSeed);
   EXPECT_TRUE(runner.ok()) << runner.status().message();
@@ -104,7 +116,7 @@ SweepRun sweep(const Model& model, const SweepOptions& opt, const Axes& a) {
   out.weights = (*runner)->weights_bytes();
   Progress progress(false);
   SweepCost cost;
-  auto res = run_sweep(**runner, out.weights, enumerate_configs(a, DraftKind::kOracle), progress, &cost);
+  auto res = run_sweep(**runner, out.weights, enumerate_configs(a, DraftKind::kOracle, whole_log), progress, &cost);
   EXPECT_TRUE(res.ok()) << res.status().message();
   if (res.ok()) out.results = std::move(res).value();
   return out;
@@ -127,16 +139,8 @@ TEST(BenchDecodeCuda, SpecSweepAcceptsOracleDrafts) {
   auto model = Model::load(test::fixture("models/nemotron_h_small"));
   ASSERT_TRUE(model.ok()) << model.status().message();
   const ModelConfig* cfg = &(*model)->config();
-  SweepOptions opt;
-  opt.prompt_tokens = 24;
-  opt.new_tokens = 40;
-  opt.runs = 1;
-  opt.warmup = 1;
-  Axes a;
-  a.workloads = {Workload::kSpec};
-  a.strategies = {Strategy::kReplay, Strategy::kSnapshot};
-  a.batches = {2};
-  a.windows = {16};
+  const SweepOptions opt = short_run(24, 40);
+  Axes a = axes({Workload::kSpec}, {Strategy::kReplay, Strategy::kSnapshot}, 2);
   a.spec_ts = {4};
   a.accuracies = {1.0, 0.0};
   const SweepRun run = sweep(**model, opt, a);
@@ -170,16 +174,8 @@ TEST(BenchDecodeCuda, TinyBeamAndBestOfNSweep) {
   if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
   const std::unique_ptr<Model> model = tiny_model();
   ASSERT_NE(model, nullptr);
-  SweepOptions opt;
-  opt.prompt_tokens = 16;
-  opt.new_tokens = 48;
-  opt.runs = 1;
-  opt.warmup = 1;
-  Axes a;
-  a.workloads = {Workload::kBeam, Workload::kBestOfN};
-  a.strategies = {Strategy::kReplay, Strategy::kSnapshot};
-  a.batches = {4};
-  a.windows = {16};
+  const SweepOptions opt = short_run(16, 48);
+  Axes a = axes({Workload::kBeam, Workload::kBestOfN}, {Strategy::kReplay, Strategy::kSnapshot}, 4);
   const SweepRun run = sweep(*model, opt, a);
   const std::vector<ConfigResult>* res = &run.results;
   ASSERT_EQ(res->size(), 4u);
@@ -203,16 +199,8 @@ TEST(BenchDecodeCuda, TinyTreeSweep) {
   if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
   const std::unique_ptr<Model> model = tiny_model();
   ASSERT_NE(model, nullptr);
-  SweepOptions opt;
-  opt.prompt_tokens = 16;
-  opt.new_tokens = 24;
-  opt.runs = 1;
-  opt.warmup = 1;
-  Axes a;
-  a.workloads = {Workload::kTree};
-  a.strategies = {Strategy::kReplay, Strategy::kSnapshot};
-  a.batches = {2};
-  a.windows = {16};
+  const SweepOptions opt = short_run(16, 24);
+  Axes a = axes({Workload::kTree}, {Strategy::kReplay, Strategy::kSnapshot}, 2);
   const SweepRun run = sweep(*model, opt, a);
   const std::vector<ConfigResult>* res = &run.results;
   ASSERT_EQ(res->size(), 2u);
@@ -237,27 +225,9 @@ TEST(BenchDecodeCuda, TinyRestoreSweepTakesBothPaths) {
   if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
   const std::unique_ptr<Model> model = tiny_model();
   ASSERT_NE(model, nullptr);
-  SweepOptions opt;
-  opt.prompt_tokens = 16;
-  opt.new_tokens = 30;
-  opt.runs = 2;
-  opt.warmup = 1;
-  Axes a;
-  a.workloads = {Workload::kRestore};
-  a.strategies = {Strategy::kReplay, Strategy::kSnapshot, Strategy::kRecompute};
-  a.batches = {2};
-  a.windows = {16};
-  SweepRun run;
-  {
-    auto runner = cuda::BenchDecodeRunner::create(*model, opt, kPresetSeed);
-    ASSERT_TRUE(runner.ok()) << runner.status().message();
-    run.weights = (*runner)->weights_bytes();
-    Progress progress(false);
-    SweepCost cost;
-    auto res = run_sweep(**runner, run.weights, enumerate_configs(a, DraftKind::kOracle, false), progress, &cost);
-    ASSERT_TRUE(res.ok()) << res.status().message();
-    run.results = std::move(res).value();
-  }
+  const SweepOptions opt = short_run(16, 30, 2);
+  Axes a = axes({Workload::kRestore}, {Strategy::kReplay, Strategy::kSnapshot, Strategy::kRecompute}, 2);
+  const SweepRun run = sweep(*model, opt, a, /*whole_log=*/false);  // cuda keeps the log since the checkpoint
   ASSERT_EQ(run.results.size(), 3u);
   const int64_t L = opt.prompt_tokens + opt.new_tokens;
   for (const ConfigResult& r : run.results) {

@@ -42,16 +42,10 @@ using test::fixture;
 // on the very bf16 matrices the device holds (what remains is activation
 // rounding), and against transformers through the greedy tokens.
 using test::kLogitTol;
-// The tiny fixtures' measured worst ratio grows with the prompt, to 13 at 70
-// tokens on nemotron_h_tiny (3 on qwen3_5_tiny) in both layouts alike: the
-// drift of bf16 activations through their recurrences. This bound only
-// catches gross errors there; the trained models below are held tightly.
-constexpr float kFixtureRatio = 25.0f;
-// Measured on the H200: 2.0 (nemotron_h_small) and 2.03 (qwen3_5_small),
-// the same in both layouts.
-constexpr float kTrainedRatio = 3.0f;
+using test::kFixtureRatio;
+using test::kGreedyGap;
+using test::kTrainedRatio;
 constexpr float kClearGap = 0.5f;  // the CPU's top-2 gap above which the argmax must agree
-constexpr double kGreedyGap = 0.15;  // top-2 gaps below this may flip under bf16
 
 // |Δ| / (kLogitTol·(1 + |ref|)), the worst over a prompt's positions.
 float worst_ratio(const std::vector<std::vector<float>>& got, const std::vector<std::vector<float>>& ref) {

@@ -27,8 +27,8 @@ namespace {
 using cuda::DecodeStrategy;
 using test::fixture;
 
-constexpr float kFixtureRatio = 25.0f;  // as decoder_cuda_test.cpp
-constexpr float kTrainedRatio = 3.0f;
+using test::kFixtureRatio;
+using test::kTrainedRatio;
 
 struct ForkCase {
   DecodeStrategy strategy;

@@ -23,8 +23,8 @@ namespace {
 
 using cuda::DecodeStrategy;
 
-constexpr float kFixtureRatio = 25.0f;  // as decoder_cuda_test.cpp
-constexpr float kTrainedRatio = 3.0f;
+using test::kFixtureRatio;
+using test::kTrainedRatio;
 
 struct RewindCase {
   DecodeStrategy strategy;

@@ -32,12 +32,9 @@ using test::fixture;
 using test::stepped;
 using test::worst_row_ratio;
 
-// As decoder_cuda_test.cpp: the tiny fixtures amplify bf16 rounding (a
-// chunked pass sums in another order than single steps), the trained
-// models do not.
-constexpr float kFixtureRatio = 25.0f;
-constexpr float kTrainedRatio = 3.0f;
-constexpr double kGreedyGap = 0.15;
+using test::kFixtureRatio;
+using test::kGreedyGap;
+using test::kTrainedRatio;
 
 struct SpecCase {
   DecodeStrategy strategy;

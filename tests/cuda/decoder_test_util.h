@@ -20,6 +20,17 @@
 namespace replayssm::test {
 
 constexpr float kLogitTol = 6e-2f;
+// Worst |Δ| / (kLogitTol·(1 + |ref|)) the decoder tests allow. The tiny
+// fixtures' measured worst grows with the prompt, to 13 at 70 tokens on
+// nemotron_h_tiny (3 on qwen3_5_tiny) in every layout alike: the drift of
+// bf16 activations through their recurrences, so this bound only catches
+// gross errors there; the trained models are held tightly (measured 2.0
+// and 2.03 on the H200).
+constexpr float kFixtureRatio = 25.0f;
+constexpr float kTrainedRatio = 3.0f;
+// Top-2 gaps below this may flip under bf16 (a chunked pass sums in
+// another order than single steps).
+constexpr double kGreedyGap = 0.15;
 
 // Tests over models: GetParam() names a tests/data fixture or
 // "models/NAME" (an embedded trained model); SetUp loads it and places it

@@ -23,7 +23,7 @@ namespace {
 
 using cuda::DecodeStrategy;
 
-constexpr double kGreedyGap = 0.15;  // as decoder_spec_cuda_test.cpp
+using test::kGreedyGap;
 
 using CudaEngine = test::DeviceModelTest;
 

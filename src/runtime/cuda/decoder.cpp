@@ -332,14 +332,19 @@ Status Decoder::reset() {
   return {};
 }
 
+Status Decoder::check_ready() const {
+  if (poisoned_)
+    return invalid_argument("cuda decode: an earlier step failed part-way; the states are undefined until reset()");
+  if (verify_T_ != 0) return invalid_argument("cuda decode: the last verify awaits accept()");
+  return {};
+}
+
 Status Decoder::clear(int64_t b) {
   Impl& I = *impl_;
   if (b < 0 || b >= opt_.batch)
     return invalid_argument("cuda decode: clear: sequence " + std::to_string(b) + " out of range [0, " +
                             std::to_string(opt_.batch) + ")");
-  if (poisoned_)
-    return invalid_argument("cuda decode: an earlier step failed part-way; the states are undefined until reset()");
-  if (verify_T_ != 0) return invalid_argument("cuda decode: the last verify awaits accept()");
+  RSSM_RETURN_IF_ERROR(check_ready());
   const bool replay = opt_.strategy == DecodeStrategy::kReplay;
   if (I.commit_pending) {  // the other sequences' windows take their accepted rows first
     RSSM_CU(cudaMemcpyAsync(I.plan, I.plan_host, sizeof(int32_t) * kPlanFields * I.field_len(), cudaMemcpyHostToDevice,
@@ -487,9 +492,7 @@ Status Decoder::accept_rows(std::span<const int32_t> accepted, bool masked) {
 Status Decoder::run(std::span<const int32_t> tokens, int T, bool verify, std::span<int32_t> next, float* logits) {
   Impl& I = *impl_;
   const int64_t B = opt_.batch, V = I.m.config().vocab_size;
-  if (poisoned_)
-    return invalid_argument("cuda decode: an earlier step failed part-way; the states are undefined until reset()");
-  if (verify_T_ != 0) return invalid_argument("cuda decode: the last verify awaits accept()");
+  RSSM_RETURN_IF_ERROR(check_ready());
   if (int64_t(tokens.size()) != B * T)
     return invalid_argument("cuda decode: a step takes " + std::to_string(T) + " token(s) per sequence (" +
                             std::to_string(B * T) + " in all), got " + std::to_string(tokens.size()));

@@ -243,6 +243,9 @@ class Decoder {
   // recompute: a sparse checkpoint for each sequence that passed a multiple of W.
   Status note_checkpoints();
   Status accept_rows(std::span<const int32_t> accepted, bool masked);
+  // What a step, fork, rewind or clear needs first: no failed step, no
+  // verify awaiting accept().
+  Status check_ready() const;
   // step() and verify(): the plan, the launches, the wait.
   Status run(std::span<const int32_t> tokens, int T, bool verify, std::span<int32_t> next, float* logits);
   Status launch_step(int T, bool fold, bool verify, bool commit, float* logits);

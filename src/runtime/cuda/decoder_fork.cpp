@@ -8,9 +8,7 @@ Status Decoder::reorder(std::span<const int32_t> parent) {
   Impl& I = *impl_;
   const int64_t B = opt_.batch;
   if (!opt_.forks) return invalid_argument("cuda decode: reorder needs a decoder created with forks");
-  if (poisoned_)
-    return invalid_argument("cuda decode: an earlier step failed part-way; the states are undefined until reset()");
-  if (verify_T_ != 0) return invalid_argument("cuda decode: the last verify awaits accept()");
+  RSSM_RETURN_IF_ERROR(check_ready());
   if (int64_t(parent.size()) != B)
     return invalid_argument("cuda decode: reorder takes a parent per sequence (" + std::to_string(B) + "), got " +
                             std::to_string(parent.size()));

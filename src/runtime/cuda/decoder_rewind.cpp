@@ -27,9 +27,7 @@ Status Decoder::rewind(std::span<const int64_t> length) {
   const int64_t B = opt_.batch;
   if (!opt_.rewind && !I.recompute)
     return invalid_argument("cuda decode: rewind needs the recompute layout, or the replay layout created with rewind");
-  if (poisoned_)
-    return invalid_argument("cuda decode: an earlier step failed part-way; the states are undefined until reset()");
-  if (verify_T_ != 0) return invalid_argument("cuda decode: the last verify awaits accept()");
+  RSSM_RETURN_IF_ERROR(check_ready());
   if (int64_t(length.size()) != B)
     return invalid_argument("cuda decode: rewind takes a length per sequence (" + std::to_string(B) + "), got " +
                             std::to_string(length.size()));
