@@ -3,22 +3,28 @@
 #
 # The device machine has the CUDA toolkit but not this project's Debian
 # dependencies, so binaries are built here and carried there:
-#   bash scripts/gpu_check.sh stage        # here: build, copy binaries + shared libs to .gpu/
+#   bash scripts/gpu_check.sh stage        # here: build, pack binaries + shared libs into .gpu/
 #   bash scripts/gpu_check.sh run [OUT]    # there (device tool, carry .gpu): tests, bench, table
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in
   stage)
     cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-    cmake --build build -j "$(nproc)" --target replayssm_cuda_tests replayssm_ssm_bench replayssm_e2e_bench replayssm_cli
+    cmake --build build -j "$(nproc)" --target replayssm_cuda_tests replayssm_ssm_bench replayssm_e2e_bench \
+      replayssm_engine_bench replayssm_cli
     rm -rf .gpu && mkdir -p .gpu
     # The CUDA runtime is linked statically and cuBLAS comes from the device's
     # own CUDA 13; the Debian libraries the model loader and the CPU
     # reference need (OpenBLAS, utf8proc, PCRE2) travel compressed.
-    cp build/tests/replayssm_cuda_tests build/replayssm_ssm_bench build/replayssm_e2e_bench build/replayssm .gpu/
+    cp build/tests/replayssm_cuda_tests build/replayssm_ssm_bench build/replayssm_e2e_bench build/replayssm_engine_bench \
+      build/replayssm .gpu/
     libs=$(ldd .gpu/replayssm_cuda_tests .gpu/replayssm | awk '/=> \//{print $3}' | sort -u |
            grep -E 'openblas|gfortran|quadmath|pcre2|utf8proc' || true)
     tar -cJhf .gpu/libs.tar.xz --transform 's,.*/,,' $libs
+    # The binaries travel compressed too (the device tool carries 64 MiB
+    # with the working tree); `run` and `libs` unpack them in place.
+    bins="replayssm_cuda_tests replayssm_ssm_bench replayssm_e2e_bench replayssm_engine_bench replayssm"
+    (cd .gpu && XZ_OPT='-T2 -3' tar -cJf bin.tar.xz $bins && rm $bins)
     grep -qxF '/.gpu/' .git/info/exclude || echo '/.gpu/' >> .git/info/exclude
     du -sh .gpu
     ;;
@@ -27,14 +33,17 @@ case "${1:-}" in
     mkdir -p "$out"
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
     mkdir -p /tmp/replayssm_libs && tar -xJf .gpu/libs.tar.xz -C /tmp/replayssm_libs
+    tar -xJf .gpu/bin.tar.xz -C .gpu
     export LD_LIBRARY_PATH=/tmp/replayssm_libs:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     .gpu/replayssm_cuda_tests 2>&1 | tee "$out/cuda_tests.log" | grep -E '^\[ *(OK|FAILED|PASSED|SKIPPED) ' || true
     if grep -q 'SKIPPED\|FAILED' "$out/cuda_tests.log"; then echo "CUDA tests did not all pass"; exit 1; fi
     .gpu/replayssm_ssm_bench "$out/ssm_decode_bench.json" | tee "$out/ssm_decode_bench.txt"
     .gpu/replayssm_e2e_bench --json "$out/e2e_decode_bench.json" | tee "$out/e2e_decode_bench.txt"
+    .gpu/replayssm_engine_bench | tee "$out/engine_bench.txt"
     ;;
-  libs)  # there: only the environment, for a single command (device tool)
+  libs)  # there: the binaries unpacked and the environment, for a single command (device tool)
     mkdir -p /tmp/replayssm_libs && tar -xJf .gpu/libs.tar.xz -C /tmp/replayssm_libs
+    tar -xJf .gpu/bin.tar.xz -C .gpu
     echo "export LD_LIBRARY_PATH=/tmp/replayssm_libs:/usr/local/cuda/lib64"
     ;;
   *)

@@ -1,0 +1,148 @@
+// Continuous batching on the GPU against static batching, end to end: a
+// preset model with random bf16 weights, N requests of random prompt and
+// output lengths, served by cuda::EngineCuda over S slots (requests join
+// as others leave; prompt chunks ride beside decoding) and by static waves
+// of S through generate_batch_cuda (each wave runs until its longest
+// request is done). Tokens/s counts each request's own new tokens.
+//
+//   replayssm_engine_bench [--preset NAME] [--requests 32] [--slots 16]
+//                          [--prompt 128] [--new 64] [--window 16] [--runs 3]
+//
+// Prompts are uniform in [prompt/2, prompt], outputs in [new/2, new] (the
+// same requests for every strategy and mode). Greedy, no EOS. Per
+// (strategy, mode): a discarded warm-up run, then --runs runs; the median
+// and min–max of tokens/s.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench/presets.h"
+#include "replayssm/model.h"
+#include "runtime/cuda/device_model.h"
+#include "runtime/cuda/engine_cuda.h"
+#include "runtime/cuda/generate_cuda.h"
+
+using namespace replayssm;
+
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: replayssm_engine_bench [--preset NAME] [--requests 32] [--slots 16] [--prompt 128] [--new 64]\n"
+               "                              [--window 16] [--runs 3]\n");
+  return 2;
+}
+
+struct Work {
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<int64_t> new_tokens;
+  int64_t total_new = 0;
+};
+
+// One run of the engine over every request: seconds.
+Result<double> serve(const cuda::DeviceModel& dm, const cuda::EngineCudaOptions& o, const Work& w) {
+  RSSM_ASSIGN_OR_RETURN(auto eng, cuda::EngineCuda::create(dm, o));
+  const double t0 = now_s();
+  for (size_t i = 0; i < w.prompts.size(); ++i) {
+    RequestParams p;
+    p.prompt = w.prompts[i], p.max_new_tokens = w.new_tokens[i], p.stop_at_eos = false;
+    RSSM_RETURN_IF_ERROR(eng->submit(p).status());
+  }
+  RSSM_RETURN_IF_ERROR(eng->run());
+  return now_s() - t0;
+}
+
+// One run of static waves of `slots` requests (the last padded with
+// copies of its first): seconds.
+Result<double> waves(const cuda::DeviceModel& dm, cuda::DecodeStrategy s, int window, int64_t slots, int64_t ctx,
+                     const Work& w) {
+  cuda::DecoderOptions d;
+  d.strategy = s, d.batch = slots, d.window = window, d.max_context = ctx;
+  RSSM_ASSIGN_OR_RETURN(auto dec, cuda::Decoder::create(dm, d));
+  const double t0 = now_s();
+  for (size_t first = 0; first < w.prompts.size(); first += size_t(slots)) {
+    std::vector<std::vector<int32_t>> wave;
+    int64_t longest = 0;
+    for (size_t i = first; i < std::min(w.prompts.size(), first + size_t(slots)); ++i)
+      wave.push_back(w.prompts[i]), longest = std::max(longest, w.new_tokens[i]);
+    wave.resize(size_t(slots), wave.front());
+    cuda::CudaGenerateOptions g;
+    g.strategy = s, g.window = window, g.max_new_tokens = longest, g.stop_at_eos = false;
+    RSSM_RETURN_IF_ERROR(cuda::generate_batch_cuda(*dec, wave, g).status());
+  }
+  return now_s() - t0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string preset = "nemotron-h-8b";
+  int64_t requests = 32, slots = 16, prompt = 128, n_new = 64, runs = 3;
+  int window = 16;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (i + 1 >= argc) return usage();
+    const std::string v = argv[++i];
+    if (a == "--preset") preset = v;
+    else if (a == "--requests") requests = std::stoll(v);
+    else if (a == "--slots") slots = std::stoll(v);
+    else if (a == "--prompt") prompt = std::stoll(v);
+    else if (a == "--new") n_new = std::stoll(v);
+    else if (a == "--window") window = std::stoi(v);
+    else if (a == "--runs") runs = std::stoll(v);
+    else return usage();
+  }
+  if (requests < 1 || slots < 1 || prompt < 2 || n_new < 2 || runs < 1) return usage();
+  auto c = bench::preset_config(preset);
+  if (!c.ok()) return std::fprintf(stderr, "error: %s\n", c.status().message().c_str()), 1;
+  auto model = Model::random_without_matrices(*c, 1);
+  if (!model.ok()) return std::fprintf(stderr, "error: %s\n", model.status().message().c_str()), 1;
+  auto dm = cuda::DeviceModel::create(**model, 1);
+  if (!dm.ok()) return std::fprintf(stderr, "error: %s\n", dm.status().message().c_str()), 1;
+  Work w;
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int32_t> id(0, int32_t(c->vocab_size - 1));
+  std::uniform_int_distribution<int64_t> plen(prompt / 2, prompt), nlen(n_new / 2, n_new);
+  for (int64_t r = 0; r < requests; ++r) {
+    std::vector<int32_t> p(size_t(plen(rng)));
+    for (int32_t& t : p) t = id(rng);
+    w.prompts.push_back(std::move(p));
+    w.new_tokens.push_back(nlen(rng));
+    w.total_new += w.new_tokens.back();
+  }
+  std::printf("%s: %lld requests (prompts %lld-%lld, outputs %lld-%lld tokens, %lld new in all) over %lld slots, "
+              "window %d, median of %lld runs after a warm-up\n\n",
+              preset.c_str(), (long long)requests, (long long)prompt / 2, (long long)prompt, (long long)n_new / 2,
+              (long long)n_new, (long long)w.total_new, (long long)slots, window, (long long)runs);
+  std::printf("%-10s %-12s %12s %21s\n", "strategy", "batching", "tok/s", "min-max");
+  for (cuda::DecodeStrategy s :
+       {cuda::DecodeStrategy::kStandard, cuda::DecodeStrategy::kReplay, cuda::DecodeStrategy::kRecompute}) {
+    double static_med = 0.0;
+    for (bool continuous : {false, true}) {
+      std::vector<double> tps;
+      for (int64_t r = 0; r < runs + 1; ++r) {
+        cuda::EngineCudaOptions o;
+        o.strategy = s, o.window = window, o.slots = slots, o.max_context = prompt + n_new, o.prefill_chunk = 8;
+        Result<double> t = continuous ? serve(**dm, o, w) : waves(**dm, s, window, slots, prompt + n_new, w);
+        if (!t.ok()) return std::fprintf(stderr, "error: %s\n", t.status().message().c_str()), 1;
+        if (r > 0) tps.push_back(double(w.total_new) / *t);
+      }
+      std::sort(tps.begin(), tps.end());
+      const double med = tps[tps.size() / 2];
+      if (!continuous) static_med = med;
+      std::printf("%-10s %-12s %12.1f %10.1f-%-10.1f%s\n", cuda::decode_strategy_name(s),
+                  continuous ? "continuous" : "static", med, tps.front(), tps.back(),
+                  continuous ? ("  " + std::to_string(med / static_med).substr(0, 4) + "x static").c_str() : "");
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
