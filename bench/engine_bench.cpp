@@ -13,7 +13,6 @@
 // (strategy, mode): a discarded warm-up run, then --runs runs; the median
 // and min–max of tokens/s.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -21,6 +20,7 @@
 #include <vector>
 
 #include "bench/presets.h"
+#include "core/clock.h"
 #include "replayssm/model.h"
 #include "runtime/cuda/device_model.h"
 #include "runtime/cuda/engine_cuda.h"
@@ -29,10 +29,6 @@
 using namespace replayssm;
 
 namespace {
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 int usage() {
   std::fprintf(stderr,
@@ -50,14 +46,14 @@ struct Work {
 // One run of the engine over every request: seconds.
 Result<double> serve(const cuda::DeviceModel& dm, const cuda::EngineCudaOptions& o, const Work& w) {
   RSSM_ASSIGN_OR_RETURN(auto eng, cuda::EngineCuda::create(dm, o));
-  const double t0 = now_s();
+  const double t0 = now_seconds();
   for (size_t i = 0; i < w.prompts.size(); ++i) {
     RequestParams p;
     p.prompt = w.prompts[i], p.max_new_tokens = w.new_tokens[i], p.stop_at_eos = false;
     RSSM_RETURN_IF_ERROR(eng->submit(p).status());
   }
   RSSM_RETURN_IF_ERROR(eng->run());
-  return now_s() - t0;
+  return now_seconds() - t0;
 }
 
 // One run of static waves of `slots` requests (the last padded with
@@ -67,7 +63,7 @@ Result<double> waves(const cuda::DeviceModel& dm, cuda::DecodeStrategy s, int wi
   cuda::DecoderOptions d;
   d.strategy = s, d.batch = slots, d.window = window, d.max_context = ctx;
   RSSM_ASSIGN_OR_RETURN(auto dec, cuda::Decoder::create(dm, d));
-  const double t0 = now_s();
+  const double t0 = now_seconds();
   for (size_t first = 0; first < w.prompts.size(); first += size_t(slots)) {
     std::vector<std::vector<int32_t>> wave;
     int64_t longest = 0;
@@ -78,7 +74,7 @@ Result<double> waves(const cuda::DeviceModel& dm, cuda::DecodeStrategy s, int wi
     g.strategy = s, g.window = window, g.max_new_tokens = longest, g.stop_at_eos = false;
     RSSM_RETURN_IF_ERROR(cuda::generate_batch_cuda(*dec, wave, g).status());
   }
-  return now_s() - t0;
+  return now_seconds() - t0;
 }
 
 }  // namespace

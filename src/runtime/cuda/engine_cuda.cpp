@@ -125,7 +125,7 @@ Status EngineCuda::step() {
   if (prefilling) {
     RSSM_RETURN_IF_ERROR(dec_->feed(tok, T, count, argmax));
   } else {
-    // A free slot steps a placeholder: cleared before it would pass the context.
+    // A free slot steps a filler token: cleared before it would pass the context.
     for (int64_t s = 0; s < B; ++s)
       if (slot_owner_[size_t(s)] < 0) {
         if (dec_->length(s) + 1 > opt_.max_context) RSSM_RETURN_IF_ERROR(dec_->clear(s));

@@ -10,7 +10,7 @@
 //   - while some request is prefilling, a feed (Decoder::feed) of T rows
 //     per slot in which a prefilling request takes its next chunk, a
 //     decoding one its last token, and a free slot nothing;
-//   - otherwise a plain one-token step (a free slot steps a placeholder
+//   - otherwise a plain one-token step (a free slot steps a filler token
 //     and is cleared before it is reused or reaches the context).
 // The next token of each request whose prompt is in comes from its last
 // row: the device argmax, or a device draw (Decoder::sample) with the
@@ -91,7 +91,7 @@ class EngineCuda {
   std::vector<std::unique_ptr<Request>> requests_;  // index = id
   std::deque<RequestId> waiting_;
   std::vector<RequestId> slot_owner_;  // -1: free
-  std::vector<char> slot_dirty_;       // holds a finished request's or a placeholder's tokens
+  std::vector<char> slot_dirty_;       // holds a finished request's or filler tokens
   int64_t running_ = 0;
   EngineStats stats_;
 };
