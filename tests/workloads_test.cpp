@@ -317,6 +317,20 @@ TEST_P(Beam, BestOfNIsReproducibleAndSharesThePrompt) {
   EXPECT_GT(distinct.size(), 1u);
 }
 
+// A beam search without EOS over the store with these settings.
+BeamOptions beam_options(int64_t width, int64_t new_tokens, Strategy s, bool exact, int64_t window, int64_t page) {
+  BeamOptions b;
+  b.width = width, b.max_new_tokens = new_tokens, b.stop_at_eos = false;
+  b.store.strategy = s, b.store.exact = exact, b.store.window = window, b.store.page_size = page;
+  return b;
+}
+// Its hypotheses, or none (with a failure recorded).
+std::vector<Hypothesis> beams_or_none(const Model& m, const std::vector<int32_t>& prompt, const BeamOptions& b) {
+  auto r = beam_search(m, prompt, b);
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  return r.ok() ? *r : std::vector<Hypothesis>{};
+}
+
 // Long searches exercise the family planner (checkpoints at the beam
 // tree's nodes, reused base slots, the replay limit): exact replay must
 // give snapshot's hypotheses bit for bit, log-probabilities included.
@@ -324,18 +338,9 @@ TEST_P(Beam, LongSearchUnderReplayIsBitIdenticalToSnapshot) {
   auto m = load(GetParam());
   const std::vector<int32_t> prompt = {4, 8, 15, 16};
   auto search = [&](Strategy s, int64_t page, int64_t limit) {
-    BeamOptions b;
-    b.width = 8;
-    b.max_new_tokens = 48;
-    b.stop_at_eos = false;
-    b.store.strategy = s;
-    b.store.exact = true;
-    b.store.window = 4;
-    b.store.page_size = page;
+    BeamOptions b = beam_options(8, 48, s, true, 4, page);
     b.store.replay_limit = limit;
-    auto r = beam_search(*m, prompt, b);
-    EXPECT_TRUE(r.ok()) << r.status().message();
-    return r.ok() ? *r : std::vector<Hypothesis>{};
+    return beams_or_none(*m, prompt, b);
   };
   const std::vector<Hypothesis> want = search(Strategy::kSnapshot, 4, 0);
   ASSERT_EQ(want.size(), 8u);
@@ -358,17 +363,7 @@ TEST_P(Beam, WindowsBelowTheConvWidthUnderReplayMatchSnapshot) {
   auto m = load(GetParam());
   const std::vector<int32_t> prompt = {4, 8, 15, 16};
   auto search = [&](Strategy s, bool exact, int64_t window) {
-    BeamOptions b;
-    b.width = 4;
-    b.max_new_tokens = 40;
-    b.stop_at_eos = false;
-    b.store.strategy = s;
-    b.store.exact = exact;
-    b.store.window = window;
-    b.store.page_size = 1;
-    auto r = beam_search(*m, prompt, b);
-    EXPECT_TRUE(r.ok()) << r.status().message();
-    return r.ok() ? *r : std::vector<Hypothesis>{};
+    return beams_or_none(*m, prompt, beam_options(4, 40, s, exact, window, 1));
   };
   for (int64_t w : {1, 2, 3}) {
     const std::vector<Hypothesis> want = search(Strategy::kSnapshot, true, w);

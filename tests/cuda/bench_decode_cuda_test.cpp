@@ -122,6 +122,15 @@ SweepRun sweep(const Model& model, const SweepOptions& opt, const Axes& a, bool 
   return out;
 }
 
+// What every configuration of a sweep must show: it ran, held state, and
+// fit the device pre-check's estimate.
+void expect_ran(const ConfigResult& r, const SweepRun& run, const ModelConfig& cfg, const SweepOptions& opt) {
+  const std::string what = r.config.describe();
+  EXPECT_GT(r.tokens_per_s.median, 0.0) << what;
+  EXPECT_GT(r.peak_state_bytes, 0) << what;
+  EXPECT_LE(r.peak_device_bytes - run.weights, estimate_device_run_bytes(cfg, r.config, opt)) << what;
+}
+
 std::unique_ptr<Model> tiny_model() {
   auto cfg = preset_config("tiny");
   EXPECT_TRUE(cfg.ok());
@@ -181,10 +190,8 @@ TEST(BenchDecodeCuda, TinyBeamAndBestOfNSweep) {
   ASSERT_EQ(res->size(), 4u);
   for (const ConfigResult& r : *res) {
     const std::string what = r.config.describe();
-    EXPECT_GT(r.tokens_per_s.median, 0.0) << what;
-    EXPECT_GT(r.peak_state_bytes, 0) << what;
+    expect_ran(r, run, model->config(), opt);
     EXPECT_GT(r.state_writes_bytes, 0) << what;
-    EXPECT_LE(r.peak_device_bytes - run.weights, estimate_device_run_bytes(model->config(), r.config, opt)) << what;
     std::printf("  %s: %.0f tokens/s, state peak %lld bytes, state written %lld bytes\n", what.c_str(),
                 r.tokens_per_s.median, (long long)r.peak_state_bytes, (long long)r.state_writes_bytes);
   }
@@ -206,9 +213,7 @@ TEST(BenchDecodeCuda, TinyTreeSweep) {
   ASSERT_EQ(res->size(), 2u);
   for (const ConfigResult& r : *res) {
     const std::string what = r.config.describe();
-    EXPECT_GT(r.tokens_per_s.median, 0.0) << what;
-    EXPECT_GT(r.peak_state_bytes, 0) << what;
-    EXPECT_LE(r.peak_device_bytes - run.weights, estimate_device_run_bytes(model->config(), r.config, opt)) << what;
+    expect_ran(r, run, model->config(), opt);
     std::printf("  %s: %.0f nodes/s, state peak %lld bytes, written %lld, re-prefills %lld\n", what.c_str(),
                 r.tokens_per_s.median, (long long)r.peak_state_bytes, (long long)r.state_writes_bytes,
                 (long long)r.restores_reprefill);

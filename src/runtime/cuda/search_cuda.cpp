@@ -149,21 +149,27 @@ Result<std::vector<Hypothesis>> best_of_n_cuda(Decoder& dec, std::span<const int
   return out;
 }
 
+namespace {
+// A decoder of `batch` sequences with forks for one search (`who` names it in errors).
+Result<std::unique_ptr<Decoder>> decoder_for(const DeviceModel& model, int64_t batch, const char* who, size_t prompt,
+                                             int64_t max_new_tokens, const CudaSearchOptions& cuda) {
+  if (batch < 1) return invalid_argument(std::string(who) + " must be >= 1");
+  return Decoder::create(model, search_decoder(batch, prompt, max_new_tokens, cuda));
+}
+}  // namespace
+
 Result<std::vector<Hypothesis>> beam_search_cuda(const DeviceModel& model, std::span<const int32_t> prompt,
                                                  const BeamOptions& opt, const CudaSearchOptions& cuda,
                                                  SearchStats* stats) {
-  if (opt.width < 1) return invalid_argument("beam search: width must be >= 1");
-  RSSM_ASSIGN_OR_RETURN(std::unique_ptr<Decoder> dec,
-                        Decoder::create(model, search_decoder(opt.width, prompt.size(), opt.max_new_tokens, cuda)));
+  RSSM_ASSIGN_OR_RETURN(auto dec, decoder_for(model, opt.width, "beam search: width", prompt.size(),
+                                              opt.max_new_tokens, cuda));
   return beam_search_cuda(*dec, prompt, opt, stats);
 }
 
 Result<std::vector<Hypothesis>> best_of_n_cuda(const DeviceModel& model, std::span<const int32_t> prompt,
                                                const BestOfNOptions& opt, const CudaSearchOptions& cuda,
                                                SearchStats* stats) {
-  if (opt.n < 1) return invalid_argument("best-of-n: n must be >= 1");
-  RSSM_ASSIGN_OR_RETURN(std::unique_ptr<Decoder> dec,
-                        Decoder::create(model, search_decoder(opt.n, prompt.size(), opt.max_new_tokens, cuda)));
+  RSSM_ASSIGN_OR_RETURN(auto dec, decoder_for(model, opt.n, "best-of-n: n", prompt.size(), opt.max_new_tokens, cuda));
   return best_of_n_cuda(*dec, prompt, opt, stats);
 }
 
