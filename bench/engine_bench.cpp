@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/presets.h"
@@ -43,8 +44,8 @@ struct Work {
   int64_t total_new = 0;
 };
 
-// One run of the engine over every request: seconds.
-Result<double> serve(const cuda::DeviceModel& dm, const cuda::EngineCudaOptions& o, const Work& w) {
+// One run of the engine over every request: seconds (and the engine's stats).
+Result<double> serve(const cuda::DeviceModel& dm, const cuda::EngineCudaOptions& o, const Work& w, EngineStats* st) {
   RSSM_ASSIGN_OR_RETURN(auto eng, cuda::EngineCuda::create(dm, o));
   const double t0 = now_seconds();
   for (size_t i = 0; i < w.prompts.size(); ++i) {
@@ -53,7 +54,9 @@ Result<double> serve(const cuda::DeviceModel& dm, const cuda::EngineCudaOptions&
     RSSM_RETURN_IF_ERROR(eng->submit(p).status());
   }
   RSSM_RETURN_IF_ERROR(eng->run());
-  return now_seconds() - t0;
+  const double t = now_seconds() - t0;
+  *st = eng->stats();
+  return t;
 }
 
 // One run of static waves of `slots` requests (the last padded with
@@ -124,12 +127,14 @@ int main(int argc, char** argv) {
     double static_med = 0.0;
     for (bool continuous : {false, true}) {
       std::vector<double> tps;
+      std::vector<std::pair<double, EngineStats>> by_run;  // continuous: tok/s and where the time went
       for (int64_t r = 0; r < runs + 1; ++r) {
         cuda::EngineCudaOptions o;
         o.strategy = s, o.window = window, o.slots = slots, o.max_context = prompt + n_new, o.prefill_chunk = 8;
-        Result<double> t = continuous ? serve(**dm, o, w) : waves(**dm, s, window, slots, prompt + n_new, w);
+        EngineStats st;
+        Result<double> t = continuous ? serve(**dm, o, w, &st) : waves(**dm, s, window, slots, prompt + n_new, w);
         if (!t.ok()) return std::fprintf(stderr, "error: %s\n", t.status().message().c_str()), 1;
-        if (r > 0) tps.push_back(double(w.total_new) / *t);
+        if (r > 0) tps.push_back(double(w.total_new) / *t), by_run.emplace_back(tps.back(), st);
       }
       std::sort(tps.begin(), tps.end());
       const double med = tps[tps.size() / 2];
@@ -137,6 +142,15 @@ int main(int argc, char** argv) {
       std::printf("%-10s %-12s %12.1f %10.1f-%-10.1f%s\n", cuda::decode_strategy_name(s),
                   continuous ? "continuous" : "static", med, tps.front(), tps.back(),
                   continuous ? ("  " + std::to_string(med / static_med).substr(0, 4) + "x static").c_str() : "");
+      if (continuous) {  // the median run's steps: prompt chunks (feeds) and plain decoding
+        std::sort(by_run.begin(), by_run.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+        const EngineStats& st = by_run[by_run.size() / 2].second;
+        const int64_t dsteps = st.steps - st.prefill_steps;
+        std::printf("%-10s   %lld steps: %lld with prompt chunks at %.3f ms, %lld decoding at %.3f ms\n", "",
+                    (long long)st.steps, (long long)st.prefill_steps,
+                    st.prefill_steps > 0 ? 1e3 * st.prefill_step_s / double(st.prefill_steps) : 0.0, (long long)dsteps,
+                    dsteps > 0 ? 1e3 * st.decode_step_s / double(dsteps) : 0.0);
+      }
       std::fflush(stdout);
     }
   }

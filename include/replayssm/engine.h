@@ -53,6 +53,11 @@ struct TokenEvent {
 struct EngineStats {
   int64_t steps = 0, prefill_tokens = 0, decode_tokens = 0;
   int64_t max_batch_rows = 0, max_running = 0, max_waiting = 0;
+  // Steps in which some request took prompt tokens, and the wall time of
+  // the model's passes (a step returns its tokens to the host, so each is
+  // timed whole): where a serving run's time goes.
+  int64_t prefill_steps = 0;
+  double prefill_step_s = 0.0, decode_step_s = 0.0;
 };
 
 class Engine {

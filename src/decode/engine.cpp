@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "core/clock.h"
 #include "decode/sampler.h"
 #include "decode/session.h"
 
@@ -128,6 +129,7 @@ Status Engine::step() {
   }
   if (in.empty()) return {};
   std::vector<float> logits;
+  const double t0 = now_seconds();
   Status st = session_->step(in, &logits);
   // The store could not fit the batch: keep the decodes and at most one
   // prompt chunk, then decodes alone; prompts dropped from the batch wait
@@ -153,6 +155,9 @@ Status Engine::step() {
   }
   RSSM_RETURN_IF_ERROR(st);
   stats_.steps++;
+  const bool prefill = in.size() > n_decode;
+  stats_.prefill_steps += prefill;
+  (prefill ? stats_.prefill_step_s : stats_.decode_step_s) += now_seconds() - t0;
   int64_t rows = 0;
   size_t row = 0;  // index into the logits rows
   for (size_t i = 0; i < in.size(); ++i) {

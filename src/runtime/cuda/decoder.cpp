@@ -468,8 +468,8 @@ Status Decoder::accept_rows(std::span<const int32_t> accepted, bool masked) {
   for (int64_t b = 0; b < B; ++b) {
     const int a = accepted[size_t(b)];
     pos_[size_t(b)] += a;
-    if (replay) {  // a folded log holds the verify's T at its front
-      I.m_count[size_t(b)] = (I.m_folded[size_t(b)] ? 0 : I.m_count[size_t(b)]) + a;
+    if (replay) {  // a folded log holds the verify's T at its front (Mamba2 after a feed: nothing)
+      I.m_count[size_t(b)] = I.m_folded[size_t(b)] ? (masked ? 0 : a) : I.m_count[size_t(b)] + a;
       I.g_count[size_t(b)] = (I.g_folded[size_t(b)] ? 0 : I.g_count[size_t(b)]) + a;
     } else if (!masked && !I.recompute) {  // the state after the last accepted token is in the verify's slot for it
       I.cur[size_t(b)] = (I.cur[size_t(b)] + a) % I.slots_per_seq;
@@ -538,12 +538,14 @@ Status Decoder::run(std::span<const int32_t> tokens, int T, bool verify, std::sp
       if (!(replay && has && c + T + need > W)) continue;
       fold = true;
       P.folds[size_t(b)] = 1;
-      // AR Mamba2 folds everything; a verify its committed prefix; GDN its
-      // prefix (the step's u are only known after the pass) — the rest move
-      // to the front.
-      const int n = mamba && !verify ? c + T : c;
+      // AR Mamba2 folds everything, and a feed its counted rows too (they
+      // are committed on arrival; the rest are dropped); a verify its
+      // committed prefix; GDN its prefix (the step's u are only known after
+      // the pass) — the rest move to the front.
+      const bool feed_all = mamba && feed_count_ != nullptr;
+      const int n = mamba && !verify ? c + T : feed_all ? c + feed_count_[b] : c;
       P.fold_n[size_t(b)] = P.roll[size_t(b)] = n;
-      P.move_n[size_t(b)] = c + T - n;
+      P.move_n[size_t(b)] = feed_all ? 0 : c + T - n;
       P.after[size_t(b)] = c + T - n;
     }
     // Families (plain steps of forked sequences): sequences reading one

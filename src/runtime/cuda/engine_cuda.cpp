@@ -5,6 +5,8 @@
 #include <map>
 #include <utility>
 
+#include "core/clock.h"
+
 namespace replayssm::cuda {
 
 Result<std::unique_ptr<EngineCuda>> EngineCuda::create(const DeviceModel& model, const EngineCudaOptions& opt) {
@@ -122,6 +124,7 @@ Status EngineCuda::step() {
     for (int i = 0; i < count[size_t(s)]; ++i)
       tok[size_t(s * T + i)] = r.fed < int64_t(r.params.prompt.size()) ? r.params.prompt[size_t(r.fed + i)] : r.last;
   }
+  const double t0 = now_seconds();
   if (prefilling) {
     RSSM_RETURN_IF_ERROR(dec_->feed(tok, T, count, argmax));
   } else {
@@ -135,6 +138,8 @@ Status EngineCuda::step() {
     RSSM_RETURN_IF_ERROR(dec_->step(tok, 1, argmax));
   }
   ++stats_.steps;
+  stats_.prefill_steps += prefilling;
+  (prefilling ? stats_.prefill_step_s : stats_.decode_step_s) += now_seconds() - t0;
   stats_.max_batch_rows = std::max(stats_.max_batch_rows, B * T);
   // The requests with a new row to choose from (their prompt all in), by
   // sampling parameters for the device draws.
