@@ -17,6 +17,7 @@
 // from the same run. State slots rotate over ≥ 512 MB, well past the 60 MB L2.
 //
 // Usage: replayssm_ssm_bench [JSON_OUT]
+//        replayssm_ssm_bench --gdn-shapes   (the GDN kernels at each block shape)
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -280,7 +281,8 @@ Row run_mamba2_beams(int batch) {
   return {"mamba2", "beam8", batch, std_us, batch * (2 * S + in_tok), rep_us, rep_bytes / plan.size()};
 }
 
-Row run_gdn(int batch, bool verify) {
+// slice, rows: the streaming blocks' shape (GdnDecodeArgs; 0: the launchers' choice).
+Row run_gdn(int batch, bool verify, int slice = 0, int rows = 0) {
   using replayssm::ops::cuda::GdnDecodeArgs;
   const int Hk = 16, Hv = 32, dk = 128, dv = 128, T = verify ? kT : 1, W = verify ? kW + kT : kW;
   const double S = 4.0 * Hv * dk * dv, qv = 2 * Hk * dk * 2.0 + Hv * dv * 2.0 + 2 * Hv * 4.0 + Hv * dv * 2.0,
@@ -289,6 +291,7 @@ Row run_gdn(int batch, bool verify) {
   Slots sl = make_slots(ar, batch, S);
   GdnDecodeArgs a;
   a.batch = batch, a.Hk = Hk, a.Hv = Hv, a.dk = dk, a.dv = dv, a.T = T, a.W = W, a.max_fold = W;
+  a.slice_cols = slice, a.tile_rows = rows;
   a.state = ar.zeros<float>(size_t(sl.rot) * batch * (1 + kT) * Hv * dk * dv);
   a.q = ar.zeros<uint16_t>(size_t(batch) * T * Hk * dk), a.k = ar.zeros<uint16_t>(size_t(batch) * T * Hk * dk);
   a.v = ar.zeros<uint16_t>(size_t(batch) * T * Hv * dv), a.g = ar.zeros<float>(size_t(batch) * T * Hv);
@@ -333,8 +336,29 @@ int profile() {
   return 0;
 }
 
+// --gdn-shapes: the GDN streaming kernels at each block shape (columns per
+// block × rows per warp per pass), batch 64, 256, 512 — the launchers'
+// defaults come from this table.
+int gdn_shapes(double copy_gbs) {
+  std::printf("GDN block shapes (slice columns x rows per warp): us per step, %% of copy bandwidth\n");
+  std::printf("%-7s %5s %5s %5s | %9s %6s | %9s %6s | %7s\n", "work", "batch", "slice", "rows", "std us", "%copy",
+              "replay us", "%copy", "rep/std");
+  for (bool verify : {false, true})
+    for (int batch : {64, 256, 512})
+      for (int slice : {128, 64})
+        for (int rows : {4, 8}) {
+          const Row r = run_gdn(batch, verify, slice, rows);
+          const double sg = r.std_bytes / (r.std_us * 1e3), rg = r.rep_bytes / (r.rep_us * 1e3);
+          std::printf("%-7s %5d %5d %5d | %9.1f %5.0f%% | %9.1f %5.0f%% | %6.2fx\n", r.workload.c_str(), batch, slice, rows,
+                      r.std_us, 100 * sg / copy_gbs, r.rep_us, 100 * rg / copy_gbs, r.std_us / r.rep_us);
+          std::fflush(stdout);
+        }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "--profile") return profile();
+  const bool shapes = argc > 1 && std::string(argv[1]) == "--gdn-shapes";
   cudaDeviceProp prop{};
   CK(cudaGetDeviceProperties(&prop, 0));
   // Copy bandwidth: device-to-device, counting read + write.
@@ -356,6 +380,7 @@ int main(int argc, char** argv) {
   CK(cudaFree(dst));
   std::printf("%s: measured copy bandwidth %.0f GB/s (read + write); read-only %.0f GB/s (loads), %.0f GB/s (bulk copy)\n",
               prop.name, copy_gbs, ld_gbs, bulk_gbs);
+  if (shapes) return gdn_shapes(copy_gbs);
   std::printf("ar: W = %d; verify: T = %d drafts, %d accepted per step, fold every %d steps\n\n", kW, kT, kAccepted,
               kVerifyCycle);
   std::printf("%-9s %-7s %6s | %9s %7s %6s | %9s %7s %6s | %7s\n", "family", "work", "batch", "std us", "GB/s",

@@ -23,10 +23,20 @@ struct Shape {
   int batch, Hk, Hv, dk, dv, W, T;
 };
 
+// A kernel variant (GdnDecodeArgs::variant) and the streaming blocks' shape.
+struct Kernel {
+  int variant, slice_cols, tile_rows;
+};
+
 void PrintTo(const Shape& s, std::ostream* os);
-void PrintTo(const std::tuple<Shape, int>& p, std::ostream* os) {
+void PrintTo(const std::tuple<Shape, Kernel>& p, std::ostream* os) {
   PrintTo(std::get<0>(p), os);
-  *os << (std::get<1>(p) == 1 ? "_streaming" : "_sliced");
+  const Kernel k = std::get<1>(p);
+  if (k.variant == 2) *os << "_sliced";
+  else *os << "_streaming" << k.slice_cols << "x" << k.tile_rows;
+}
+void set_kernel(ops::cuda::GdnDecodeArgs& a, const Kernel& k) {
+  a.variant = k.variant, a.slice_cols = k.slice_cols, a.tile_rows = k.tile_rows;
 }
 void PrintTo(const Shape& s, std::ostream* os) {
   *os << "B" << s.batch << "_Hk" << s.Hk << "_Hv" << s.Hv << "_dk" << s.dk << "_dv" << s.dv << "_W" << s.W << "_T"
@@ -53,8 +63,10 @@ std::vector<float> uniform(std::mt19937& g, size_t n, float lo, float hi) {
   return x;
 }
 
-// Both kernel variants (streaming, column slices) on every shape.
-class GdnCuda : public ::testing::TestWithParam<std::tuple<Shape, int>> {
+// Both kernel variants (streaming, column slices) on every shape, the
+// streaming one at several block shapes (a slice width that does not divide
+// dv falls back to one scalar slice).
+class GdnCuda : public ::testing::TestWithParam<std::tuple<Shape, Kernel>> {
  protected:
   void SetUp() override {
     if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
@@ -89,7 +101,7 @@ TEST_P(GdnCuda, ReplayWithFoldsMatchesSteppingTheRecurrence) {
   a.state = dstate.p, a.slot = dslot.p, a.q = dq.p, a.v = dvv.p, a.beta = dbeta.p, a.o = dout.p;
   a.n_log = dn.p, a.log_k = dk_.p, a.log_u = du.p, a.log_g = dg.p;
   a.fold = dfold.p, a.fold_slot = dfslot.p, a.max_fold = W;
-  a.variant = std::get<1>(GetParam());
+  set_kernel(a, std::get<1>(GetParam()));
   ASSERT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const std::vector<uint16_t> o = dout.get();
@@ -154,7 +166,7 @@ TEST_P(GdnCuda, StandardStepWritesOneStatePerTokenAndMatchesStepping) {
   a.batch = B, a.Hk = Hk, a.Hv = Hv, a.dk = dk, a.dv = dv, a.T = T;
   a.state = dstate.p, a.slot = dslot.p, a.q = dq.p, a.v = dvv.p, a.beta = dbeta.p, a.o = dout.p;
   a.k = dk_.p, a.g = dg.p, a.out_slot = dos.p;
-  a.variant = std::get<1>(GetParam());
+  set_kernel(a, std::get<1>(GetParam()));
   ASSERT_EQ(ops::cuda::gdn_step_cuda(a, nullptr), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const std::vector<uint16_t> o = dout.get();
@@ -187,8 +199,15 @@ TEST(GdnCudaArgs, OutOfRangeShapesAreRefused) {
   ops::cuda::GdnDecodeArgs a;
   a.batch = 1, a.Hk = 2, a.Hv = 4, a.dk = 600, a.dv = 64, a.W = 8, a.T = 1;  // dk > 512
   EXPECT_EQ(ops::cuda::gdn_step_cuda(a, nullptr), cudaErrorInvalidValue);
-  a.dk = 16, a.dv = 300, a.variant = 1;  // the streaming replay: dv > 256
+  a.dk = 16, a.dv = 300, a.variant = 1;  // the streaming replay: dv > 256 and no slice divides it
   EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
+  a.dv = 64, a.tile_rows = 6;  // rows per warp: 4 or 8
+  EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(ops::cuda::gdn_step_cuda(a, nullptr), cudaErrorInvalidValue);
+  a.tile_rows = 0, a.slice_cols = 32;  // columns per block: 64, 128 or 256
+  EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(ops::cuda::gdn_step_cuda(a, nullptr), cudaErrorInvalidValue);
+  a.slice_cols = 0;
   a.dv = 64, a.variant = 3;  // no such variant
   EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
   a.variant = 0;
@@ -208,7 +227,10 @@ const auto kShapes = ::testing::Values(Shape{3, 2, 6, 12, 10, 5, 1},       // od
                                        Shape{2, 16, 32, 128, 128, 16, 1},  // Qwen3-Next
                                        Shape{2, 16, 32, 128, 128, 20, 4},  // its verify, T = 4
                                        Shape{2, 16, 48, 128, 128, 16, 2});  // Qwen3.5-27B
-INSTANTIATE_TEST_SUITE_P(Shapes, GdnCuda, ::testing::Combine(kShapes, ::testing::Values(1, 2)));
+INSTANTIATE_TEST_SUITE_P(Shapes, GdnCuda,
+                         ::testing::Combine(kShapes, ::testing::Values(Kernel{1, 0, 0}, Kernel{2, 0, 0}, Kernel{1, 64, 4},
+                                                                       Kernel{1, 64, 8}, Kernel{1, 128, 4},
+                                                                       Kernel{1, 256, 8})));
 
 }  // namespace
 }  // namespace replayssm

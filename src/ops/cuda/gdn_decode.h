@@ -52,9 +52,13 @@ struct GdnDecodeArgs {
 
   // Kernel variant, both families: 0 picks by size (column slices when
   // batch·Hv is under the SM count or the head does not fit a streaming
-  // block, else one streaming block per head and sequence); 1 and 2 force
-  // streaming and column slices (tests, tuning).
+  // block, else streaming blocks per slice of columns, head and sequence);
+  // 1 and 2 force streaming and column slices (tests, tuning).
   int variant = 0;
+  // Streaming blocks' shape (tuning, tests): columns per block (64, 128 or
+  // 256; one slice of all dv ≤ 256 where it does not divide dv) and rows
+  // per warp per pass (4 or 8); 0: the launcher's choice.
+  int slice_cols = 0, tile_rows = 0;
 };
 
 cudaError_t gdn_step_cuda(const GdnDecodeArgs& a, cudaStream_t stream);

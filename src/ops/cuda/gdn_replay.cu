@@ -8,6 +8,9 @@
 // S_cᵀk_t and S_cᵀq_t are sums over rows: each thread adds its rows of a
 // pass into its own shared-memory partials, summed across warps at the end.
 #include "ops/cuda/gdn_decode.h"
+
+#include <algorithm>
+
 #include "ops/cuda/tile.cuh"
 
 namespace replayssm::ops::cuda {
@@ -18,20 +21,24 @@ cudaError_t gdn_replay_sliced(const GdnDecodeArgs& a, cudaStream_t stream);
 namespace {
 
 constexpr int kGdnWarps = 4;
+constexpr int kGdnReplaySlice = 128;  // the launcher's slice width (docs/perf)
 
 template <typename TileT>
 __global__ void __launch_bounds__(32 * kGdnWarps) gdn_replay_kernel(GdnDecodeArgs a) {
-  const int h = blockIdx.x, b = blockIdx.y, kh = h / (a.Hv / a.Hk);
-  const int nw = blockDim.x / 32, w = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int h = blockIdx.y, b = blockIdx.z, kh = h / (a.Hv / a.Hk);
+  constexpr int nw = kGdnWarps;  // a constant: see docs/perf (GDN block shapes)
+  const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int dk = a.dk, dv = a.dv, T = a.T, W = a.W, pass_rows = nw * TileT::kRows;
+  // This block's value columns [c0, c0 + cw) (as gdn_step.cu; dv: the row stride).
+  const int c0 = blockIdx.x * TileT::kCols, cw = dv - c0 < TileT::kCols ? dv - c0 : TileT::kCols;
   const int n_log = min(max(a.n_log[b], T), W), base = n_log - T;
   const int f = a.fold != nullptr ? min(max(a.fold[b], 0), min(base, a.max_fold)) : 0;
-  const int W4 = (W + 3) & ~3, K4 = (dk + 3) & ~3, V4 = (dv + 3) & ~3;
+  const int W4 = (W + 3) & ~3, K4 = (dk + 3) & ~3, V4 = (cw + 3) & ~3;
   extern __shared__ float shm[];  // every array a multiple of 4 floats from the start: 16-byte aligned
-  float* sU = shm;                 // (W, dv) u_s (the new tokens' filled here)
-  float* sV = sU + W * V4;         // (T, dv)
-  float* sSx = sV + T * V4;        // (2T, dv) S_cᵀk_t, then S_cᵀq_t
-  float* sRed = sSx + 2 * T * V4;  // (2T, nw, dv) per-warp partials
+  float* sU = shm;                 // (W, cw) u_s (the new tokens' filled here)
+  float* sV = sU + W * V4;         // (T, cw)
+  float* sSx = sV + T * V4;        // (2T, cw) S_cᵀk_t, then S_cᵀq_t
+  float* sRed = sSx + 2 * T * V4;  // (2T, nw, cw) per-warp partials
   float* sK = sRed + 2 * T * nw * V4;  // (W, dk) k_s
   float* sQ = sK + W * K4;         // (T, dk)
   float* sG = sQ + T * K4;         // (W) G_s
@@ -40,16 +47,16 @@ __global__ void __launch_bounds__(32 * kGdnWarps) gdn_replay_kernel(GdnDecodeArg
   float* sKQ = sKK + T * W4;       // (T, W) k_s·q_t
   float* sBeta = sKQ + T * W4;     // (T)
 
-  const float* S = a.state + (int64_t(a.slot[b]) * a.Hv + h) * dk * dv;
+  const float* S = a.state + (int64_t(a.slot[b]) * a.Hv + h) * dk * dv + c0;
   TileT cur;
-  cur.load(S, min(pass_rows, dk), dv, dv, w, nw, lane);
+  cur.load(S, min(pass_rows, dk), cw, dv, w, nw, lane);
 
   for (int s = threadIdx.x; s < n_log; s += blockDim.x) sG[s] = a.log_g[(int64_t(b) * W + s) * a.Hv + h];
   load_bf_rows(sK, a.log_k + (int64_t(b) * W * a.Hk + kh) * dk, n_log, dk, int64_t(a.Hk) * dk, K4);
   load_bf_rows(sQ, a.q + (int64_t(b) * T * a.Hk + kh) * dk, T, dk, int64_t(a.Hk) * dk, K4);
-  load_bf_rows(sV, a.v + (int64_t(b) * T * a.Hv + h) * dv, T, dv, int64_t(a.Hv) * dv, V4);
-  for (int i = threadIdx.x; i < base * dv; i += blockDim.x)
-    sU[(i / dv) * V4 + i % dv] = a.log_u[((int64_t(b) * W + i / dv) * a.Hv + h) * dv + i % dv];
+  load_bf_rows(sV, a.v + (int64_t(b) * T * a.Hv + h) * dv + c0, T, cw, int64_t(a.Hv) * dv, V4);
+  for (int i = threadIdx.x; i < base * cw; i += blockDim.x)
+    sU[(i / cw) * V4 + i % cw] = a.log_u[((int64_t(b) * W + i / cw) * a.Hv + h) * dv + c0 + i % cw];
   for (int t = threadIdx.x; t < T; t += blockDim.x) sBeta[t] = a.beta[(int64_t(b) * T + t) * a.Hv + h];
   for (int i = threadIdx.x; i < 2 * T * nw * V4; i += blockDim.x) sRed[i] = 0.0f;
   __syncthreads();
@@ -71,12 +78,12 @@ __global__ void __launch_bounds__(32 * kGdnWarps) gdn_replay_kernel(GdnDecodeArg
   for (int s = threadIdx.x; s < f; s += blockDim.x) sF[s] = expf(sG[f - 1] - sG[s]);
   __syncthreads();
 
-  float* Sf = f > 0 ? a.state + (int64_t(a.fold_slot[b]) * a.Hv + h) * dk * dv : nullptr;
+  float* Sf = f > 0 ? a.state + (int64_t(a.fold_slot[b]) * a.Hv + h) * dk * dv + c0 : nullptr;
   const float fold_decay = f > 0 ? expf(sG[f - 1]) : 0.0f;
   for (int p0 = 0; p0 < dk; p0 += pass_rows) {
     const int rows = min(pass_rows, dk - p0);
     TileT nxt;
-    if (p0 + pass_rows < dk) nxt.load(S + int64_t(p0 + pass_rows) * dv, min(pass_rows, dk - p0 - pass_rows), dv, dv, w, nw, lane);
+    if (p0 + pass_rows < dk) nxt.load(S + int64_t(p0 + pass_rows) * dv, min(pass_rows, dk - p0 - pass_rows), cw, dv, w, nw, lane);
     // This pass's rows of S_cᵀx for the 2T vectors x, into this thread's partials.
     for (int q = 0; q < 2 * T; ++q) {
       const float* x = q < T ? sK + (base + q) * K4 : sQ + (q - T) * K4;
@@ -95,7 +102,7 @@ __global__ void __launch_bounds__(32 * kGdnWarps) gdn_replay_kernel(GdnDecodeArg
       for (int j = 0; j < TileT::kColChunks; ++j)
 #pragma unroll
         for (int e = 0; e < TileT::kVec; ++e)
-          if (TileT::col(lane, j, e) < dv) red[TileT::col(lane, j, e)] += part[j][e];
+          if (TileT::col(lane, j, e) < cw) red[TileT::col(lane, j, e)] += part[j][e];
     }
     if (f > 0) {  // block-uniform
 #pragma unroll
@@ -106,7 +113,7 @@ __global__ void __launch_bounds__(32 * kGdnWarps) gdn_replay_kernel(GdnDecodeArg
           for (int e = 0; e < TileT::kVec; ++e) cur.v[r][j][e] *= fold_decay;
       for (int s = 0; s < f; ++s) {
         float Uc[TileT::kColChunks][TileT::kVec];
-        TileT::columns(sU + s * V4, dv, lane, Uc);
+        TileT::columns(sU + s * V4, cw, lane, Uc);
 #pragma unroll
         for (int r = 0; r < TileT::kRows; ++r) {
           const int i = min(TileT::row(w, nw, r), rows - 1);  // rows past the pass are never stored
@@ -117,13 +124,13 @@ __global__ void __launch_bounds__(32 * kGdnWarps) gdn_replay_kernel(GdnDecodeArg
             for (int e = 0; e < TileT::kVec; ++e) cur.v[r][j][e] += c * Uc[j][e];
         }
       }
-      cur.store(Sf + int64_t(p0) * dv, rows, dv, dv, w, nw, lane);
+      cur.store(Sf + int64_t(p0) * dv, rows, cw, dv, w, nw, lane);
     }
     cur = nxt;
   }
   __syncthreads();
-  for (int i = threadIdx.x; i < 2 * T * dv; i += blockDim.x) {
-    const int q = i / dv, c = i % dv;
+  for (int i = threadIdx.x; i < 2 * T * cw; i += blockDim.x) {
+    const int q = i / cw, c = i % cw;
     float sum = 0.0f;
     for (int k = 0; k < nw; ++k) sum += sRed[(q * nw + k) * V4 + c];
     sSx[q * V4 + c] = sum;
@@ -132,7 +139,7 @@ __global__ void __launch_bounds__(32 * kGdnWarps) gdn_replay_kernel(GdnDecodeArg
 
   // The new tokens in order, one thread per column: u_t is written and
   // later read by the same thread.
-  for (int c = threadIdx.x; c < dv; c += blockDim.x) {
+  for (int c = threadIdx.x; c < cw; c += blockDim.x) {
     for (int t = 0; t < T; ++t) {
       const int tt = base + t;
       const float Gt = sG[tt];
@@ -144,8 +151,8 @@ __global__ void __launch_bounds__(32 * kGdnWarps) gdn_replay_kernel(GdnDecodeArg
       }
       const float u = (sV[t * V4 + c] - mem) * sBeta[t];
       sU[tt * V4 + c] = u;
-      a.log_u[((int64_t(b) * W + tt) * a.Hv + h) * dv + c] = u;
-      put_bf(a.o, ((int64_t(b) * T + t) * a.Hv + h) * dv + c, out + sKQ[t * W4 + tt] * u);
+      a.log_u[((int64_t(b) * W + tt) * a.Hv + h) * dv + c0 + c] = u;
+      put_bf(a.o, ((int64_t(b) * T + t) * a.Hv + h) * dv + c0 + c, out + sKQ[t * W4 + tt] * u);
     }
   }
 }
@@ -155,10 +162,13 @@ __global__ void __launch_bounds__(32 * kGdnWarps) gdn_replay_kernel(GdnDecodeArg
 cudaError_t gdn_replay_cuda(const GdnDecodeArgs& a, cudaStream_t stream) {
   if (a.batch == 0) return cudaSuccess;
   if (a.batch < 0 || a.Hk <= 0 || a.Hv % a.Hk != 0 || a.dk < 1 || a.dv < 1 || a.T < 1 || a.T > kGdnMaxT ||
-      a.W < a.T || a.W > kGdnMaxW || a.max_fold < 0 || a.max_fold > a.W || (a.fold != nullptr && a.fold_slot == nullptr))
+      a.W < a.T || a.W > kGdnMaxW || a.max_fold < 0 || a.max_fold > a.W || (a.fold != nullptr && a.fold_slot == nullptr) ||
+      (a.tile_rows != 0 && a.tile_rows != 4 && a.tile_rows != 8) ||
+      (a.slice_cols != 0 && a.slice_cols != 64 && a.slice_cols != 128 && a.slice_cols != 256))
     return cudaErrorInvalidValue;
   // Every refusal before the device is asked anything.
-  const bool sliced_fits = a.dk <= 512, streaming_fits = a.dv <= kMaxTileCols;
+  const int slice = gdn_slice_cols(a.dv, a.slice_cols != 0 ? a.slice_cols : kGdnReplaySlice);
+  const bool sliced_fits = a.dk <= 512, streaming_fits = slice > 0;
   if (a.variant < 0 || a.variant > 2 || (a.variant == 1 && !streaming_fits) || (a.variant == 2 && !sliced_fits) ||
       (!sliced_fits && !streaming_fits))
     return cudaErrorInvalidValue;
@@ -170,16 +180,21 @@ cudaError_t gdn_replay_cuda(const GdnDecodeArgs& a, cudaStream_t stream) {
   const bool small = int64_t(a.batch) * a.Hv < sms;
   if (a.variant == 2 || (a.variant == 0 && sliced_fits && (small || !streaming_fits)))
     return gdn_replay_sliced(a, stream);
-  return with_row_slice_tile<4>(a.dv, [&](auto tag) {
+  // Rows per warp per pass: 8 for a verify's several tokens, 4 for one
+  // (H200, Qwen3-Next shapes: docs/perf).
+  const int tile_rows = a.tile_rows != 0 ? a.tile_rows : a.T > 1 ? 8 : 4;
+  auto launch = [&](auto tag) {
     using TileT = decltype(tag);
     const int nw = kGdnWarps;
-    const int W4 = (a.W + 3) & ~3, K4 = (a.dk + 3) & ~3, V4 = (a.dv + 3) & ~3;
+    const int W4 = (a.W + 3) & ~3, K4 = (a.dk + 3) & ~3, V4 = (std::min(TileT::kCols, a.dv) + 3) & ~3;
     const size_t shm = sizeof(float) * (a.W * V4 + a.T * V4 + 2 * a.T * V4 + 2 * a.T * nw * V4 + a.W * K4 +
                                         a.T * K4 + 2 * W4 + 2 * a.T * W4 + a.T);
     if (cudaError_t e = allow_dynamic_smem(gdn_replay_kernel<TileT>, shm); e != cudaSuccess) return e;
-    gdn_replay_kernel<TileT><<<dim3(a.Hv, a.batch), 32 * nw, shm, stream>>>(a);
+    const dim3 grid((a.dv + TileT::kCols - 1) / TileT::kCols, a.Hv, a.batch);
+    gdn_replay_kernel<TileT><<<grid, 32 * nw, shm, stream>>>(a);
     return cudaGetLastError();
-  });
+  };
+  return tile_rows == 8 ? with_gdn_slice_tile<8>(a.dv, slice, launch) : with_gdn_slice_tile<4>(a.dv, slice, launch);
 }
 
 }  // namespace replayssm::ops::cuda

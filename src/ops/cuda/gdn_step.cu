@@ -1,10 +1,18 @@
-// Gated DeltaNet standard decode (see gdn_decode.h). One block per (value
-// head, sequence) streams the state's rows (the next pass in flight while
-// one computes) into shared memory while summing Sᵀk, so the update — which
-// needs all of Sᵀk first — reads the rows from shared memory: the state is
-// read from DRAM once and written once per token. Small batches, and heads
-// whose state does not fit in shared memory, use gdn_step_sliced.cu.
+// Gated DeltaNet standard decode (see gdn_decode.h). One block per (slice
+// of value columns, value head, sequence) copies its columns of the
+// state's rows into shared memory (cp.async, all requested at once) and
+// sums Sᵀk and Sᵀq over them as they land; the update — which needs all of
+// Sᵀk first — reads the rows from shared memory: the state is read from
+// DRAM once and written once per token. Columns are independent in the
+// delta rule, so a block needs only its slice: narrower slices hold less
+// shared memory and let more blocks stream at once (a head's slices are
+// neighbours in the grid, so its rows are read together). Small batches,
+// and heads whose slice does not fit in shared memory, use
+// gdn_step_sliced.cu.
 #include "ops/cuda/gdn_decode.h"
+
+#include <algorithm>
+
 #include "ops/cuda/tile.cuh"
 
 namespace replayssm::ops::cuda {
@@ -29,94 +37,63 @@ __device__ __forceinline__ void add_partials(float* red, const float (&part)[Til
 
 template <typename TileT>
 __global__ void __launch_bounds__(32 * kGdnStepWarps) gdn_step_kernel(GdnDecodeArgs a) {
-  const int h = blockIdx.x, b = blockIdx.y, kh = h / (a.Hv / a.Hk);
-  const int nw = blockDim.x / 32, w = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int h = blockIdx.y, b = blockIdx.z, kh = h / (a.Hv / a.Hk);
+  constexpr int nw = kGdnStepWarps;  // a constant: see docs/perf (GDN block shapes)
+  const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int dk = a.dk, dv = a.dv, T = a.T, pass_rows = nw * TileT::kRows;
-  const int K4 = (dk + 3) & ~3, V4 = (dv + 3) & ~3;
+  // This block's columns [c0, c0 + cw) of every row; shared arrays hold
+  // only those (dv: the state's row stride).
+  const int c0 = blockIdx.x * TileT::kCols, cw = dv - c0 < TileT::kCols ? dv - c0 : TileT::kCols;
+  const int K4 = (dk + 3) & ~3, V4 = (cw + 3) & ~3;
   extern __shared__ float shm[];   // every array a multiple of 4 floats from the start: 16-byte aligned
-  float* sS = shm;                 // (dk, dv) the state rows
-  float* sRed = sS + dk * V4;      // (nw, dv) per-warp column partials
-  float* sU = sRed + nw * V4;      // (dv) mem, then u, then o
+  float* sS = shm;                 // (dk, cw) the state rows
+  float* sRed = sS + dk * V4;      // (2, nw, cw) per-warp column partials of Sᵀk, Sᵀq
+  float* sU = sRed + 2 * nw * V4;  // (cw) u
   float* sQ = sU + V4;             // (T, dk)
   float* sK = sQ + T * K4;         // (T, dk)
-  float* sV = sK + T * K4;         // (T, dv)
-  float* sGB = sV + T * V4;        // (T, 2): e^g, β
+  float* sV = sK + T * K4;         // (T, cw)
+  float* sGB = sV + T * V4;        // (T, 3): e^g, β, k·q
 
-  const float* src = a.state + (int64_t(a.slot[b]) * a.Hv + h) * dk * dv;
-  TileT cur;
-  cur.load(src, min(pass_rows, dk), dv, dv, w, nw, lane);
+  // The whole slice is requested at once, straight into shared memory (two
+  // groups: the first half of the passes, then the rest), before anything
+  // else: the block's read is in flight while the token's inputs arrive.
+  // Each thread later reads back exactly the elements it copied.
+  const float* src = a.state + (int64_t(a.slot[b]) * a.Hv + h) * dk * dv + c0;
+  const int passes = (dk + pass_rows - 1) / pass_rows, first = (passes + 1) / 2;
+  for (int p = 0; p < passes; ++p) {
+    const int p0 = p * pass_rows;
+    TileT::copy_async(sS + p0 * V4, src + int64_t(p0) * dv, min(pass_rows, dk - p0), cw, dv, V4, w, nw, lane);
+    if (p + 1 == first) cp_async_commit();
+  }
+  cp_async_commit();
   load_bf_rows(sQ, a.q + (int64_t(b) * T * a.Hk + kh) * dk, T, dk, int64_t(a.Hk) * dk, K4);
   load_bf_rows(sK, a.k + (int64_t(b) * T * a.Hk + kh) * dk, T, dk, int64_t(a.Hk) * dk, K4);
-  load_bf_rows(sV, a.v + (int64_t(b) * T * a.Hv + h) * dv, T, dv, int64_t(a.Hv) * dv, V4);
+  load_bf_rows(sV, a.v + (int64_t(b) * T * a.Hv + h) * dv + c0, T, cw, int64_t(a.Hv) * dv, V4);
   for (int t = threadIdx.x; t < T; t += blockDim.x) {
-    sGB[2 * t] = expf(a.g[(int64_t(b) * T + t) * a.Hv + h]);
-    sGB[2 * t + 1] = a.beta[(int64_t(b) * T + t) * a.Hv + h];
+    sGB[3 * t] = expf(a.g[(int64_t(b) * T + t) * a.Hv + h]);
+    sGB[3 * t + 1] = a.beta[(int64_t(b) * T + t) * a.Hv + h];
   }
-  for (int i = threadIdx.x; i < nw * V4; i += blockDim.x) sRed[i] = 0.0f;
+  for (int i = threadIdx.x; i < 2 * nw * V4; i += blockDim.x) sRed[i] = 0.0f;
   __syncthreads();
+  for (int t = w; t < T; t += nw) {  // k·q per token, a warp each
+    float d = 0.0f;
+    for (int i = lane; i < dk; i += 32) d += sK[t * K4 + i] * sQ[t * K4 + i];
+    d = warp_sum(d);
+    if (lane == 0) sGB[3 * t + 2] = d;
+  }
 
-  auto reduce_into_sU = [&] {
-    __syncthreads();
-    for (int c = threadIdx.x; c < dv; c += blockDim.x) {
-      float s = 0.0f;
-      for (int k = 0; k < nw; ++k) s += sRed[k * V4 + c], sRed[k * V4 + c] = 0.0f;
-      sU[c] = s;
-    }
-    __syncthreads();
-  };
-
-  // Token 0 streams the rows from global memory into shared memory; later
-  // tokens (verify) find them there.
+  // The delta rule by columns: mem = (αS)ᵀk, u = β(v − mem), S ← αS + k·uᵀ,
+  // o = Sᵀq = α·(Sᵀq) + u·(k·q) — both sums over rows in one pass, then the
+  // update. Later tokens (verify) find the rows in shared memory.
   for (int t = 0; t < T; ++t) {
-    const float alpha = sGB[2 * t], beta = sGB[2 * t + 1];
-    // mem = (αS)ᵀk
-    for (int p0 = 0; p0 < dk; p0 += pass_rows) {
-      const int rows = min(pass_rows, dk - p0);
-      if (t == 0) {
-        TileT nxt;
-        if (p0 + pass_rows < dk) nxt.load(src + int64_t(p0 + pass_rows) * dv, min(pass_rows, dk - p0 - pass_rows), dv, dv, w, nw, lane);
-        cur.store(sS + p0 * V4, rows, dv, V4, w, nw, lane);
-        float part[TileT::kColChunks][TileT::kVec] = {};
-#pragma unroll
-        for (int r = 0; r < TileT::kRows; ++r) {
-          const int i = TileT::row(w, nw, r);
-          const float ki = i < rows ? alpha * sK[t * K4 + p0 + i] : 0.0f;
-#pragma unroll
-          for (int j = 0; j < TileT::kColChunks; ++j)
-#pragma unroll
-            for (int e = 0; e < TileT::kVec; ++e) part[j][e] += cur.v[r][j][e] * ki;
-        }
-        add_partials<TileT>(sRed + w * V4, part, dv, lane);
-        cur = nxt;
-      } else {
-        TileT rowsv;
-        rowsv.load(sS + p0 * V4, rows, dv, V4, w, nw, lane);
-        float part[TileT::kColChunks][TileT::kVec] = {};
-#pragma unroll
-        for (int r = 0; r < TileT::kRows; ++r) {
-          const int i = TileT::row(w, nw, r);
-          const float ki = i < rows ? alpha * sK[t * K4 + p0 + i] : 0.0f;
-#pragma unroll
-          for (int j = 0; j < TileT::kColChunks; ++j)
-#pragma unroll
-            for (int e = 0; e < TileT::kVec; ++e) part[j][e] += rowsv.v[r][j][e] * ki;
-        }
-        add_partials<TileT>(sRed + w * V4, part, dv, lane);
-      }
-    }
-    reduce_into_sU();
-    for (int c = threadIdx.x; c < dv; c += blockDim.x) sU[c] = (sV[t * V4 + c] - sU[c]) * beta;
-    __syncthreads();
-    // S ← αS + k·uᵀ (kept in shared memory for the next token, written out);
-    // o = Sᵀq
-    float Uc[TileT::kColChunks][TileT::kVec];
-    TileT::columns(sU, dv, lane, Uc);
-    float* dst = a.state + (int64_t(a.out_slot[b * T + t]) * a.Hv + h) * dk * dv;
-    for (int p0 = 0; p0 < dk; p0 += pass_rows) {
-      const int rows = min(pass_rows, dk - p0);
+    const float alpha = sGB[3 * t], beta = sGB[3 * t + 1];
+    for (int p = 0; p < passes; ++p) {
+      const int p0 = p * pass_rows, rows = min(pass_rows, dk - p0);
+      if (t == 0 && p == 0) cp_async_wait<1>();
+      if (t == 0 && p == first) cp_async_wait<0>();
       TileT rowsv;
-      rowsv.load(sS + p0 * V4, rows, dv, V4, w, nw, lane);
-      float part[TileT::kColChunks][TileT::kVec] = {};
+      rowsv.load(sS + p0 * V4, rows, cw, V4, w, nw, lane);
+      float pk[TileT::kColChunks][TileT::kVec] = {}, pq[TileT::kColChunks][TileT::kVec] = {};
 #pragma unroll
       for (int r = 0; r < TileT::kRows; ++r) {
         const int i = TileT::row(w, nw, r);
@@ -124,18 +101,42 @@ __global__ void __launch_bounds__(32 * kGdnStepWarps) gdn_step_kernel(GdnDecodeA
 #pragma unroll
         for (int j = 0; j < TileT::kColChunks; ++j)
 #pragma unroll
-          for (int e = 0; e < TileT::kVec; ++e) {
-            const float v = rowsv.v[r][j][e] * alpha + ki * Uc[j][e];
-            rowsv.v[r][j][e] = v;
-            part[j][e] += v * qi;
-          }
+          for (int e = 0; e < TileT::kVec; ++e) pk[j][e] += rowsv.v[r][j][e] * ki, pq[j][e] += rowsv.v[r][j][e] * qi;
       }
-      rowsv.store(dst + int64_t(p0) * dv, rows, dv, dv, w, nw, lane);
-      if (t + 1 < T) rowsv.store(sS + p0 * V4, rows, dv, V4, w, nw, lane);
-      add_partials<TileT>(sRed + w * V4, part, dv, lane);
+      add_partials<TileT>(sRed + w * V4, pk, cw, lane);
+      add_partials<TileT>(sRed + (nw + w) * V4, pq, cw, lane);
     }
-    reduce_into_sU();
-    for (int c = threadIdx.x; c < dv; c += blockDim.x) put_bf(a.o, ((int64_t(b) * T + t) * a.Hv + h) * dv + c, sU[c]);
+    __syncthreads();
+    for (int c = threadIdx.x; c < cw; c += blockDim.x) {
+      float mk = 0.0f, mq = 0.0f;
+      for (int k = 0; k < nw; ++k) {
+        mk += sRed[k * V4 + c], mq += sRed[(nw + k) * V4 + c];
+        sRed[k * V4 + c] = sRed[(nw + k) * V4 + c] = 0.0f;
+      }
+      const float u = (sV[t * V4 + c] - alpha * mk) * beta;
+      sU[c] = u;
+      put_bf(a.o, ((int64_t(b) * T + t) * a.Hv + h) * dv + c0 + c, alpha * mq + u * sGB[3 * t + 2]);
+    }
+    __syncthreads();
+    float Uc[TileT::kColChunks][TileT::kVec];
+    TileT::columns(sU, cw, lane, Uc);
+    float* dst = a.state + (int64_t(a.out_slot[b * T + t]) * a.Hv + h) * dk * dv + c0;
+    for (int p = 0; p < passes; ++p) {
+      const int p0 = p * pass_rows, rows = min(pass_rows, dk - p0);
+      TileT rowsv;
+      rowsv.load(sS + p0 * V4, rows, cw, V4, w, nw, lane);
+#pragma unroll
+      for (int r = 0; r < TileT::kRows; ++r) {
+        const int i = TileT::row(w, nw, r);
+        const float ki = i < rows ? sK[t * K4 + p0 + i] : 0.0f;
+#pragma unroll
+        for (int j = 0; j < TileT::kColChunks; ++j)
+#pragma unroll
+          for (int e = 0; e < TileT::kVec; ++e) rowsv.v[r][j][e] = rowsv.v[r][j][e] * alpha + ki * Uc[j][e];
+      }
+      rowsv.store(dst + int64_t(p0) * dv, rows, cw, dv, w, nw, lane);
+      if (t + 1 < T) rowsv.store(sS + p0 * V4, rows, cw, V4, w, nw, lane);
+    }
     __syncthreads();  // sU is reused by the next token
   }
 }
@@ -145,27 +146,38 @@ __global__ void __launch_bounds__(32 * kGdnStepWarps) gdn_step_kernel(GdnDecodeA
 cudaError_t gdn_step_cuda(const GdnDecodeArgs& a, cudaStream_t stream) {
   if (a.batch == 0) return cudaSuccess;
   if (a.batch < 0 || a.Hk <= 0 || a.Hv % a.Hk != 0 || a.dk < 1 || a.dv < 1 || a.T < 1 || a.T > kGdnMaxT ||
-      a.variant < 0 || a.variant > 2)
-    return cudaErrorInvalidValue;
-  const int K4 = (a.dk + 3) & ~3, V4 = (a.dv + 3) & ~3, nw = kGdnStepWarps;
-  const size_t shm = sizeof(float) * (size_t(a.dk) * V4 + nw * V4 + V4 + 2 * a.T * K4 + a.T * V4 + 2 * a.T);
-  // Every refusal before the device is asked anything.
-  const bool fits = shm <= kGdnStepMaxShm && a.dv <= kMaxTileCols, sliced_fits = a.dk <= 512;
-  if ((a.variant == 1 && !fits) || (a.variant == 2 && !sliced_fits) || (!fits && !sliced_fits))
+      a.variant < 0 || a.variant > 2 || (a.tile_rows != 0 && a.tile_rows != 4 && a.tile_rows != 8) ||
+      (a.slice_cols != 0 && a.slice_cols != 64 && a.slice_cols != 128 && a.slice_cols != 256))
     return cudaErrorInvalidValue;
   int dev = 0, sms = 0;
   if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
   if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev); e != cudaSuccess) return e;
+  // Block shape (H200, Qwen3-Next shapes, docs/perf): 8 rows per warp per
+  // pass; slices of 128 columns, or of 64 where there are few (head,
+  // sequence) pairs per SM; narrower where the slice would not fit.
+  const int K4 = (a.dk + 3) & ~3, nw = kGdnStepWarps;
+  auto shm_for = [&](int slice) {
+    const int S4 = (std::min(slice, a.dv) + 3) & ~3;
+    return sizeof(float) * (size_t(a.dk) * S4 + 2 * nw * S4 + S4 + 2 * a.T * K4 + a.T * S4 + 3 * a.T);
+  };
+  int slice = gdn_slice_cols(a.dv, a.slice_cols != 0 ? a.slice_cols : int64_t(a.batch) * a.Hv < 32 * sms ? 64 : 128);
+  if (a.slice_cols == 0 && slice > 64 && shm_for(slice) > kGdnStepMaxShm) slice = gdn_slice_cols(a.dv, 64);
+  const size_t shm = shm_for(slice);
+  // Every refusal before the device is asked anything.
+  const bool fits = slice > 0 && shm <= kGdnStepMaxShm, sliced_fits = a.dk <= 512;
+  if ((a.variant == 1 && !fits) || (a.variant == 2 && !sliced_fits) || (!fits && !sliced_fits)) return cudaErrorInvalidValue;
   // The same variant choice as the replay kernel (variant), plus:
   // heads too large for shared memory take the sliced kernel.
   const bool small = int64_t(a.batch) * a.Hv < sms;
   if (a.variant == 2 || !fits || (a.variant == 0 && small)) return gdn_step_sliced(a, stream);
-  return with_row_slice_tile<4>(a.dv, [&](auto tag) {
+  auto launch = [&](auto tag) {
     using TileT = decltype(tag);
     if (cudaError_t e = allow_dynamic_smem(gdn_step_kernel<TileT>, shm); e != cudaSuccess) return e;
-    gdn_step_kernel<TileT><<<dim3(a.Hv, a.batch), 32 * nw, shm, stream>>>(a);
+    const dim3 grid((a.dv + TileT::kCols - 1) / TileT::kCols, a.Hv, a.batch);
+    gdn_step_kernel<TileT><<<grid, 32 * nw, shm, stream>>>(a);
     return cudaGetLastError();
-  });
+  };
+  return a.tile_rows == 4 ? with_gdn_slice_tile<4>(a.dv, slice, launch) : with_gdn_slice_tile<8>(a.dv, slice, launch);
 }
 
 }  // namespace replayssm::ops::cuda

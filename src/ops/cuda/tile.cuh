@@ -47,13 +47,31 @@ __device__ __forceinline__ void warp_prefix_sum(float* v, int n, int lane) {
   }
 }
 
+// cp.async: kBytes (4, 8 or 16) from global to shared memory, in flight
+// until a cp_async_wait<n> leaves at most n committed groups pending.
+template <int kBytes>
+__device__ __forceinline__ void cp_async(float* smem, const float* gmem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  if constexpr (kBytes == 16)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(s), "l"(gmem), "n"(kBytes) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
 // A block's slice of a head's fp32 state, held in registers: up to
 // nw·kR rows × cols of a row-major matrix with row stride ld. Warp w owns
 // rows w + nw·r (r < kR); lane l owns columns (l + 32·j)·kV + e (j < kJ,
-// e < kV). kV = 4: 16-byte accesses, coalesced across the warp.
+// e < kV). kV = 4 (2): 16-byte (8-byte) accesses, coalesced across the warp;
+// the vector paths need cols a multiple of kV and 16 (8)-byte aligned rows.
 template <int kV, int kJ, int kR>
 struct Tile {
   static constexpr int kRows = kR, kColChunks = kJ, kVec = kV;
+  static constexpr int kCols = 32 * kJ * kV;  // columns a warp row covers: a GDN block's slice
   float v[kR][kJ][kV];
 
   __device__ static int col(int lane, int j, int e) { return (lane + 32 * j) * kV + e; }
@@ -69,12 +87,40 @@ struct Tile {
           float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
           if (i < rows && col(lane, j, 0) < cols) x = *reinterpret_cast<const float4*>(m + i * ld + col(lane, j, 0));
           v[r][j][0] = x.x, v[r][j][1] = x.y, v[r][j][2] = x.z, v[r][j][3] = x.w;
+        } else if constexpr (kV == 2) {
+          float2 x = make_float2(0.f, 0.f);
+          if (i < rows && col(lane, j, 0) < cols) x = *reinterpret_cast<const float2*>(m + i * ld + col(lane, j, 0));
+          v[r][j][0] = x.x, v[r][j][1] = x.y;
         } else {
 #pragma unroll
           for (int e = 0; e < kV; ++e) {
             const int c = col(lane, j, e);
             v[r][j][e] = i < rows && c < cols ? m[i * ld + c] : 0.0f;
           }
+        }
+      }
+    }
+  }
+
+  // Requests this thread's elements of m (as load) into shared memory at
+  // dst (row stride ldd) with cp.async, 16 or 8 bytes at a time where kV
+  // allows: no registers held, nothing waited for (cp_async_commit /
+  // cp_async_wait). The thread that copied an element may read it after
+  // its wait without a barrier; others need one.
+  __device__ static void copy_async(float* dst, const float* m, int rows, int cols, int64_t ld, int ldd, int w, int nw,
+                                    int lane) {
+#pragma unroll
+    for (int r = 0; r < kR; ++r) {
+      const int i = row(w, nw, r);
+      if (i >= rows) continue;
+#pragma unroll
+      for (int j = 0; j < kJ; ++j) {
+        if constexpr (kV == 4 || kV == 2) {
+          if (col(lane, j, 0) < cols) cp_async<4 * kV>(dst + i * ldd + col(lane, j, 0), m + i * ld + col(lane, j, 0));
+        } else {
+#pragma unroll
+          for (int e = 0; e < kV; ++e)
+            if (col(lane, j, e) < cols) cp_async<4>(dst + i * ldd + col(lane, j, e), m + i * ld + col(lane, j, e));
         }
       }
     }
@@ -90,6 +136,10 @@ struct Tile {
         float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
         if (col(lane, j, 0) < cols) x = *reinterpret_cast<const float4*>(v + col(lane, j, 0));
         out[j][0] = x.x, out[j][1] = x.y, out[j][2] = x.z, out[j][3] = x.w;
+      } else if constexpr (kV == 2) {
+        float2 x = make_float2(0.f, 0.f);
+        if (col(lane, j, 0) < cols) x = *reinterpret_cast<const float2*>(v + col(lane, j, 0));
+        out[j][0] = x.x, out[j][1] = x.y;
       } else {
 #pragma unroll
         for (int e = 0; e < kV; ++e) out[j][e] = col(lane, j, e) < cols ? v[col(lane, j, e)] : 0.0f;
@@ -136,6 +186,8 @@ struct Tile {
           if (col(lane, j, 0) < cols)
             *reinterpret_cast<float4*>(m + i * ld + col(lane, j, 0)) =
                 make_float4(v[r][j][0], v[r][j][1], v[r][j][2], v[r][j][3]);
+        } else if constexpr (kV == 2) {
+          if (col(lane, j, 0) < cols) *reinterpret_cast<float2*>(m + i * ld + col(lane, j, 0)) = make_float2(v[r][j][0], v[r][j][1]);
         } else {
 #pragma unroll
           for (int e = 0; e < kV; ++e) {
@@ -195,6 +247,23 @@ template <int kR, typename F>
 cudaError_t with_row_slice_tile(int cols, F&& f) {
   if (cols == 128) return f(Tile<4, 1, kR>{});
   if (cols == 256) return f(Tile<4, 2, kR>{});
+  if (cols >= 1 && cols <= kMaxTileCols) return f(Tile<1, 8, kR>{});
+  return cudaErrorInvalidValue;
+}
+
+// GDN's streaming blocks: a slice of `slice` columns (64, 128 or 256,
+// dividing cols) of kR rows per warp per pass; a width no slice divides:
+// all of cols ≤ 256 in one slice, scalar. Calls f(TileT{}), whose slice is
+// TileT::kCols wide.
+inline int gdn_slice_cols(int cols, int slice) {
+  if ((slice == 64 || slice == 128 || slice == 256) && cols % slice == 0) return slice;
+  return cols >= 1 && cols <= kMaxTileCols ? kMaxTileCols : 0;
+}
+template <int kR, typename F>
+cudaError_t with_gdn_slice_tile(int cols, int slice, F&& f) {
+  if (slice == 64 && cols % 64 == 0) return f(Tile<2, 1, kR>{});
+  if (slice == 128 && cols % 128 == 0) return f(Tile<4, 1, kR>{});
+  if (slice == 256 && cols % 256 == 0) return f(Tile<4, 2, kR>{});
   if (cols >= 1 && cols <= kMaxTileCols) return f(Tile<1, 8, kR>{});
   return cudaErrorInvalidValue;
 }
