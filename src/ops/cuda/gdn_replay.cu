@@ -33,14 +33,15 @@ __global__ void __launch_bounds__(32 * kGdnWarps) gdn_replay_kernel(GdnDecodeArg
   const int c0 = blockIdx.x * TileT::kCols, cw = dv - c0 < TileT::kCols ? dv - c0 : TileT::kCols;
   const int n_log = min(max(a.n_log[b], T), W), base = n_log - T;
   const int f = a.fold != nullptr ? min(max(a.fold[b], 0), min(base, a.max_fold)) : 0;
-  const int W4 = (W + 3) & ~3, K4 = (dk + 3) & ~3, V4 = (cw + 3) & ~3;
+  const int W4 = (W + 3) & ~3, K4 = (dk + 3) & ~3, V4 = (cw + 3) & ~3, KB = ((dk + 7) & ~7) / 2;
   extern __shared__ float shm[];  // every array a multiple of 4 floats from the start: 16-byte aligned
   float* sU = shm;                 // (W, cw) u_s (the new tokens' filled here)
   float* sV = sU + W * V4;         // (T, cw)
   float* sSx = sV + T * V4;        // (2T, cw) S_cᵀk_t, then S_cᵀq_t
   float* sRed = sSx + 2 * T * V4;  // (2T, nw, cw) per-warp partials
-  float* sK = sRed + 2 * T * nw * V4;  // (W, dk) k_s
-  float* sQ = sK + W * K4;         // (T, dk)
+  uint16_t* sKb = reinterpret_cast<uint16_t*>(sRed + 2 * T * nw * V4);  // (W, dk) k_s as bf16, KB floats a row
+  float* sKt = sRed + 2 * T * nw * V4 + W * KB;  // (T, dk) the new tokens' keys
+  float* sQ = sKt + T * K4;        // (T, dk)
   float* sG = sQ + T * K4;         // (W) G_s
   float* sF = sG + W4;             // (W) fold coefficients e^{G_{f−1}−G_s}
   float* sKK = sF + W4;            // (T, W) k_s·k_t
@@ -51,31 +52,30 @@ __global__ void __launch_bounds__(32 * kGdnWarps) gdn_replay_kernel(GdnDecodeArg
   TileT cur;
   cur.load(S, min(pass_rows, dk), cw, dv, w, nw, lane);
 
-  for (int s = threadIdx.x; s < n_log; s += blockDim.x) sG[s] = a.log_g[(int64_t(b) * W + s) * a.Hv + h];
-  load_bf_rows(sK, a.log_k + (int64_t(b) * W * a.Hk + kh) * dk, n_log, dk, int64_t(a.Hk) * dk, K4);
+  // The log (decays, keys, u) arrives with cp.async while the checkpoint
+  // streams: only a fold needs it before the passes; the dots and the
+  // outputs come after them. The passes need the new keys and queries.
+  const uint16_t* lk = a.log_k + (int64_t(b) * W * a.Hk + kh) * dk;
+  copy_async_rows(sG, a.log_g + int64_t(b) * W * a.Hv + h, n_log, 1, a.Hv, 1);
+  copy_async_bf_rows(sKb, lk, n_log, dk, int64_t(a.Hk) * dk, 2 * KB);
+  copy_async_rows(sU, a.log_u + (int64_t(b) * W * a.Hv + h) * dv + c0, base, cw, int64_t(a.Hv) * dv, V4);
+  cp_async_commit();
+  load_bf_rows(sKt, lk + int64_t(base) * a.Hk * dk, T, dk, int64_t(a.Hk) * dk, K4);
   load_bf_rows(sQ, a.q + (int64_t(b) * T * a.Hk + kh) * dk, T, dk, int64_t(a.Hk) * dk, K4);
   load_bf_rows(sV, a.v + (int64_t(b) * T * a.Hv + h) * dv + c0, T, cw, int64_t(a.Hv) * dv, V4);
-  for (int i = threadIdx.x; i < base * cw; i += blockDim.x)
-    sU[(i / cw) * V4 + i % cw] = a.log_u[((int64_t(b) * W + i / cw) * a.Hv + h) * dv + c0 + i % cw];
   for (int t = threadIdx.x; t < T; t += blockDim.x) sBeta[t] = a.beta[(int64_t(b) * T + t) * a.Hv + h];
   for (int i = threadIdx.x; i < 2 * T * nw * V4; i += blockDim.x) sRed[i] = 0.0f;
-  __syncthreads();
-  if (w == 0) warp_prefix_sum(sG, n_log, lane);
-  __syncthreads();
-
-  // Key dots, one warp per (token, entry) pair.
-  for (int kx = w; kx < T * n_log; kx += nw) {
-    const int t = kx / n_log, s = kx % n_log;
-    if (s > base + t) continue;  // warp-uniform
-    float dkk = 0.0f, dkq = 0.0f;
-    for (int i = lane; i < dk; i += 32) {
-      dkk += sK[s * K4 + i] * sK[(base + t) * K4 + i];
-      dkq += sK[s * K4 + i] * sQ[t * K4 + i];
-    }
-    dkk = warp_sum(dkk), dkq = warp_sum(dkq);
-    if (lane == 0) sKK[t * W4 + s] = dkk, sKQ[t * W4 + s] = dkq;
+  auto log_in = [&] {  // the log in shared memory for every thread, G_s summed
+    cp_async_wait<0>();
+    __syncthreads();
+    if (w == 0) warp_prefix_sum(sG, n_log, lane);
+    __syncthreads();
+  };
+  auto key = [&](int s, int i) { return __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(sKb)[s * 2 * KB + i]); };
+  if (f > 0) {  // block-uniform
+    log_in();
+    for (int s = threadIdx.x; s < f; s += blockDim.x) sF[s] = expf(sG[f - 1] - sG[s]);
   }
-  for (int s = threadIdx.x; s < f; s += blockDim.x) sF[s] = expf(sG[f - 1] - sG[s]);
   __syncthreads();
 
   float* Sf = f > 0 ? a.state + (int64_t(a.fold_slot[b]) * a.Hv + h) * dk * dv + c0 : nullptr;
@@ -86,7 +86,7 @@ __global__ void __launch_bounds__(32 * kGdnWarps) gdn_replay_kernel(GdnDecodeArg
     if (p0 + pass_rows < dk) nxt.load(S + int64_t(p0 + pass_rows) * dv, min(pass_rows, dk - p0 - pass_rows), cw, dv, w, nw, lane);
     // This pass's rows of S_cᵀx for the 2T vectors x, into this thread's partials.
     for (int q = 0; q < 2 * T; ++q) {
-      const float* x = q < T ? sK + (base + q) * K4 : sQ + (q - T) * K4;
+      const float* x = q < T ? sKt + q * K4 : sQ + (q - T) * K4;
       float part[TileT::kColChunks][TileT::kVec] = {};
 #pragma unroll
       for (int r = 0; r < TileT::kRows; ++r) {
@@ -117,7 +117,7 @@ __global__ void __launch_bounds__(32 * kGdnWarps) gdn_replay_kernel(GdnDecodeArg
 #pragma unroll
         for (int r = 0; r < TileT::kRows; ++r) {
           const int i = min(TileT::row(w, nw, r), rows - 1);  // rows past the pass are never stored
-          const float c = sF[s] * sK[s * K4 + p0 + i];
+          const float c = sF[s] * key(s, p0 + i);
 #pragma unroll
           for (int j = 0; j < TileT::kColChunks; ++j)
 #pragma unroll
@@ -127,6 +127,20 @@ __global__ void __launch_bounds__(32 * kGdnWarps) gdn_replay_kernel(GdnDecodeArg
       cur.store(Sf + int64_t(p0) * dv, rows, cw, dv, w, nw, lane);
     }
     cur = nxt;
+  }
+  if (f == 0) log_in();  // block-uniform
+  // Key dots, one warp per (token, entry) pair.
+  for (int kx = w; kx < T * n_log; kx += nw) {
+    const int t = kx / n_log, s = kx % n_log;
+    if (s > base + t) continue;  // warp-uniform
+    float dkk = 0.0f, dkq = 0.0f;
+    for (int i = lane; i < dk; i += 32) {
+      const float ks = key(s, i);
+      dkk += ks * sKt[t * K4 + i];
+      dkq += ks * sQ[t * K4 + i];
+    }
+    dkk = warp_sum(dkk), dkq = warp_sum(dkq);
+    if (lane == 0) sKK[t * W4 + s] = dkk, sKQ[t * W4 + s] = dkq;
   }
   __syncthreads();
   for (int i = threadIdx.x; i < 2 * T * cw; i += blockDim.x) {
@@ -187,8 +201,9 @@ cudaError_t gdn_replay_cuda(const GdnDecodeArgs& a, cudaStream_t stream) {
     using TileT = decltype(tag);
     const int nw = kGdnWarps;
     const int W4 = (a.W + 3) & ~3, K4 = (a.dk + 3) & ~3, V4 = (std::min(TileT::kCols, a.dv) + 3) & ~3;
-    const size_t shm = sizeof(float) * (a.W * V4 + a.T * V4 + 2 * a.T * V4 + 2 * a.T * nw * V4 + a.W * K4 +
-                                        a.T * K4 + 2 * W4 + 2 * a.T * W4 + a.T);
+    const int KB = ((a.dk + 7) & ~7) / 2;
+    const size_t shm = sizeof(float) * (a.W * V4 + a.T * V4 + 2 * a.T * V4 + 2 * a.T * nw * V4 + a.W * KB +
+                                        2 * a.T * K4 + 2 * W4 + 2 * a.T * W4 + a.T);
     if (cudaError_t e = allow_dynamic_smem(gdn_replay_kernel<TileT>, shm); e != cudaSuccess) return e;
     const dim3 grid((a.dv + TileT::kCols - 1) / TileT::kCols, a.Hv, a.batch);
     gdn_replay_kernel<TileT><<<grid, 32 * nw, shm, stream>>>(a);
