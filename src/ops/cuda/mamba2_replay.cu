@@ -80,39 +80,6 @@ __device__ __forceinline__ void replay_pass(const Mamba2DecodeArgs& a, TileT& cu
   cur.store(Sf + int64_t(p0) * N, rows, N, N, w, nw, lane);
 }
 
-// One pass of a split block that folds nothing: C, the log's part of y
-// and the decays come straight from global memory (a few hundred bytes, in
-// L2 behind the log kernel), so no shared memory and no barrier stand
-// between the checkpoint's first rows and their outputs.
-template <typename TileT>
-__device__ __forceinline__ void replay_pass_direct(const Mamba2DecodeArgs& a, const TileT& cur, int b, int h, int g,
-                                                   int n_out, int p0, int rows, int nw, int w, int lane) {
-  const int T = a.T, N = a.N, P = a.P;
-  const float* decay = a.scratch + int64_t(a.batch) * T * a.H * P;
-  for (int u = 0; u < n_out; ++u) {
-    const int64_t bt = int64_t(b + u / T) * T + u % T;  // output u: member u / T, token u % T
-    const uint16_t* C = a.Cm + (bt * a.G + g) * N;
-    float acc[TileT::kRows];
-#pragma unroll
-    for (int r = 0; r < TileT::kRows; ++r) acc[r] = 0.0f;
-#pragma unroll
-    for (int j = 0; j < TileT::kColChunks; ++j)
-#pragma unroll
-      for (int e = 0; e < TileT::kVec; ++e) {
-        const int c = TileT::col(lane, j, e);
-        const float Cc = c < N ? bf(C, c) : 0.0f;
-#pragma unroll
-        for (int r = 0; r < TileT::kRows; ++r) acc[r] += cur.v[r][j][e] * Cc;
-      }
-    TileT::row_sums(acc, lane);
-    const int i = TileT::row(w, nw, TileT::summed_row(lane));
-    if (TileT::row_writer(lane) && i < rows) {
-      const int64_t y = (bt * a.H + h) * P + p0 + i;
-      put_bf(a.y, y, decay[bt * a.H + h] * acc[0] + a.scratch[y]);
-    }
-  }
-}
-
 // The log's part of y for every head of a group (the split variant's first
 // kernel): B_s·C_t is shared by the group's heads, so it is computed once
 // here instead of once per head. Writes y_log (B, T, H, P) and e^{L_t}
@@ -201,16 +168,6 @@ __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_replay_kernel(Mamba2
   const float* S = a.state + (int64_t(a.slot[b]) * a.H + h) * P * N;
   TileT cur;
   cur.load(S, min(pass_rows, P), N, N, w, nw, lane);
-  if (kSplit && f == 0) {  // block-uniform: most steps of AR decoding, every verify between folds
-    for (int p0 = 0; p0 < P; p0 += pass_rows) {
-      const int rows = min(pass_rows, P - p0);
-      TileT nxt;
-      if (p0 + pass_rows < P) nxt.load(S + int64_t(p0 + pass_rows) * N, min(pass_rows, P - p0 - pass_rows), N, N, w, nw, lane);
-      replay_pass_direct(a, cur, b, h, g, n_out, p0, rows, nw, w, lane);
-      cur = nxt;
-    }
-    return;
-  }
 
   // The log rows: all of them to compute y here, or the folded ones only.
   const int rows_needed = kSplit ? f : n_log;
