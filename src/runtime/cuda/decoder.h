@@ -155,7 +155,8 @@ class Decoder {
   // tokens (T = 2..spec_tokens, laid out as verify()'s) and commits them
   // at once; its other rows change nothing (the standard and recompute
   // layouts write their states to a scratch slot, replay drops their log
-  // entries). What feeds one sequence of a batch while the others sit
+  // entries; where replay's Mamba2 log folds, the counted rows fold with
+  // it, as plain steps' do). What feeds one sequence of a batch while the others sit
   // still — a tree's expansion, a re-prefill. argmax and logits as
   // verify()'s.
   Status feed(std::span<const int32_t> tokens, int T, std::span<const int32_t> count, std::span<int32_t> argmax,
