@@ -81,6 +81,10 @@ TEST_P(EngineTest, ContinuousBatchingKeepsEveryRequestsTokens) {
   EXPECT_LE(st.max_batch_rows, eo.max_batch_tokens);
   EXPECT_LE(st.max_running, eo.max_running);
   EXPECT_GT(st.max_batch_rows, 1);  // prefill and decode really were mixed
+  EXPECT_GT(st.prefill_steps, 0);
+  EXPECT_LT(st.prefill_steps, st.steps);  // the last steps only decode
+  EXPECT_GT(st.prefill_step_s, 0.0);
+  EXPECT_GT(st.decode_step_s, 0.0);
   EXPECT_EQ((*e)->store().n_sequences(), 0);
   EXPECT_EQ((*e)->store().n_pages(), 0);
   EXPECT_EQ((*e)->store().n_checkpoints(), 0);
