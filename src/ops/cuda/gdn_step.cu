@@ -149,27 +149,29 @@ cudaError_t gdn_step_cuda(const GdnDecodeArgs& a, cudaStream_t stream) {
       a.variant < 0 || a.variant > 2 || (a.tile_rows != 0 && a.tile_rows != 4 && a.tile_rows != 8) ||
       (a.slice_cols != 0 && a.slice_cols != 64 && a.slice_cols != 128 && a.slice_cols != 256))
     return cudaErrorInvalidValue;
-  int dev = 0, sms = 0;
-  if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
-  if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev); e != cudaSuccess) return e;
   // Block shape (H200, Qwen3-Next shapes, docs/perf): 8 rows per warp per
   // pass; slices of 128 columns, or of 64 where there are few (head,
-  // sequence) pairs per SM; narrower where the slice would not fit.
+  // sequence) pairs per SM or the wider slice would not fit.
   const int K4 = (a.dk + 3) & ~3, nw = kGdnStepWarps;
   auto shm_for = [&](int slice) {
     const int S4 = (std::min(slice, a.dv) + 3) & ~3;
     return sizeof(float) * (size_t(a.dk) * S4 + 2 * nw * S4 + S4 + 2 * a.T * K4 + a.T * S4 + 3 * a.T);
   };
-  int slice = gdn_slice_cols(a.dv, a.slice_cols != 0 ? a.slice_cols : int64_t(a.batch) * a.Hv < 32 * sms ? 64 : 128);
-  if (a.slice_cols == 0 && slice > 64 && shm_for(slice) > kGdnStepMaxShm) slice = gdn_slice_cols(a.dv, 64);
-  const size_t shm = shm_for(slice);
-  // Every refusal before the device is asked anything.
-  const bool fits = slice > 0 && shm <= kGdnStepMaxShm, sliced_fits = a.dk <= 512;
+  // Every refusal before the device is asked anything: the narrowest slice
+  // the launcher may take decides whether a streaming block fits.
+  const int narrow = gdn_slice_cols(a.dv, a.slice_cols != 0 ? a.slice_cols : 64);
+  const bool fits = narrow > 0 && shm_for(narrow) <= kGdnStepMaxShm, sliced_fits = a.dk <= 512;
   if ((a.variant == 1 && !fits) || (a.variant == 2 && !sliced_fits) || (!fits && !sliced_fits)) return cudaErrorInvalidValue;
+  int dev = 0, sms = 0;
+  if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
+  if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev); e != cudaSuccess) return e;
   // The same variant choice as the replay kernel (variant), plus:
   // heads too large for shared memory take the sliced kernel.
   const bool small = int64_t(a.batch) * a.Hv < sms;
   if (a.variant == 2 || !fits || (a.variant == 0 && small)) return gdn_step_sliced(a, stream);
+  int slice = a.slice_cols != 0 ? narrow : gdn_slice_cols(a.dv, int64_t(a.batch) * a.Hv < 32 * sms ? 64 : 128);
+  if (shm_for(slice) > kGdnStepMaxShm) slice = narrow;
+  const size_t shm = shm_for(slice);
   auto launch = [&](auto tag) {
     using TileT = decltype(tag);
     if (cudaError_t e = allow_dynamic_smem(gdn_step_kernel<TileT>, shm); e != cudaSuccess) return e;
