@@ -1,6 +1,8 @@
-// Gated DeltaNet replay decode (see gdn_decode.h). One block per (value
-// head, sequence) streams the checkpoint in passes of rows, the next pass
-// in flight while one computes (as mamba2_replay.cu). Dual form, with
+// Gated DeltaNet replay decode (see gdn_decode.h). One block per (slice of
+// value columns, value head, sequence) streams its columns of the
+// checkpoint in passes of rows, the next pass in flight while one computes
+// (as mamba2_replay.cu), while the log arrives in shared memory by
+// cp.async (the passes need only the new keys and queries). Dual form, with
 // G_s = Σ_{r≤s} g_r from the checkpoint:
 //   mem_t = e^{G_t}·S_cᵀk_t + Σ_{s<t} e^{G_t−G_s}(k_s·k_t)·u_s ;  u_t = β_t(v_t − mem_t)
 //   o_t   = e^{G_t}·S_cᵀq_t + Σ_{s≤t} e^{G_t−G_s}(k_s·q_t)·u_s
