@@ -197,17 +197,22 @@ Status Decoder::Impl::run_attention(const DeviceBlock& blk, LayerState& L, int T
             "RoPE k");
   }
   const int64_t ldv = ac.qk_norm ? d_kv : ldk;
+  // What the decode and the chunk kernels' arguments share: heads, q, gate, output, cache.
+  auto heads = [&](auto& at) {
+    at.batch = B, at.Hq = int(ac.n_heads), at.Hkv = int(ac.n_kv_heads), at.D = int(D);
+    at.scale = 1.0f / std::sqrt(static_cast<float>(D));
+    at.q = q, at.ldq = ldq, at.q_head_stride = head_stride;
+    if (ac.output_gate) at.gate = q + D, at.ldg = ldq, at.g_head_stride = head_stride;
+    at.out = y, at.ldo = d_q, at.kv = L.kv;
+  };
   if (T == 1) {
     oc::KvAppendArgs ka;
     ka.batch = B, ka.width = int(d_kv), ka.k = k, ka.v = v, ka.ldk = ldk, ka.ldv = ldv;
     ka.pos = field(kRowPos), ka.kv = L.kv;
     RSSM_CU(oc::kv_append_cuda(ka, stream), "KV append");
     oc::AttentionDecodeArgs at;
-    at.batch = B, at.Hq = int(ac.n_heads), at.Hkv = int(ac.n_kv_heads), at.D = int(D);
-    at.scale = 1.0f / std::sqrt(static_cast<float>(D));
-    at.q = q, at.ldq = ldq, at.q_head_stride = head_stride;
-    if (ac.output_gate) at.gate = q + D, at.ldg = ldq, at.g_head_stride = head_stride;
-    at.out = y, at.ldo = d_q, at.kv = L.kv, at.seq_len = field(kSeqLen), at.max_seq_len = int(opt.max_context);
+    heads(at);
+    at.seq_len = field(kSeqLen), at.max_seq_len = int(opt.max_context);
     at.scratch = attn_scratch;
     RSSM_CU(oc::attention_decode_cuda(at, stream), "attention");
   } else {
@@ -216,11 +221,8 @@ Status Decoder::Impl::run_attention(const DeviceBlock& blk, LayerState& L, int T
     ka.seq = field(kRowSeq), ka.pos = field(kRowPos), ka.kv = L.kv;
     RSSM_CU(oc::kv_append_rows_cuda(ka, stream), "KV append rows");
     oc::AttentionPrefillArgs at;
-    at.batch = B, at.Hq = int(ac.n_heads), at.Hkv = int(ac.n_kv_heads), at.D = int(D);
-    at.scale = 1.0f / std::sqrt(static_cast<float>(D));
-    at.q = q, at.ldq = ldq, at.q_head_stride = head_stride;
-    if (ac.output_gate) at.gate = q + D, at.ldg = ldq, at.g_head_stride = head_stride;
-    at.out = y, at.ldo = d_q, at.kv = L.kv, at.cu_rows = field(kCuRows), at.pos = field(kSeqPos), at.max_rows = T;
+    heads(at);
+    at.cu_rows = field(kCuRows), at.pos = field(kSeqPos), at.max_rows = T;
     RSSM_CU(oc::attention_prefill_cuda(at, stream), "attention chunk");
   }
   RSSM_CU(gemm->linear(y, d_q, rows, blk.out.w, Hd, d_q, blk.out.b, d, Hd, false), "attention o_proj");
