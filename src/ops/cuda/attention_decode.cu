@@ -9,6 +9,7 @@
 
 #include <cmath>
 
+#include "ops/cuda/launch.cuh"
 #include "ops/cuda/row_reduce.cuh"
 #include "ops/cuda/tile.cuh"
 
@@ -36,6 +37,7 @@ __device__ __forceinline__ void write_out(const AttentionDecodeArgs& a, int b, i
 
 __global__ void __launch_bounds__(32 * kAttnWarps) attention_decode_kernel(AttentionDecodeArgs a, int n_splits,
                                                                            int split_rows) {
+  pdl_begin();
   const int kvh = blockIdx.x, b = blockIdx.y, sp = blockIdx.z;
   const int rep = a.Hq / a.Hkv, D = a.D;
   const int nw = blockDim.x / 32, w = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -124,6 +126,7 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attention_decode_kernel(Atten
 }
 
 __global__ void __launch_bounds__(128) attention_combine_kernel(AttentionDecodeArgs a, int n_splits, int split_rows) {
+  pdl_begin();
   const int h = blockIdx.x, b = blockIdx.y, D = a.D;
   const int64_t L = a.seq_len[b];
   const int used = L <= 0 ? 0 : int(min(int64_t(n_splits), (L + split_rows - 1) / split_rows));
@@ -142,6 +145,7 @@ __global__ void __launch_bounds__(128) attention_combine_kernel(AttentionDecodeA
 }
 
 __global__ void kv_append_kernel(KvAppendArgs a) {
+  pdl_begin();
   const int i = blockIdx.x * blockDim.x + threadIdx.x, b = blockIdx.y;
   const int64_t p = a.pos[b];
   if (i >= a.width || p < 0 || p / a.kv.page_size >= a.kv.max_pages) return;
@@ -173,9 +177,10 @@ cudaError_t attention_decode_cuda(const AttentionDecodeArgs& a, cudaStream_t str
   if (a.batch == 0) return cudaSuccess;
   const int rep = a.Hq / a.Hkv;
   const size_t shm = sizeof(float) * (size_t(rep) * a.D + size_t(kAttnWarps) * rep * (2 + a.D));
-  attention_decode_kernel<<<dim3(a.Hkv, a.batch, n_splits), 32 * kAttnWarps, shm, stream>>>(a, n_splits, split_rows);
+  launch_kernel(attention_decode_kernel, dim3(a.Hkv, a.batch, n_splits), 32 * kAttnWarps, shm, stream, a, n_splits,
+                split_rows);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess || n_splits == 1) return e;
-  attention_combine_kernel<<<dim3(a.Hq, a.batch), 128, 0, stream>>>(a, n_splits, split_rows);
+  launch_kernel(attention_combine_kernel, dim3(a.Hq, a.batch), 128, 0, stream, a, n_splits, split_rows);
   return cudaGetLastError();
 }
 
@@ -184,7 +189,7 @@ cudaError_t kv_append_cuda(const KvAppendArgs& a, cudaStream_t stream) {
       a.ldk < a.width || a.ldv < a.width || !paged_ok(a.kv, a.width))
     return cudaErrorInvalidValue;
   if (a.batch == 0) return cudaSuccess;
-  kv_append_kernel<<<dim3((a.width + 255) / 256, a.batch), 256, 0, stream>>>(a);
+  launch_kernel(kv_append_kernel, dim3((a.width + 255) / 256, a.batch), 256, 0, stream, a);
   return cudaGetLastError();
 }
 

@@ -19,6 +19,7 @@
 
 #include <cmath>
 
+#include "ops/cuda/launch.cuh"
 #include "ops/cuda/row_reduce.cuh"
 #include "ops/cuda/tile.cuh"
 
@@ -68,6 +69,7 @@ __device__ __forceinline__ void copy_bf(uint16_t* dst, const uint16_t* src, int 
 // fragments; the loops stop at the actual one.
 template <int kD>
 __global__ void __launch_bounds__(32 * kPfWarps) attention_prefill_kernel(AttentionPrefillArgs a) {
+  pdl_begin();
   const int kvh = blockIdx.x, b = blockIdx.y;
   const int m0 = (gridDim.z - 1 - blockIdx.z) * kPfRowsM;  // the heaviest (latest) tiles start first
   const int rep = a.Hq / a.Hkv, D = a.D, Dp = (D + 15) & ~15, ld = Dp + kPfPad;
@@ -210,6 +212,7 @@ __global__ void __launch_bounds__(32 * kPfWarps) attention_prefill_kernel(Attent
 }
 
 __global__ void kv_append_rows_kernel(KvAppendRowsArgs a) {
+  pdl_begin();
   const int64_t i = blockIdx.x, p = a.pos[i];
   if (p < 0 || a.seq[i] < 0 || p / a.kv.page_size >= a.kv.max_pages) return;
   const int64_t page = a.kv.page_table[int64_t(a.seq[i]) * a.kv.max_pages + p / a.kv.page_size];
@@ -230,7 +233,7 @@ cudaError_t launch_prefill(const AttentionPrefillArgs& a, unsigned tiles, cudaSt
   const int ld = ((a.D + 15) & ~15) + kPfPad;
   const size_t shm = sizeof(uint16_t) * size_t(kPfRowsM + 2 * kPfRowsN) * ld;
   if (cudaError_t e = allow_dynamic_smem(attention_prefill_kernel<kD>, shm); e != cudaSuccess) return e;
-  attention_prefill_kernel<kD><<<dim3(a.Hkv, a.batch, tiles), 32 * kPfWarps, shm, stream>>>(a);
+  launch_kernel(attention_prefill_kernel<kD>, dim3(a.Hkv, a.batch, tiles), 32 * kPfWarps, shm, stream, a);
   return cudaGetLastError();
 }
 
@@ -259,7 +262,7 @@ cudaError_t kv_append_rows_cuda(const KvAppendRowsArgs& a, cudaStream_t stream) 
       a.ldk < a.width || a.ldv < a.width || !paged_kv_ok(a.kv, a.width))
     return cudaErrorInvalidValue;
   if (a.rows == 0) return cudaSuccess;
-  kv_append_rows_kernel<<<a.rows, 128, 0, stream>>>(a);
+  launch_kernel(kv_append_rows_kernel, a.rows, 128, 0, stream, a);
   return cudaGetLastError();
 }
 

@@ -4,6 +4,7 @@
 // stores are coalesced across the warp's channels. The terms are summed in
 // the CPU's order (bias, then oldest row first).
 #include "ops/cuda/conv1d.h"
+#include "ops/cuda/launch.cuh"
 #include "ops/cuda/row_reduce.cuh"
 #include "ops/cuda/tile.cuh"
 
@@ -35,6 +36,7 @@ __device__ __forceinline__ void conv_shift(float (&prev)[kConvMaxK], float newes
 }
 
 __global__ void __launch_bounds__(kConvThreads) conv1d_step_kernel(Conv1dArgs a) {
+  pdl_begin();
   const int c = blockIdx.x * blockDim.x + threadIdx.x, b = blockIdx.y, K = a.K;
   if (c >= a.C) return;
   // K = 1 has no window (window and slot may be nullptr).
@@ -52,6 +54,7 @@ __global__ void __launch_bounds__(kConvThreads) conv1d_step_kernel(Conv1dArgs a)
 }
 
 __global__ void __launch_bounds__(kConvThreads) conv1d_prefill_kernel(Conv1dArgs a) {
+  pdl_begin();
   const int c = blockIdx.x * blockDim.x + threadIdx.x, b = blockIdx.z, K = a.K;
   const int64_t r0 = a.cu_rows[b], n = a.cu_rows[b + 1] - r0, t0 = int64_t(blockIdx.y) * kConvChunk;
   if (c >= a.C || t0 >= n) return;
@@ -77,6 +80,7 @@ __global__ void __launch_bounds__(kConvThreads) conv1d_prefill_kernel(Conv1dArgs
 // New window row r = virtual row n + r. Ascending r reads rows ahead of the
 // ones it writes, so the update is in place per thread.
 __global__ void __launch_bounds__(kConvThreads) conv1d_window_kernel(Conv1dArgs a) {
+  pdl_begin();
   const int c = blockIdx.x * blockDim.x + threadIdx.x, b = blockIdx.y, K = a.K;
   const int64_t r0 = a.cu_rows[b], n = a.n_rows != nullptr ? a.n_rows[b] : a.cu_rows[b + 1] - r0;
   if (c >= a.C || n <= 0) return;
@@ -102,7 +106,7 @@ cudaError_t check(const Conv1dArgs& a, bool window_only = false) {
 cudaError_t conv1d_step_cuda(const Conv1dArgs& a, cudaStream_t stream) {
   if (cudaError_t e = check(a); e != cudaSuccess) return e;
   if (a.batch == 0) return cudaSuccess;
-  conv1d_step_kernel<<<dim3((a.C + kConvThreads - 1) / kConvThreads, a.batch), kConvThreads, 0, stream>>>(a);
+  launch_kernel(conv1d_step_kernel, dim3((a.C + kConvThreads - 1) / kConvThreads, a.batch), kConvThreads, 0, stream, a);
   return cudaGetLastError();
 }
 
@@ -112,9 +116,9 @@ cudaError_t conv1d_prefill_cuda(const Conv1dArgs& a, cudaStream_t stream) {
   if (a.batch == 0 || a.max_rows == 0) return cudaSuccess;
   const unsigned cb = (a.C + kConvThreads - 1) / kConvThreads, chunks = (a.max_rows + kConvChunk - 1) / kConvChunk;
   if (chunks > 65535) return cudaErrorInvalidValue;
-  conv1d_prefill_kernel<<<dim3(cb, chunks, a.batch), kConvThreads, 0, stream>>>(a);
+  launch_kernel(conv1d_prefill_kernel, dim3(cb, chunks, a.batch), kConvThreads, 0, stream, a);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess || a.K == 1 || a.keep_window) return e;
-  conv1d_window_kernel<<<dim3(cb, a.batch), kConvThreads, 0, stream>>>(a);
+  launch_kernel(conv1d_window_kernel, dim3(cb, a.batch), kConvThreads, 0, stream, a);
   return cudaGetLastError();
 }
 
@@ -122,7 +126,8 @@ cudaError_t conv1d_window_cuda(const Conv1dArgs& a, cudaStream_t stream) {
   if (cudaError_t e = check(a, true); e != cudaSuccess) return e;
   if (a.cu_rows == nullptr) return cudaErrorInvalidValue;
   if (a.batch == 0 || a.K == 1) return cudaSuccess;
-  conv1d_window_kernel<<<dim3((a.C + kConvThreads - 1) / kConvThreads, a.batch), kConvThreads, 0, stream>>>(a);
+  launch_kernel(conv1d_window_kernel, dim3((a.C + kConvThreads - 1) / kConvThreads, a.batch), kConvThreads, 0, stream,
+                a);
   return cudaGetLastError();
 }
 

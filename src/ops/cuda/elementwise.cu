@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "ops/cuda/launch.cuh"
 #include "ops/cuda/row_reduce.cuh"
 #include "ops/cuda/tile.cuh"
 
@@ -31,6 +32,7 @@ __device__ __forceinline__ float activate_f(Activation act, float x) {
 __global__ void __launch_bounds__(kEltThreads) mlp_activation_kernel(Activation act, const uint16_t* gate, int64_t ldg,
                                                                      const uint16_t* up, int64_t ldu, int64_t rows,
                                                                      int64_t n, uint16_t* out, int64_t ldo) {
+  pdl_begin();
   const int64_t total = rows * n;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t r = i / n, c = i % n;
@@ -40,6 +42,7 @@ __global__ void __launch_bounds__(kEltThreads) mlp_activation_kernel(Activation 
 }
 
 __global__ void __launch_bounds__(kEltThreads) gdn_prepare_kernel(GdnPrepareArgs p) {
+  pdl_begin();
   const int64_t r = blockIdx.x;
   const int nw = blockDim.x / 32, w = threadIdx.x / 32, lane = threadIdx.x % 32, dk = p.dk;
   const float q_scale = 1.0f / sqrtf(static_cast<float>(dk));
@@ -71,7 +74,8 @@ cudaError_t mlp_activation_cuda(Activation act, const uint16_t* gate, int64_t ld
     return cudaErrorInvalidValue;
   if (rows == 0) return cudaSuccess;
   const int64_t blocks = std::min<int64_t>((rows * n + kEltThreads - 1) / kEltThreads, 65536);
-  mlp_activation_kernel<<<unsigned(blocks), kEltThreads, 0, stream>>>(act, gate, ldg, up, ldu, rows, n, out, ldo);
+  launch_kernel(mlp_activation_kernel, unsigned(blocks), kEltThreads, 0, stream, act, gate, ldg, up, ldu, rows, n, out,
+                ldo);
   return cudaGetLastError();
 }
 
@@ -85,7 +89,7 @@ cudaError_t gdn_prepare_cuda(const GdnPrepareArgs& p, cudaStream_t stream) {
   // In place only over the same dense rows (a warp reads its whole vector before writing it).
   if ((p.q_out == p.q && p.ldq != dqk) || (p.k_out == p.k && p.ldk != dqk)) return cudaErrorInvalidValue;
   if (p.rows == 0) return cudaSuccess;
-  gdn_prepare_kernel<<<unsigned(p.rows), kEltThreads, 0, stream>>>(p);
+  launch_kernel(gdn_prepare_kernel, unsigned(p.rows), kEltThreads, 0, stream, p);
   return cudaGetLastError();
 }
 

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 
+#include "ops/cuda/launch.cuh"
 #include "ops/cuda/tile.cuh"
 
 namespace replayssm::ops::cuda {
@@ -27,6 +28,7 @@ constexpr int kGdnReplaySlice = 128;  // the launcher's slice width (docs/perf)
 
 template <typename TileT>
 __global__ void __launch_bounds__(32 * kGdnWarps) gdn_replay_kernel(GdnDecodeArgs a) {
+  pdl_begin();
   const int h = blockIdx.y, b = blockIdx.z, kh = h / (a.Hv / a.Hk);
   constexpr int nw = kGdnWarps;  // a constant: see docs/perf (GDN block shapes)
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -73,7 +75,9 @@ __global__ void __launch_bounds__(32 * kGdnWarps) gdn_replay_kernel(GdnDecodeArg
     if (w == 0) warp_prefix_sum(sG, n_log, lane);
     __syncthreads();
   };
-  auto key = [&](int s, int i) { return __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(sKb)[s * 2 * KB + i]); };
+  auto key = [&](int s, int i) {
+    return __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(sKb)[s * 2 * KB + i]);
+  };
   if (f > 0) {  // block-uniform
     log_in();
     for (int s = threadIdx.x; s < f; s += blockDim.x) sF[s] = expf(sG[f - 1] - sG[s]);
@@ -177,8 +181,8 @@ __global__ void __launch_bounds__(32 * kGdnWarps) gdn_replay_kernel(GdnDecodeArg
 
 cudaError_t gdn_replay_cuda(const GdnDecodeArgs& a, cudaStream_t stream) {
   if (a.batch == 0) return cudaSuccess;
-  if (a.batch < 0 || a.Hk <= 0 || a.Hv % a.Hk != 0 || a.dk < 1 || a.dv < 1 || a.T < 1 || a.T > kGdnMaxT ||
-      a.W < a.T || a.W > kGdnMaxW || a.max_fold < 0 || a.max_fold > a.W || (a.fold != nullptr && a.fold_slot == nullptr) ||
+  if (a.batch < 0 || a.Hk <= 0 || a.Hv % a.Hk != 0 || a.dk < 1 || a.dv < 1 || a.T < 1 || a.T > kGdnMaxT || a.W < a.T ||
+      a.W > kGdnMaxW || a.max_fold < 0 || a.max_fold > a.W || (a.fold != nullptr && a.fold_slot == nullptr) ||
       (a.tile_rows != 0 && a.tile_rows != 4 && a.tile_rows != 8) ||
       (a.slice_cols != 0 && a.slice_cols != 64 && a.slice_cols != 128 && a.slice_cols != 256))
     return cudaErrorInvalidValue;
@@ -190,9 +194,8 @@ cudaError_t gdn_replay_cuda(const GdnDecodeArgs& a, cudaStream_t stream) {
     return cudaErrorInvalidValue;
   // Fewer (head, sequence) blocks than SMs, or values wider than a
   // streaming tile: the column-sliced variant.
-  int dev = 0, sms = 0;
-  if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
-  if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev); e != cudaSuccess) return e;
+  int sms = 0;
+  if (cudaError_t e = device_sms(&sms); e != cudaSuccess) return e;
   const bool small = int64_t(a.batch) * a.Hv < sms;
   if (a.variant == 2 || (a.variant == 0 && sliced_fits && (small || !streaming_fits)))
     return gdn_replay_sliced(a, stream);
@@ -208,7 +211,7 @@ cudaError_t gdn_replay_cuda(const GdnDecodeArgs& a, cudaStream_t stream) {
                                         2 * a.T * K4 + 2 * W4 + 2 * a.T * W4 + a.T);
     if (cudaError_t e = allow_dynamic_smem(gdn_replay_kernel<TileT>, shm); e != cudaSuccess) return e;
     const dim3 grid((a.dv + TileT::kCols - 1) / TileT::kCols, a.Hv, a.batch);
-    gdn_replay_kernel<TileT><<<grid, 32 * nw, shm, stream>>>(a);
+    launch_kernel(gdn_replay_kernel<TileT>, grid, 32 * nw, shm, stream, a);
     return cudaGetLastError();
   };
   return tile_rows == 8 ? with_gdn_slice_tile<8>(a.dv, slice, launch) : with_gdn_slice_tile<4>(a.dv, slice, launch);

@@ -10,6 +10,7 @@
 // The checkpoint slice is read once, into registers, in the same round as
 // the log; S_cᵀk_t and S_cᵀq_t are its only uses besides the fold.
 #include "ops/cuda/gdn_decode.h"
+#include "ops/cuda/launch.cuh"
 #include "ops/cuda/tile.cuh"
 
 namespace replayssm::ops::cuda {
@@ -18,6 +19,7 @@ namespace {
 
 template <typename TileT>
 __global__ void __launch_bounds__(512) gdn_replay_sliced_kernel(GdnDecodeArgs a) {
+  pdl_begin();
   constexpr int kS = kColumnSlice;
   const int h = blockIdx.x, b = blockIdx.y, kh = h / (a.Hv / a.Hk);
   const int nw = blockDim.x / 32, w = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -123,7 +125,7 @@ cudaError_t gdn_replay_sliced(const GdnDecodeArgs& a, cudaStream_t stream) {
                                         2 * a.T * kS * (1 + nw));
     if (cudaError_t e = allow_dynamic_smem(gdn_replay_sliced_kernel<TileT>, shm); e != cudaSuccess) return e;
     const int slices = (a.dv + kS - 1) / kS;
-    gdn_replay_sliced_kernel<TileT><<<dim3(a.Hv, a.batch, slices), 32 * nw, shm, stream>>>(a);
+    launch_kernel(gdn_replay_sliced_kernel<TileT>, dim3(a.Hv, a.batch, slices), 32 * nw, shm, stream, a);
     return cudaGetLastError();
   });
 }

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 
+#include "ops/cuda/launch.cuh"
 #include "ops/cuda/tile.cuh"
 
 namespace replayssm::ops::cuda {
@@ -37,6 +38,7 @@ __device__ __forceinline__ void add_partials(float* red, const float (&part)[Til
 
 template <typename TileT>
 __global__ void __launch_bounds__(32 * kGdnStepWarps) gdn_step_kernel(GdnDecodeArgs a) {
+  pdl_begin();
   const int h = blockIdx.y, b = blockIdx.z, kh = h / (a.Hv / a.Hk);
   constexpr int nw = kGdnStepWarps;  // a constant: see docs/perf (GDN block shapes)
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -161,10 +163,10 @@ cudaError_t gdn_step_cuda(const GdnDecodeArgs& a, cudaStream_t stream) {
   // the launcher may take decides whether a streaming block fits.
   const int narrow = gdn_slice_cols(a.dv, a.slice_cols != 0 ? a.slice_cols : 64);
   const bool fits = narrow > 0 && shm_for(narrow) <= kGdnStepMaxShm, sliced_fits = a.dk <= 512;
-  if ((a.variant == 1 && !fits) || (a.variant == 2 && !sliced_fits) || (!fits && !sliced_fits)) return cudaErrorInvalidValue;
-  int dev = 0, sms = 0;
-  if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
-  if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev); e != cudaSuccess) return e;
+  if ((a.variant == 1 && !fits) || (a.variant == 2 && !sliced_fits) || (!fits && !sliced_fits))
+    return cudaErrorInvalidValue;
+  int sms = 0;
+  if (cudaError_t e = device_sms(&sms); e != cudaSuccess) return e;
   // The same variant choice as the replay kernel (variant), plus:
   // heads too large for shared memory take the sliced kernel.
   const bool small = int64_t(a.batch) * a.Hv < sms;
@@ -176,7 +178,7 @@ cudaError_t gdn_step_cuda(const GdnDecodeArgs& a, cudaStream_t stream) {
     using TileT = decltype(tag);
     if (cudaError_t e = allow_dynamic_smem(gdn_step_kernel<TileT>, shm); e != cudaSuccess) return e;
     const dim3 grid((a.dv + TileT::kCols - 1) / TileT::kCols, a.Hv, a.batch);
-    gdn_step_kernel<TileT><<<grid, 32 * nw, shm, stream>>>(a);
+    launch_kernel(gdn_step_kernel<TileT>, grid, 32 * nw, shm, stream, a);
     return cudaGetLastError();
   };
   return a.tile_rows == 4 ? with_gdn_slice_tile<4>(a.dv, slice, launch) : with_gdn_slice_tile<8>(a.dv, slice, launch);

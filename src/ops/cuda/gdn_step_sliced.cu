@@ -5,6 +5,7 @@
 // its columns in registers (rows over warps, one column per lane), and
 // Sᵀk, Sᵀq are per-thread sums finished across warps in shared memory.
 #include "ops/cuda/gdn_decode.h"
+#include "ops/cuda/launch.cuh"
 #include "ops/cuda/tile.cuh"
 
 namespace replayssm::ops::cuda {
@@ -13,6 +14,7 @@ namespace {
 
 template <typename TileT>
 __global__ void __launch_bounds__(512) gdn_step_sliced_kernel(GdnDecodeArgs a) {
+  pdl_begin();
   const int h = blockIdx.x, b = blockIdx.y, kh = h / (a.Hv / a.Hk);
   const int nw = blockDim.x / 32, w = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int dk = a.dk, dv = a.dv, T = a.T, c0 = blockIdx.z * kColumnSlice, cols = min(kColumnSlice, dv - c0);
@@ -29,7 +31,9 @@ __global__ void __launch_bounds__(512) gdn_step_sliced_kernel(GdnDecodeArgs a) {
   load_bf_rows(sQ, a.q + (int64_t(b) * T * a.Hk + kh) * dk, T, dk, int64_t(a.Hk) * dk);
   load_bf_rows(sK, a.k + (int64_t(b) * T * a.Hk + kh) * dk, T, dk, int64_t(a.Hk) * dk);
   for (int i = threadIdx.x; i < T * kColumnSlice; i += blockDim.x)
-    sV[i] = i % kColumnSlice < cols ? bf(a.v, ((int64_t(b) * T + i / kColumnSlice) * a.Hv + h) * dv + c0 + i % kColumnSlice) : 0.0f;
+    sV[i] = i % kColumnSlice < cols
+                ? bf(a.v, ((int64_t(b) * T + i / kColumnSlice) * a.Hv + h) * dv + c0 + i % kColumnSlice)
+                : 0.0f;
   for (int t = threadIdx.x; t < T; t += blockDim.x) {
     sGB[2 * t] = expf(a.g[(int64_t(b) * T + t) * a.Hv + h]);
     sGB[2 * t + 1] = a.beta[(int64_t(b) * T + t) * a.Hv + h];
@@ -74,7 +78,7 @@ cudaError_t gdn_step_sliced(const GdnDecodeArgs& a, cudaStream_t stream) {
     const size_t shm = sizeof(float) * (2 * a.T * a.dk + (a.T + 1 + nw) * kColumnSlice + 2 * a.T);
     if (shm > 48 * 1024) return cudaErrorInvalidValue;
     const int slices = (a.dv + kColumnSlice - 1) / kColumnSlice;
-    gdn_step_sliced_kernel<TileT><<<dim3(a.Hv, a.batch, slices), 32 * nw, shm, stream>>>(a);
+    launch_kernel(gdn_step_sliced_kernel<TileT>, dim3(a.Hv, a.batch, slices), 32 * nw, shm, stream, a);
     return cudaGetLastError();
   });
 }

@@ -6,6 +6,7 @@
 #include <climits>
 
 #include "ops/cuda/gemv.h"
+#include "ops/cuda/launch.cuh"
 #include "ops/cuda/tile.cuh"
 
 namespace replayssm::ops::cuda {
@@ -21,6 +22,7 @@ constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 constexpr int64_t kGemvRows = 2;
 
 __global__ void add_bias_kernel(void* y, int64_t ldy, bool y_fp32, int64_t rows, int64_t n, const float* bias) {
+  pdl_begin();
   const int64_t total = rows * n;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t r = i / n, c = i % n;
@@ -70,7 +72,7 @@ cudaError_t Gemm::linear(const uint16_t* x, int64_t ldx, int64_t rows, const uin
   if (bias == nullptr) return cudaSuccess;
   const int64_t total = rows * n_out;
   const int blocks = int((total + 255) / 256 < 4096 ? (total + 255) / 256 : 4096);
-  add_bias_kernel<<<blocks, 256, 0, stream_>>>(y, ldy, y_fp32, rows, n_out, bias);
+  launch_kernel(add_bias_kernel, blocks, 256, 0, stream_, y, ldy, y_fp32, rows, n_out, bias);
   return cudaGetLastError();
 }
 

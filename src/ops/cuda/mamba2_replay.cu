@@ -9,6 +9,7 @@
 // registers: the flush costs one state write, not a second read.
 #include "ops/cuda/mamba2_decode.h"
 #include "ops/cuda/mamba2_launch.h"
+#include "ops/cuda/launch.cuh"
 #include "ops/cuda/tile.cuh"
 
 namespace replayssm::ops::cuda {
@@ -85,6 +86,7 @@ __device__ __forceinline__ void replay_pass(const Mamba2DecodeArgs& a, TileT& cu
 // here instead of once per head. Writes y_log (B, T, H, P) and e^{L_t}
 // (B, T, H) to the scratch that mamba2_replay_kernel<…, true> reads.
 __global__ void __launch_bounds__(256) mamba2_replay_log_kernel(Mamba2DecodeArgs a) {
+  pdl_begin();
   const int g = blockIdx.x, b = blockIdx.y, hpg = a.H / a.G, h0 = g * hpg;
   const int nw = blockDim.x / 32, w = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int P = a.P, N = a.N, T = a.T, W = a.W;
@@ -142,6 +144,7 @@ __global__ void __launch_bounds__(256) mamba2_replay_log_kernel(Mamba2DecodeArgs
 // log's part computed here.
 template <typename TileT, bool kSplit>
 __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_replay_kernel(Mamba2DecodeArgs a) {
+  pdl_begin();
   const int h = blockIdx.x, g = h / (a.H / a.G);
   const int nw = blockDim.x / 32, w = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int P = a.P, N = a.N, T = a.T, W = a.W, pass_rows = nw * TileT::kRows;
@@ -249,9 +252,8 @@ cudaError_t mamba2_replay_cuda(const Mamba2DecodeArgs& a, cudaStream_t stream) {
   // Split when there is scratch and enough (head, sequence) blocks that the
   // second launch pays back (H200, H = 128: slower at batch 8, faster from
   // batch 64; docs/perf).
-  int dev = 0, sms = 0;
-  if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
-  if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev); e != cudaSuccess) return e;
+  int sms = 0;
+  if (cudaError_t e = device_sms(&sms); e != cudaSuccess) return e;
   const bool split = a.variant == 2 || a.group_start != nullptr ||
                      (a.variant == 0 && a.scratch != nullptr && int64_t(a.batch) * a.H >= 16 * int64_t(sms));
   const int W4 = (a.W + 3) & ~3, P4 = (a.P + 3) & ~3, N4 = (a.N + 3) & ~3;
@@ -259,7 +261,7 @@ cudaError_t mamba2_replay_cuda(const Mamba2DecodeArgs& a, cudaStream_t stream) {
     const int hpg = a.H / a.G;
     const size_t shm = sizeof(float) * (a.T * N4 + a.W * N4 + a.T * W4 + 2 * hpg * W4 + hpg * a.T * W4);
     if (cudaError_t e = allow_dynamic_smem(mamba2_replay_log_kernel, shm); e != cudaSuccess) return e;
-    mamba2_replay_log_kernel<<<dim3(a.G, a.batch), 256, shm, stream>>>(a);
+    launch_kernel(mamba2_replay_log_kernel, dim3(a.G, a.batch), 256, shm, stream, a);
     if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
   return with_mamba2_tile(a, [&](auto tag) {
@@ -271,7 +273,7 @@ cudaError_t mamba2_replay_cuda(const Mamba2DecodeArgs& a, cudaStream_t stream) {
     const int blocks_y = a.group_start != nullptr ? a.n_groups : a.batch;
     auto launch = [&](auto kernel) {
       if (cudaError_t e = allow_dynamic_smem(kernel, shm); e != cudaSuccess) return e;
-      kernel<<<dim3(a.H, blocks_y), 32 * nw, shm, stream>>>(a);
+      launch_kernel(kernel, dim3(a.H, blocks_y), 32 * nw, shm, stream, a);
       return cudaGetLastError();
     };
     return split ? launch(mamba2_replay_kernel<TileT, true>) : launch(mamba2_replay_kernel<TileT, false>);

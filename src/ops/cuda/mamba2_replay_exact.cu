@@ -5,6 +5,7 @@
 // stepping from the checkpoint with the logged dt.
 #include "ops/cuda/mamba2_decode.h"
 #include "ops/cuda/mamba2_launch.h"
+#include "ops/cuda/launch.cuh"
 #include "ops/cuda/mamba2_token.cuh"
 
 namespace replayssm::ops::cuda {
@@ -13,6 +14,7 @@ namespace {
 
 template <typename TileT>
 __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_replay_exact_kernel(Mamba2DecodeArgs a) {
+  pdl_begin();
   const int h = blockIdx.x, b = blockIdx.y, g = h / (a.H / a.G);
   const int nw = blockDim.x / 32, w = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int P = a.P, N = a.N, T = a.T, W = a.W, pass_rows = nw * TileT::kRows;
@@ -44,7 +46,8 @@ __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_replay_exact_kernel(
   for (int p0 = 0; p0 < P; p0 += pass_rows) {
     const int rows = min(pass_rows, P - p0);
     TileT nxt;
-    if (p0 + pass_rows < P) nxt.load(S + int64_t(p0 + pass_rows) * N, min(pass_rows, P - p0 - pass_rows), N, N, w, nw, lane);
+    if (p0 + pass_rows < P)
+      nxt.load(S + int64_t(p0 + pass_rows) * N, min(pass_rows, P - p0 - pass_rows), N, N, w, nw, lane);
     for (int s = 0; s < n_log; ++s) {
       const int t = s - base;  // ≥ 0: a new token, whose C is given
       float Bc[TileT::kColChunks][TileT::kVec], Cc[TileT::kColChunks][TileT::kVec], acc[TileT::kRows];
@@ -72,7 +75,7 @@ cudaError_t mamba2_replay_exact(const Mamba2DecodeArgs& a, cudaStream_t stream) 
     const int W4 = (a.W + 3) & ~3, P4 = (a.P + 3) & ~3, N4 = (a.N + 3) & ~3;
     const size_t shm = sizeof(float) * (a.T * N4 + a.W * N4 + a.W * P4 + 2 * W4);
     if (cudaError_t e = allow_dynamic_smem(mamba2_replay_exact_kernel<TileT>, shm); e != cudaSuccess) return e;
-    mamba2_replay_exact_kernel<TileT><<<dim3(a.H, a.batch), 32 * nw, shm, stream>>>(a);
+    launch_kernel(mamba2_replay_exact_kernel<TileT>, dim3(a.H, a.batch), 32 * nw, shm, stream, a);
     return cudaGetLastError();
   });
 }

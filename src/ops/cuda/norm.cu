@@ -6,6 +6,7 @@
 // second pass hits L1/L2 — rather than held in registers sized for the
 // longest row.
 #include "ops/cuda/norm.h"
+#include "ops/cuda/launch.cuh"
 #include "ops/cuda/row_reduce.cuh"
 #include "ops/cuda/tile.cuh"
 
@@ -39,6 +40,7 @@ constexpr int64_t kWideBelowGroups = 256;  // fewer groups than this leave most 
 
 __global__ void __launch_bounds__(kNormThreadsWide) rownorm_kernel(RowNormArgs a, int tpg) {
   __shared__ float red[kMaxBlockWarps];
+  pdl_begin();
   const int64_t gi = int64_t(blockIdx.x) * (blockDim.x / tpg) + threadIdx.x / tpg;
   if (tpg == 32 && gi >= a.rows * a.groups) return;  // whole warps leave; no block barrier on this path
   const int64_t r = gi / a.groups, g = gi % a.groups, c0 = g * a.n;
@@ -83,7 +85,7 @@ cudaError_t launch(const RowNormArgs& a, cudaStream_t stream) {
   const int tpg = a.n <= kWarpGroupMax ? 32 : threads;
   const int64_t per_block = threads / tpg, blocks = (n_groups + per_block - 1) / per_block;
   if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
-  rownorm_kernel<<<unsigned(blocks), threads, 0, stream>>>(a, tpg);
+  launch_kernel(rownorm_kernel, unsigned(blocks), threads, 0, stream, a, tpg);
   return cudaGetLastError();
 }
 

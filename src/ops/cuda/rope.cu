@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ops/cuda/launch.cuh"
 #include "ops/cuda/tile.cuh"
 
 namespace replayssm::ops::cuda {
@@ -16,6 +17,7 @@ constexpr int kRopeThreads = 256;
 __global__ void __launch_bounds__(kRopeThreads) rope_kernel(uint16_t* x, int64_t ldx, int64_t head_stride,
                                                             int64_t rows, int heads, int half, const float* inv_freq,
                                                             const int32_t* pos) {
+  pdl_begin();
   const int64_t total = rows * heads * half;
   for (int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; k < total; k += int64_t(gridDim.x) * blockDim.x) {
     const int i = int(k % half);
@@ -45,8 +47,8 @@ cudaError_t rope_cuda(uint16_t* x, int64_t ldx, int64_t head_stride, int64_t row
     return cudaErrorInvalidValue;
   if (rows == 0 || rot_dim == 0) return cudaSuccess;
   const int64_t blocks = std::min<int64_t>((rows * heads * (rot_dim / 2) + kRopeThreads - 1) / kRopeThreads, 65536);
-  rope_kernel<<<unsigned(blocks), kRopeThreads, 0, stream>>>(x, ldx, head_stride, rows, heads, rot_dim / 2, inv_freq,
-                                                            pos);
+  launch_kernel(rope_kernel, unsigned(blocks), kRopeThreads, 0, stream, x, ldx, head_stride, rows, heads, rot_dim / 2,
+                inv_freq, pos);
   return cudaGetLastError();
 }
 

@@ -8,6 +8,7 @@
 // thread owns a contiguous chunk, a block scan of the chunks' masses finds
 // the chunk where the running mass passes r × kept, and that thread walks
 // it. Masses are fp64 like the CPU's; only their summation order differs.
+#include "ops/cuda/launch.cuh"
 #include "ops/cuda/row_reduce.cuh"
 #include "ops/cuda/sampling.h"
 
@@ -57,6 +58,7 @@ __device__ inline double block_exclusive_sum(double v, double* red, double* tota
 }
 
 __global__ void __launch_bounds__(kSampleThreads) sample_kernel(SampleArgs a) {
+  pdl_begin();
   __shared__ float rv[kMaxBlockWarps];
   __shared__ int32_t ri[kMaxBlockWarps];
   __shared__ double rd[kMaxBlockWarps];
@@ -166,7 +168,7 @@ cudaError_t sample_cuda(const SampleArgs& a, cudaStream_t stream) {
   if (a.n == 0) return cudaSuccess;
   if (a.logits == nullptr || a.row == nullptr || a.r == nullptr || a.out == nullptr || a.lp == nullptr)
     return cudaErrorInvalidValue;
-  sample_kernel<<<unsigned(a.n), kSampleThreads, 0, stream>>>(a);
+  launch_kernel(sample_kernel, unsigned(a.n), kSampleThreads, 0, stream, a);
   return cudaGetLastError();
 }
 

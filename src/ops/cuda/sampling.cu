@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "ops/cuda/launch.cuh"
 #include "ops/cuda/row_reduce.cuh"
 #include "ops/cuda/tile.cuh"
 
@@ -20,6 +21,7 @@ constexpr int kArgmaxThreads = 1024;  // one block scans a 131k-vocab row: as ma
 __global__ void __launch_bounds__(kEmbedThreads) embedding_kernel(const int32_t* token, const uint16_t* table,
                                                                   int64_t V, int64_t H, int64_t ldt, float* h,
                                                                   int64_t ldh) {
+  pdl_begin();
   const int64_t c = int64_t(blockIdx.y) * blockDim.x + threadIdx.x, r = blockIdx.x;
   if (c >= H) return;
   const int64_t t = token[r];
@@ -28,6 +30,7 @@ __global__ void __launch_bounds__(kEmbedThreads) embedding_kernel(const int32_t*
 
 __global__ void __launch_bounds__(kArgmaxThreads) argmax_kernel(const float* logits, int64_t ld, int64_t V,
                                                                 int32_t* out) {
+  pdl_begin();
   __shared__ float rv[kMaxBlockWarps];
   __shared__ int32_t ri[kMaxBlockWarps];
   const float* row = logits + int64_t(blockIdx.x) * ld;
@@ -48,6 +51,7 @@ __global__ void __launch_bounds__(kArgmaxThreads) argmax_kernel(const float* log
 // id) — log-probabilities order as the logits do.
 __global__ void __launch_bounds__(kArgmaxThreads) top_logprobs_kernel(const float* logits, int64_t ld, int64_t V,
                                                                       int k, int32_t* ids, double* lp) {
+  pdl_begin();
   __shared__ float rv[kMaxBlockWarps];
   __shared__ int32_t ri[kMaxBlockWarps];
   __shared__ double rd[kMaxBlockWarps];
@@ -86,8 +90,8 @@ cudaError_t embedding_cuda(const int32_t* token, int64_t rows, const uint16_t* t
       rows > 0x7fffffff || (H + kEmbedThreads - 1) / kEmbedThreads > 65535)  // grid x, y
     return cudaErrorInvalidValue;
   if (rows == 0) return cudaSuccess;
-  embedding_kernel<<<dim3(unsigned(rows), unsigned((H + kEmbedThreads - 1) / kEmbedThreads)), kEmbedThreads, 0,
-                     stream>>>(token, table, V, H, ldt, h, ldh);
+  launch_kernel(embedding_kernel, dim3(unsigned(rows), unsigned((H + kEmbedThreads - 1) / kEmbedThreads)),
+                kEmbedThreads, 0, stream, token, table, V, H, ldt, h, ldh);
   return cudaGetLastError();
 }
 
@@ -95,7 +99,7 @@ cudaError_t argmax_cuda(const float* logits, int64_t ld, int64_t rows, int64_t V
   if (rows < 0 || V < 1 || V > 0x7fffffff - 1 || ld < V || logits == nullptr || out == nullptr || rows > 0x7fffffff)
     return cudaErrorInvalidValue;
   if (rows == 0) return cudaSuccess;
-  argmax_kernel<<<unsigned(rows), kArgmaxThreads, 0, stream>>>(logits, ld, V, out);
+  launch_kernel(argmax_kernel, unsigned(rows), kArgmaxThreads, 0, stream, logits, ld, V, out);
   return cudaGetLastError();
 }
 
@@ -105,7 +109,7 @@ cudaError_t top_logprobs_cuda(const float* logits, int64_t ld, int64_t rows, int
       logits == nullptr || ids == nullptr || lp == nullptr || rows > 0x7fffffff)
     return cudaErrorInvalidValue;
   if (rows == 0) return cudaSuccess;
-  top_logprobs_kernel<<<unsigned(rows), kArgmaxThreads, 0, stream>>>(logits, ld, V, k, ids, lp);
+  launch_kernel(top_logprobs_kernel, unsigned(rows), kArgmaxThreads, 0, stream, logits, ld, V, k, ids, lp);
   return cudaGetLastError();
 }
 

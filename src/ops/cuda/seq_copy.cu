@@ -1,6 +1,7 @@
 // seq_copy (see seq_copy.h). Blocks over (chunk of a sequence's bytes,
 // sequence); 16-byte units where every address and size allows, else 2.
 #include "ops/cuda/seq_copy.h"
+#include "ops/cuda/launch.cuh"
 
 namespace replayssm::ops::cuda {
 
@@ -15,6 +16,7 @@ template <typename U>
 __global__ void __launch_bounds__(kCopyThreads)
     copy_kernel(const U* from, int64_t from_stride, const int32_t* from_block, U* to, int64_t to_stride,
                 const int32_t* to_block, const int32_t* rows, int64_t row_units) {
+  pdl_begin();
   const int b = blockIdx.y;
   const int64_t n = int64_t(rows[b]) * row_units, u0 = int64_t(blockIdx.x) * kUnitsPerBlock;
   if (n <= u0) return;
@@ -30,13 +32,16 @@ cudaError_t launch(const SeqCopyArgs& a, cudaStream_t stream) {
   if (grid.x == 0) return cudaSuccess;
   U* arr = static_cast<U*>(a.array);
   if (a.direct) {
-    copy_kernel<U><<<grid, kCopyThreads, 0, stream>>>(arr, stride, a.src, arr, stride, a.dst, a.rows, row_units);
+    launch_kernel(copy_kernel<U>, grid, kCopyThreads, 0, stream, arr, stride, a.src, arr, stride, a.dst, a.rows,
+                  row_units);
     return cudaGetLastError();
   }
   U* tmp = static_cast<U*>(a.temp);  // temp block b holds sequence b's copy in between
-  copy_kernel<U><<<grid, kCopyThreads, 0, stream>>>(arr, stride, a.src, tmp, stride, nullptr, a.rows, row_units);
+  launch_kernel(copy_kernel<U>, grid, kCopyThreads, 0, stream, arr, stride, a.src, tmp, stride, nullptr, a.rows,
+                row_units);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  copy_kernel<U><<<grid, kCopyThreads, 0, stream>>>(tmp, stride, nullptr, arr, stride, a.dst, a.rows, row_units);
+  launch_kernel(copy_kernel<U>, grid, kCopyThreads, 0, stream, tmp, stride, nullptr, arr, stride, a.dst, a.rows,
+                row_units);
   return cudaGetLastError();
 }
 

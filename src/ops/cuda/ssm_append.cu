@@ -3,6 +3,7 @@
 // 19 µs on the H200, a launch-bound step's worth of time.
 #include "ops/cuda/ssm_append.h"
 
+#include "ops/cuda/launch.cuh"
 #include "ops/cuda/tile.cuh"
 
 namespace replayssm::ops::cuda {
@@ -16,6 +17,7 @@ inline unsigned chunks(int64_t n) { return unsigned((n + kChunk - 1) / kChunk); 
 
 // Row r's elements [c0, c0 + kChunk) of x | B | C (one index space), dt with chunk 0.
 __global__ void __launch_bounds__(kAppendThreads) mamba2_append_kernel(Mamba2AppendArgs a) {
+  pdl_begin();
   const int64_t r = blockIdx.x, e = a.entry[r], c0 = int64_t(blockIdx.y) * kChunk;
   const int64_t HP = int64_t(a.H) * a.P, GN = int64_t(a.G) * a.N, n = HP + 2 * GN;
   const uint16_t* src = a.xbc + r * a.ldxbc;
@@ -31,6 +33,7 @@ __global__ void __launch_bounds__(kAppendThreads) mamba2_append_kernel(Mamba2App
 
 // Row r's elements [c0, c0 + kChunk) of v | k (k only with a log), g with chunk 0.
 __global__ void __launch_bounds__(kAppendThreads) gdn_append_kernel(GdnAppendArgs a) {
+  pdl_begin();
   const int64_t r = blockIdx.x, c0 = int64_t(blockIdx.y) * kChunk;
   const int64_t V = int64_t(a.Hv) * a.dv, K = int64_t(a.Hk) * a.dk, n = a.entry != nullptr ? V + K : V;
   const int64_t e = a.entry != nullptr ? a.entry[r] : 0;
@@ -43,12 +46,14 @@ __global__ void __launch_bounds__(kAppendThreads) gdn_append_kernel(GdnAppendArg
 }
 
 __global__ void __launch_bounds__(kAppendThreads) log_rows_kernel(LogRowsArgs a) {
+  pdl_begin();
   const int64_t r = blockIdx.x, e = a.entry[r], c0 = int64_t(blockIdx.y) * kChunk;
   for (int64_t c = c0 + threadIdx.x; c < min(a.width, c0 + kChunk); c += blockDim.x)
     a.dst[e * a.width + c] = a.src[r * a.lds + c];
 }
 
 __global__ void __launch_bounds__(kAppendThreads) log_move_kernel(LogMoveArgs a) {
+  pdl_begin();
   const int b = blockIdx.x, n = a.count[b], from = a.from[b];
   // Entry by entry, in order (dst s < src from + s): a source is read before
   // any later copy can reach it, overlapping ranges included.
@@ -75,7 +80,7 @@ cudaError_t mamba2_append_cuda(const Mamba2AppendArgs& a, cudaStream_t stream) {
       a.Bm == nullptr || a.dt == nullptr || a.Cm == nullptr)
     return cudaErrorInvalidValue;
   const int64_t n = int64_t(a.H) * a.P + 2 * int64_t(a.G) * a.N;
-  mamba2_append_kernel<<<dim3(unsigned(a.rows), chunks(n)), kAppendThreads, 0, stream>>>(a);
+  launch_kernel(mamba2_append_kernel, dim3(unsigned(a.rows), chunks(n)), kAppendThreads, 0, stream, a);
   return cudaGetLastError();
 }
 
@@ -88,7 +93,7 @@ cudaError_t gdn_append_cuda(const GdnAppendArgs& a, cudaStream_t stream) {
       (a.entry != nullptr && (a.k == nullptr || a.g == nullptr || a.log_k == nullptr || a.log_g == nullptr)))
     return cudaErrorInvalidValue;
   const int64_t n = int64_t(a.Hv) * a.dv + (a.entry != nullptr ? int64_t(a.Hk) * a.dk : 0);
-  gdn_append_kernel<<<dim3(unsigned(a.rows), chunks(n)), kAppendThreads, 0, stream>>>(a);
+  launch_kernel(gdn_append_kernel, dim3(unsigned(a.rows), chunks(n)), kAppendThreads, 0, stream, a);
   return cudaGetLastError();
 }
 
@@ -96,7 +101,7 @@ cudaError_t log_rows_cuda(const LogRowsArgs& a, cudaStream_t stream) {
   if (a.rows < 0 || a.rows > 2147483647 || a.width < 1 || a.lds < a.width) return cudaErrorInvalidValue;
   if (a.rows == 0) return cudaSuccess;
   if (a.src == nullptr || a.entry == nullptr || a.dst == nullptr) return cudaErrorInvalidValue;
-  log_rows_kernel<<<dim3(unsigned(a.rows), chunks(a.width)), kAppendThreads, 0, stream>>>(a);
+  launch_kernel(log_rows_kernel, dim3(unsigned(a.rows), chunks(a.width)), kAppendThreads, 0, stream, a);
   return cudaGetLastError();
 }
 
@@ -109,7 +114,7 @@ cudaError_t log_move_cuda(const LogMoveArgs& a, cudaStream_t stream) {
   }
   if (a.batch == 0) return cudaSuccess;
   if (a.from == nullptr || a.count == nullptr || !any) return cudaErrorInvalidValue;
-  log_move_kernel<<<unsigned(a.batch), kAppendThreads, 0, stream>>>(a);
+  launch_kernel(log_move_kernel, unsigned(a.batch), kAppendThreads, 0, stream, a);
   return cudaGetLastError();
 }
 

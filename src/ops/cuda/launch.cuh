@@ -1,0 +1,69 @@
+// Kernel launches with programmatic dependent launch (PDL, sm_90).
+//
+// A decode step at small batch is ~300 short kernels, and between two of
+// them the GPU idles for the launch and the block ramp-up of the next
+// (docs/perf: at batch 1 a 5.3 ms step held 4.2 ms of weight reads). Every
+// kernel in src/ops/cuda is launched through launch_kernel with the PDL
+// attribute and opens with pdl_begin(): the next kernel's blocks are
+// scheduled while this one runs and wait in hardware until it has finished
+// and its writes are visible. The GEMV issues its first weight loads before
+// it waits (weights never depend on the kernel before).
+//
+// The order inside a kernel is the contract that keeps this exact:
+//   1. pdl_wait() before any read of data a kernel of the step may write,
+//      and before any write at all (the kernel before may still read it);
+//   2. pdl_release() only after pdl_wait(), so that when a kernel starts,
+//      every kernel but the one just before it has finished — a kernel may
+//      therefore read, before it waits, what no kernel in the same step
+//      writes (weights), and nothing else.
+// Both are no-ops when a kernel is launched without the attribute.
+// REPLAYSSM_PDL=0 in the environment launches without it (for measuring
+// the gain, and for ruling PDL out when a result looks wrong).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+namespace replayssm::ops::cuda {
+
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+__device__ __forceinline__ void pdl_release() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
+__device__ __forceinline__ void pdl_begin() {
+  pdl_wait();
+  pdl_release();
+}
+
+// Read once per process: whether launches carry the PDL attribute.
+inline bool pdl_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("REPLAYSSM_PDL");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return on;
+}
+
+// Multiprocessors of the current device (launchers size grids by them).
+inline cudaError_t device_sms(int* sms) {
+  int dev = 0;
+  if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
+  return cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, dev);
+}
+
+// kernel<<<grid, block, shm, stream>>>(args...) with the PDL attribute.
+// Returns the launch's error (also left for cudaGetLastError).
+template <typename... Params, typename... Args>
+cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shm, cudaStream_t stream,
+                          Args&&... args) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = shm, cfg.stream = stream;
+  cfg.attrs = attr, cfg.numAttrs = pdl_enabled() ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+}  // namespace replayssm::ops::cuda
