@@ -10,20 +10,20 @@ cd "$(dirname "$0")/.."
 case "${1:-}" in
   stage)
     cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-    cmake --build build -j "$(nproc)" --target replayssm_cuda_tests replayssm_ssm_bench replayssm_e2e_bench \
+    cmake --build build -j "$(nproc)" --target replayssm_cuda_tests replayssm_ssm_bench replayssm_gemv_bench replayssm_e2e_bench \
       replayssm_engine_bench replayssm_cli
     rm -rf .gpu && mkdir -p .gpu
     # The CUDA runtime is linked statically and cuBLAS comes from the device's
     # own CUDA 13; the Debian libraries the model loader and the CPU
     # reference need (OpenBLAS, utf8proc, PCRE2) travel compressed.
-    cp build/tests/replayssm_cuda_tests build/replayssm_ssm_bench build/replayssm_e2e_bench build/replayssm_engine_bench \
-      build/replayssm .gpu/
+    cp build/tests/replayssm_cuda_tests build/replayssm_ssm_bench build/replayssm_gemv_bench build/replayssm_e2e_bench \
+      build/replayssm_engine_bench build/replayssm .gpu/
     libs=$(ldd .gpu/replayssm_cuda_tests .gpu/replayssm | awk '/=> \//{print $3}' | sort -u |
            grep -E 'openblas|gfortran|quadmath|pcre2|utf8proc' || true)
     tar -cJhf .gpu/libs.tar.xz --transform 's,.*/,,' $libs
     # The binaries travel compressed too (the device tool carries 64 MiB
     # with the working tree); `run` and `libs` unpack them in place.
-    bins="replayssm_cuda_tests replayssm_ssm_bench replayssm_e2e_bench replayssm_engine_bench replayssm"
+    bins="replayssm_cuda_tests replayssm_ssm_bench replayssm_gemv_bench replayssm_e2e_bench replayssm_engine_bench replayssm"
     (cd .gpu && XZ_OPT='-T2 -3' tar -cJf bin.tar.xz $bins && rm $bins)
     grep -qxF '/.gpu/' .git/info/exclude || echo '/.gpu/' >> .git/info/exclude
     du -sh .gpu
@@ -38,6 +38,7 @@ case "${1:-}" in
     .gpu/replayssm_cuda_tests 2>&1 | tee "$out/cuda_tests.log" | grep -E '^\[ *(OK|FAILED|PASSED|SKIPPED) ' || true
     if grep -q 'SKIPPED\|FAILED' "$out/cuda_tests.log"; then echo "CUDA tests did not all pass"; exit 1; fi
     .gpu/replayssm_ssm_bench "$out/ssm_decode_bench.json" | tee "$out/ssm_decode_bench.txt"
+    .gpu/replayssm_gemv_bench | tee "$out/gemv_bench.txt"
     .gpu/replayssm_e2e_bench --json "$out/e2e_decode_bench.json" | tee "$out/e2e_decode_bench.txt"
     .gpu/replayssm_engine_bench | tee "$out/engine_bench.txt"
     ;;

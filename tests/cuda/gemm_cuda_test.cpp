@@ -31,7 +31,7 @@ std::vector<float> reference(const test::Bf& x, int64_t ldx, int64_t rows, const
   return y;
 }
 
-void check(const Case& c, bool through_gemm) {
+void check(const Case& c, bool through_gemm, const ops::cuda::GemvTuning& tuning = {}) {
   std::mt19937 g(unsigned(c.rows * 131 + c.n_out * 7 + c.n_in));
   const test::Bf x = test::bf_rand(g, size_t(c.rows * c.ldx), 1.0f);
   const test::Bf w = test::bf_rand(g, size_t(c.n_out * c.n_in), 0.05f);
@@ -49,7 +49,7 @@ void check(const Case& c, bool through_gemm) {
               cudaSuccess);
   } else {
     ASSERT_EQ(ops::cuda::gemv_cuda(dx.p, c.ldx, int(c.rows), dw.p, c.n_out, c.n_in, c.bias ? db.p : nullptr, y, c.n_out,
-                                   c.fp32, nullptr),
+                                   c.fp32, nullptr, tuning),
               cudaSuccess);
   }
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -60,7 +60,8 @@ void check(const Case& c, bool through_gemm) {
   EXPECT_TRUE(test::all_close(
       want.size(), [&](size_t i) { return c.fp32 ? got_f[i] : bf16_to_f32(got_b[i]); },
       [&](size_t i) { return want[i]; }, tol))
-      << "rows " << c.rows << " n_out " << c.n_out << " n_in " << c.n_in << " ldx " << c.ldx;
+      << "rows " << c.rows << " n_out " << c.n_out << " n_in " << c.n_in << " ldx " << c.ldx << " split "
+      << tuning.split << " unroll " << tuning.unroll;
 }
 
 const std::vector<Case> kCases = {
@@ -72,6 +73,20 @@ const std::vector<Case> kCases = {
 TEST(GemvCuda, MatchesCpuForEveryRowCountAndBothPaths) {
   if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
   for (const Case& c : kCases) check(c, false);
+}
+
+// Every block shape the launcher may pick: warps per row 1–8 (rows split
+// into slices that meet in shared memory), 4 or 8 loads in flight; row
+// lengths with whole rounds, a partial last round (4104) and the scalar
+// path (100, 13).
+TEST(GemvCuda, EveryBlockShapeMatchesCpu) {
+  if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const std::vector<Case> cases = {{1, 37, 4104, 4104, true, false},  {2, 129, 100, 100, true, true},
+                                   {1, 96, 8192, 8192, false, true},  {3, 21, 16392, 16400, false, false},
+                                   {8, 9, 2056, 2056, true, true},    {1, 10, 13, 16, false, false}};
+  for (int split : {1, 2, 4, 8})
+    for (int unroll : {4, 8})
+      for (const Case& c : cases) check(c, false, {split, unroll});
 }
 
 TEST(GemmCuda, LinearMatchesCpuThroughGemvAndCublas) {
@@ -88,6 +103,8 @@ TEST(GemmCudaArgs, BadShapesAreRefused) {
   EXPECT_EQ(ops::cuda::gemv_cuda(p, 4, 1, p, 4, 4, nullptr, p, 3, false, nullptr), cudaErrorInvalidValue);  // ldy < n_out
   EXPECT_EQ(ops::cuda::gemv_cuda(nullptr, 4, 1, p, 4, 4, nullptr, p, 4, false, nullptr), cudaErrorInvalidValue);
   EXPECT_EQ(ops::cuda::gemv_cuda(p, 4, 0, p, 4, 4, nullptr, p, 4, false, nullptr), cudaSuccess);  // nothing to do
+  EXPECT_EQ(ops::cuda::gemv_cuda(p, 4, 1, p, 4, 4, nullptr, p, 4, false, nullptr, {3, 0}), cudaErrorInvalidValue);
+  EXPECT_EQ(ops::cuda::gemv_cuda(p, 4, 1, p, 4, 4, nullptr, p, 4, false, nullptr, {0, 2}), cudaErrorInvalidValue);
   Gemm uninitialised;
   EXPECT_EQ(uninitialised.linear(p, 4, 1, p, 4, 4, nullptr, p, 4, false), cudaErrorInvalidValue);
 }

@@ -2,12 +2,15 @@
 // with bf16 x and W, fp32 accumulation, bf16 or fp32 y — Gemm::linear's
 // math (gemm.h) for the case where reading W once is the whole cost.
 //
-// One warp per output row streams that row of W in 16-byte loads, four in
-// flight per lane, and dots it with each of the ≤ 8 input rows (read
-// through L1: a few KB, reused by every warp). At batch 1 cuBLAS splits some
-// of the 8B model's projections into split-K kernels plus a reduce kernel;
-// end to end this kernel is level with it at 1–2 rows and slower at 4
-// (docs/perf/README.md), so Gemm::linear uses it for 1–2 rows only.
+// Two warps per output row (one for rows too short to share) stream that
+// row of W in 16-byte loads, eight in flight per lane (four
+// past two input rows), and dot it with each of the ≤ 8 input rows (read
+// through L1: a few KB, reused by every warp). The first loads go out
+// before the kernel waits for the one before it (launch.cuh). At batch 1
+// cuBLAS splits some of the 8B model's projections into split-K kernels
+// plus a reduce kernel; end to end this kernel was level with it at 1–2
+// rows and slower at 4 (docs/perf/README.md), so Gemm::linear uses it for
+// 1–2 rows only.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -18,11 +21,19 @@ namespace replayssm::ops::cuda {
 
 constexpr int kGemvMaxRows = 8;
 
+// Block shape knobs; 0 leaves the choice to the launcher. For the GEMV
+// bench and the parity tests of every shape.
+struct GemvTuning {
+  int split = 0;   // warps per output row: 1, 2, 4 or 8
+  int unroll = 0;  // 16-byte loads in flight per lane: 4 or 8
+};
+
 // x: (rows, n_in) bf16, row stride ldx ≥ n_in. w: (n_out, n_in) bf16 dense.
 // bias: (n_out) fp32 or nullptr. y: (rows, n_out), row stride ldy, bf16
-// or fp32. rows in 0..kGemvMaxRows. Shapes are checked first
+// or fp32. rows in 0..kGemvMaxRows. Shapes and knobs are checked first
 // (cudaErrorInvalidValue).
 cudaError_t gemv_cuda(const uint16_t* x, int64_t ldx, int rows, const uint16_t* w, int64_t n_out, int64_t n_in,
-                      const float* bias, void* y, int64_t ldy, bool y_fp32, cudaStream_t stream);
+                      const float* bias, void* y, int64_t ldy, bool y_fp32, cudaStream_t stream,
+                      const GemvTuning& tuning = {});
 
 }  // namespace replayssm::ops::cuda
