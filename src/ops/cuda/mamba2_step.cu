@@ -1,9 +1,11 @@
 // Mamba2 standard decode (see mamba2_decode.h). One block per (head,
-// sequence) streams the state in passes of rows (mamba2_launch.h); each of
+// sequence), or per slice of a head's rows when those blocks are too few
+// for the GPU, streams the state in passes of rows (mamba2_launch.h); each of
 // the T tokens updates a pass's rows, writes them to that token's slot and
 // reduces y = S·C + D·x per row.
 #include "ops/cuda/mamba2_decode.h"
 #include "ops/cuda/mamba2_launch.h"
+#include "ops/cuda/launch.cuh"
 #include "ops/cuda/mamba2_token.cuh"
 #include "ops/cuda/tile.cuh"
 
@@ -12,10 +14,12 @@ namespace replayssm::ops::cuda {
 namespace {
 
 template <typename TileT>
-__global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_step_kernel(Mamba2DecodeArgs a) {
+__global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_step_kernel(Mamba2DecodeArgs a, int slice_rows) {
+  pdl_begin();
   const int h = blockIdx.x, b = blockIdx.y, g = h / (a.H / a.G);
   const int nw = blockDim.x / 32, w = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int P = a.P, N = a.N, T = a.T, pass_rows = nw * TileT::kRows;
+  const int p_lo = blockIdx.z * slice_rows, p_hi = min(P, p_lo + slice_rows);  // this block's rows
   extern __shared__ float shm[];
   float* sB = shm;          // (T, N)
   float* sC = sB + T * N;   // (T, N)
@@ -25,24 +29,26 @@ __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_step_kernel(Mamba2De
 
   const float* S = a.state + (int64_t(a.slot[b]) * a.H + h) * P * N;
   TileT cur;
-  cur.load(S, min(pass_rows, P), N, N, w, nw, lane);
+  cur.load(S + int64_t(p_lo) * N, min(pass_rows, p_hi - p_lo), N, N, w, nw, lane);
 
   load_bf_rows(sB, a.Bm + (int64_t(b) * T * a.G + g) * N, T, N, int64_t(a.G) * N);
   load_bf_rows(sC, a.Cm + (int64_t(b) * T * a.G + g) * N, T, N, int64_t(a.G) * N);
   load_bf_rows(sX, a.x + (int64_t(b) * T * a.H + h) * P, T, P, int64_t(a.H) * P);
   for (int t = threadIdx.x; t < T; t += blockDim.x) {
     const int64_t bt = (int64_t(b) * T + t) * a.H + h;
-    const float dt = a.dt != nullptr ? a.dt[bt] : fminf(fmaxf(softplus_f(a.dt_raw[bt] + a.dt_bias[h]), a.dt_min), a.dt_max);
+    const float dt =
+        a.dt != nullptr ? a.dt[bt] : fminf(fmaxf(softplus_f(a.dt_raw[bt] + a.dt_bias[h]), a.dt_min), a.dt_max);
     sDt[t] = dt;
     sDA[t] = expf(-expf(a.A_log[h]) * dt);
   }
   __syncthreads();
 
   const float Dh = a.D[h];
-  for (int p0 = 0; p0 < P; p0 += pass_rows) {
-    const int rows = min(pass_rows, P - p0);
+  for (int p0 = p_lo; p0 < p_hi; p0 += pass_rows) {
+    const int rows = min(pass_rows, p_hi - p0);
     TileT nxt;
-    if (p0 + pass_rows < P) nxt.load(S + int64_t(p0 + pass_rows) * N, min(pass_rows, P - p0 - pass_rows), N, N, w, nw, lane);
+    if (p0 + pass_rows < p_hi)
+      nxt.load(S + int64_t(p0 + pass_rows) * N, min(pass_rows, p_hi - p0 - pass_rows), N, N, w, nw, lane);
     for (int t = 0; t < T; ++t) {
       const float dA = sDA[t], dt = sDt[t];
       float Bc[TileT::kColChunks][TileT::kVec], Cc[TileT::kColChunks][TileT::kVec], acc[TileT::kRows];
@@ -66,12 +72,16 @@ cudaError_t mamba2_step_cuda(const Mamba2DecodeArgs& a, cudaStream_t stream) {
   if (a.batch == 0) return cudaSuccess;
   if (a.batch < 0 || a.G <= 0 || a.H % a.G != 0 || a.P <= 0 || a.T < 1 || a.T > kMamba2MaxT)
     return cudaErrorInvalidValue;
+  int sms = 0;
+  if (cudaError_t e = device_sms(&sms); e != cudaSuccess) return e;
   return with_mamba2_tile(a, [&](auto tag) {
     using TileT = decltype(tag);
     const int nw = mamba2_warps(a.P, TileT::kRows);
     const size_t shm = sizeof(float) * (2 * a.T * a.N + a.T * a.P + 2 * a.T);
     if (shm > 48 * 1024) return cudaErrorInvalidValue;
-    mamba2_step_kernel<TileT><<<dim3(a.H, a.batch), 32 * nw, shm, stream>>>(a);
+    const int slice_rows = mamba2_slice_rows(int64_t(a.H) * a.batch, a.P, nw * TileT::kRows, sms);
+    launch_kernel(mamba2_step_kernel<TileT>, dim3(a.H, a.batch, (a.P + slice_rows - 1) / slice_rows), 32 * nw, shm,
+                  stream, a, slice_rows);
     return cudaGetLastError();
   });
 }
