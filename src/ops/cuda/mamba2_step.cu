@@ -70,15 +70,15 @@ __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_step_kernel(Mamba2De
 
 cudaError_t mamba2_step_cuda(const Mamba2DecodeArgs& a, cudaStream_t stream) {
   if (a.batch == 0) return cudaSuccess;
-  if (a.batch < 0 || a.G <= 0 || a.H % a.G != 0 || a.P <= 0 || a.T < 1 || a.T > kMamba2MaxT)
-    return cudaErrorInvalidValue;
+  const size_t shm = sizeof(float) * (2 * size_t(a.T) * a.N + size_t(a.T) * a.P + 2 * size_t(a.T));
+  if (a.batch < 0 || a.G <= 0 || a.H % a.G != 0 || a.P <= 0 || a.T < 1 || a.T > kMamba2MaxT || a.N < 1 ||
+      a.N > kMaxTileCols || (a.tile_rows != 0 && a.tile_rows != 2 && a.tile_rows != kMamba2Rows) || shm > 48 * 1024)
+    return cudaErrorInvalidValue;  // every refusal before the device is asked anything
   int sms = 0;
   if (cudaError_t e = device_sms(&sms); e != cudaSuccess) return e;
   return with_mamba2_tile(a, [&](auto tag) {
     using TileT = decltype(tag);
     const int nw = mamba2_warps(a.P, TileT::kRows);
-    const size_t shm = sizeof(float) * (2 * a.T * a.N + a.T * a.P + 2 * a.T);
-    if (shm > 48 * 1024) return cudaErrorInvalidValue;
     const int slice_rows = mamba2_slice_rows(int64_t(a.H) * a.batch, a.P, nw * TileT::kRows, sms);
     launch_kernel(mamba2_step_kernel<TileT>, dim3(a.H, a.batch, (a.P + slice_rows - 1) / slice_rows), 32 * nw, shm,
                   stream, a, slice_rows);
