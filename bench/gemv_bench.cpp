@@ -22,26 +22,14 @@
 #include <vector>
 
 #include "bench/presets.h"
+#include "cuda_bench.h"  // beside this file
 #include "ops/cuda/gemv.h"
 #include "replayssm/model.h"
 #include "runtime/cuda/device_model.h"
 
-namespace replayssm::bench {
-cudaError_t read_ld(const void* p, size_t bytes, float* out, int sms);
-}
-
 using namespace replayssm;
 
 namespace {
-
-#define CK(x)                                                                                      \
-  do {                                                                                             \
-    cudaError_t e_ = (x);                                                                          \
-    if (e_ != cudaSuccess) {                                                                       \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));     \
-      std::exit(1);                                                                                \
-    }                                                                                              \
-  } while (0)
 
 int usage() {
   std::fprintf(stderr, "usage: replayssm_gemv_bench [--preset nemotron-h-8b] [--rows 1] [--runs 7]\n");

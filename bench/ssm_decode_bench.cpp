@@ -27,24 +27,11 @@
 #include <string>
 #include <vector>
 
+#include "cuda_bench.h"  // beside this file
 #include "ops/cuda/gdn_decode.h"
 #include "ops/cuda/mamba2_decode.h"
 
-namespace replayssm::bench {
-cudaError_t read_ld(const void* p, size_t bytes, float* out, int sms);
-cudaError_t read_bulk(const void* p, size_t bytes, float* out, int sms);
-}  // namespace replayssm::bench
-
 namespace {
-
-#define CK(x)                                                                                   \
-  do {                                                                                          \
-    cudaError_t e_ = (x);                                                                       \
-    if (e_ != cudaSuccess) {                                                                    \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                             \
-    }                                                                                           \
-  } while (0)
 
 // Median µs of one call of run(i), over 7 timed runs of `iters` calls.
 double median_us(const std::function<void(int)>& run, int iters) {
