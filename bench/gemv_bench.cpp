@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -36,16 +37,16 @@ int usage() {
   return 2;
 }
 
-// Median µs of one launch of `graph` over `runs` timed launches.
-double time_graph(cudaGraphExec_t graph, cudaStream_t s, int runs) {
+// Median µs of launch() on stream s over `runs` timed calls after 2 warm-ups.
+double median_us(cudaStream_t s, int runs, const std::function<void()>& launch) {
   cudaEvent_t a, b;
   CK(cudaEventCreate(&a));
   CK(cudaEventCreate(&b));
-  for (int i = 0; i < 2; ++i) CK(cudaGraphLaunch(graph, s));
+  for (int i = 0; i < 2; ++i) launch();
   std::vector<double> us;
   for (int i = 0; i < runs; ++i) {
     CK(cudaEventRecord(a, s));
-    CK(cudaGraphLaunch(graph, s));
+    launch();
     CK(cudaEventRecord(b, s));
     CK(cudaEventSynchronize(b));
     float ms = 0.0f;
@@ -56,6 +57,10 @@ double time_graph(cudaGraphExec_t graph, cudaStream_t s, int runs) {
   CK(cudaEventDestroy(b));
   std::sort(us.begin(), us.end());
   return us[us.size() / 2];
+}
+
+double time_graph(cudaGraphExec_t graph, cudaStream_t s, int runs) {
+  return median_us(s, runs, [&] { CK(cudaGraphLaunch(graph, s)); });
 }
 
 }  // namespace
@@ -101,23 +106,9 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&probe, probe_n));
   CK(cudaMalloc(reinterpret_cast<void**>(&sink), 4));
   CK(cudaMemset(probe, 0, probe_n));
-  auto probe_us = [&] {  // read_ld runs on the legacy stream: timed there
-    std::vector<double> us;
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    for (int i = 0; i < runs + 2; ++i) {
-      CK(cudaEventRecord(a, nullptr));
-      CK(bench::read_ld(probe, probe_n, sink, prop.multiProcessorCount));
-      CK(cudaEventRecord(b, nullptr));
-      CK(cudaEventSynchronize(b));
-      float ms = 0.0f;
-      CK(cudaEventElapsedTime(&ms, a, b));
-      if (i >= 2) us.push_back(ms * 1e3);
-    }
-    std::sort(us.begin(), us.end());
-    return us[us.size() / 2];
-  }();
+  // read_ld runs on the legacy stream: timed there.
+  const double probe_us =
+      median_us(nullptr, runs, [&] { CK(bench::read_ld(probe, probe_n, sink, prop.multiProcessorCount)); });
   const double read_gbs = double(probe_n) / (probe_us * 1e3);
   CK(cudaFree(probe));
   CK(cudaFree(sink));
