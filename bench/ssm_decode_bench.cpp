@@ -182,6 +182,10 @@ Row run_mamba2(int batch, bool verify, int variant, bool exact = false) {
     r.slot = sl.read[i % sl.rot];
     r.out_slot = verify ? sl.verify_out[i % sl.rot] : r.slot;
     r.fold_slot = r.slot;
+    // Each launch reads another rotation than the one before wrote (a
+    // cycle folds on its last step only), as in the decoder, where the
+    // append runs just before: both kernels read their first pass early.
+    r.early = true;
     return r;
   };
   const auto [std_us, rep_us] = time_standard_and_replay(
@@ -202,6 +206,7 @@ Row run_mamba2(int batch, bool verify, int variant, bool exact = false) {
     std::vector<int32_t> seq(batch);
     for (int b = 0; b < batch; ++b) seq[b] = b;
     Mamba2DecodeArgs c = at(0);
+    c.early = false;  // every launch here rereads the slots the one before wrote
     c.state = ar.zeros<float>(size_t(batch) * H * P * N);
     c.slot = ar.ints(seq), c.fold_slot = c.slot, c.n_log = one.n_log, c.fold = one.fold;
     const double us_c = median_us([&](int) { CK(replayssm::ops::cuda::mamba2_replay_cuda(c, nullptr)); }, 20);

@@ -109,34 +109,41 @@ TEST_P(Mamba2CudaReplay, ReplayWithFoldsMatchesTheCpuScan) {
   Dev<float> scratch(std::vector<float>(ops::cuda::mamba2_replay_scratch_floats(B, T, H, P)));
   if (variant >= 2) a.scratch = scratch.p;
   if (variant == 3) a.group_start = dgroups.p, a.n_groups = int(group_start.size()) - 1, a.max_group = 3;
-  ASSERT_EQ(ops::cuda::mamba2_replay_cuda(a, nullptr), cudaSuccess);
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  const std::vector<uint16_t> y = dy.get();
-  const std::vector<float> after = dstate.get();
+  // early: the checkpoint's first pass read before the PDL wait (here a
+  // plain launch: the same results by contract).
+  for (const bool early : {false, true}) {
+    SCOPED_TRACE(early ? "early" : "after the wait");
+    ASSERT_EQ(cudaMemcpy(dstate.p, state.data(), sizeof(float) * state.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    a.early = early;
+    ASSERT_EQ(ops::cuda::mamba2_replay_cuda(a, nullptr), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<uint16_t> y = dy.get();
+    const std::vector<float> after = dstate.get();
 
-  const ops::Mamba2Params raw{H, P, N, G, A_log.data(), Dv.data(), zero.data(), 0.0f, INFINITY};
-  for (int b = 0; b < B; ++b) {
-    const size_t ss = size_t(slot[b]) * H * P * N;
-    std::vector<float> S(state.begin() + ss, state.begin() + ss + size_t(H) * P * N), yy(size_t(H) * P);
-    if (fold_slot[b] != slot[b] || fold[b] == 0)
-      ASSERT_TRUE(std::equal(S.begin(), S.end(), after.begin() + ss)) << "checkpoint of b " << b << " written";
-    for (int e = 0; e < n_log[b]; ++e) {
-      const size_t le = size_t(b) * W + e;
-      const int t = e - (n_log[b] - T);  // ≥ 0: a new token, whose C is given
-      const float* C = t >= 0 ? Cm.f.data() + (size_t(b) * T + t) * G * N : lB.f.data() + le * G * N;
-      const std::vector<float> dtr = raw_of(log_dt.data() + le * H, H);
-      ops::cpu::mamba2_scan(raw, S.data(), lx.f.data() + le * H * P, H * P, lB.f.data() + le * G * N, C, G * N,
-                            dtr.data(), H, 1, yy.data(), H * P);
-      if (e + 1 == fold[b]) {
-        const size_t fs = size_t(fold_slot[b]) * H * P * N;
-        for (size_t i = 0; i < S.size(); ++i)
-          ASSERT_TRUE(close(after[fs + i], S[i], test::kStateTol)) << "fold b " << b << " i " << i;
-      }
-      if (t < 0) continue;
-      for (int i = 0; i < H * P; ++i) {
-        const float got = bf16_to_f32(y[(size_t(b) * T + t) * H * P + i]);
-        ASSERT_TRUE(close(got, yy[i], test::kBf16Tol)) << "y b " << b << " t " << t << " i " << i << ": " << got
-                                                        << " vs " << yy[i];
+    const ops::Mamba2Params raw{H, P, N, G, A_log.data(), Dv.data(), zero.data(), 0.0f, INFINITY};
+    for (int b = 0; b < B; ++b) {
+      const size_t ss = size_t(slot[b]) * H * P * N;
+      std::vector<float> S(state.begin() + ss, state.begin() + ss + size_t(H) * P * N), yy(size_t(H) * P);
+      if (fold_slot[b] != slot[b] || fold[b] == 0)
+        ASSERT_TRUE(std::equal(S.begin(), S.end(), after.begin() + ss)) << "checkpoint of b " << b << " written";
+      for (int e = 0; e < n_log[b]; ++e) {
+        const size_t le = size_t(b) * W + e;
+        const int t = e - (n_log[b] - T);  // ≥ 0: a new token, whose C is given
+        const float* C = t >= 0 ? Cm.f.data() + (size_t(b) * T + t) * G * N : lB.f.data() + le * G * N;
+        const std::vector<float> dtr = raw_of(log_dt.data() + le * H, H);
+        ops::cpu::mamba2_scan(raw, S.data(), lx.f.data() + le * H * P, H * P, lB.f.data() + le * G * N, C, G * N,
+                              dtr.data(), H, 1, yy.data(), H * P);
+        if (e + 1 == fold[b]) {
+          const size_t fs = size_t(fold_slot[b]) * H * P * N;
+          for (size_t i = 0; i < S.size(); ++i)
+            ASSERT_TRUE(close(after[fs + i], S[i], test::kStateTol)) << "fold b " << b << " i " << i;
+        }
+        if (t < 0) continue;
+        for (int i = 0; i < H * P; ++i) {
+          const float got = bf16_to_f32(y[(size_t(b) * T + t) * H * P + i]);
+          ASSERT_TRUE(close(got, yy[i], test::kBf16Tol)) << "y b " << b << " t " << t << " i " << i << ": " << got
+                                                          << " vs " << yy[i];
+        }
       }
     }
   }
@@ -169,6 +176,7 @@ TEST_P(Mamba2Cuda, StandardStepWritesOneStatePerTokenAndMatchesTheCpuScan) {
   a.batch = B, a.H = H, a.P = P, a.N = N, a.G = G, a.T = T;
   a.A_log = dA.p, a.D = dD.p, a.dt_bias = dbias.p, a.state = dstate.p, a.slot = dslot.p, a.out_slot = dout.p;
   a.x = dx.p, a.Bm = dB.p, a.Cm = dC.p, a.dt_raw = ddt.p, a.y = dy.p;
+  a.early = T == 1;  // both orders of the first pass and the PDL wait, across the shapes
   ASSERT_EQ(ops::cuda::mamba2_step_cuda(a, nullptr), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const std::vector<uint16_t> y = dy.get();

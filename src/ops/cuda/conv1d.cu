@@ -4,6 +4,7 @@
 // stores are coalesced across the warp's channels. The terms are summed in
 // the CPU's order (bias, then oldest row first).
 #include "ops/cuda/conv1d.h"
+#include "ops/cuda/conv1d.cuh"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/row_reduce.cuh"
 #include "ops/cuda/tile.cuh"
@@ -12,45 +13,13 @@ namespace replayssm::ops::cuda {
 
 namespace {
 
-constexpr int kConvThreads = 128;
 constexpr int kConvChunk = 16;  // prefill rows per thread
-
-// silu(bias + Σ_{j<K−1} w[j]·prev[j] + w[K−1]·newest); prev[0] is the oldest.
-__device__ __forceinline__ float conv_out(const float* wc, float bias, const float (&prev)[kConvMaxK], float newest,
-                                          int K) {
-  float acc = bias;
-#pragma unroll
-  for (int j = 0; j < kConvMaxK - 1; ++j)
-    if (j < K - 1) acc += wc[j] * prev[j];
-  acc += wc[K - 1] * newest;
-  return silu_f(acc);
-}
-
-// prev ← prev[1..K−2], newest.
-__device__ __forceinline__ void conv_shift(float (&prev)[kConvMaxK], float newest, int K) {
-#pragma unroll
-  for (int j = 0; j < kConvMaxK - 1; ++j) {
-    if (j < K - 2) prev[j] = prev[j + 1];
-    if (j == K - 2) prev[j] = newest;
-  }
-}
 
 __global__ void __launch_bounds__(kConvThreads) conv1d_step_kernel(Conv1dArgs a) {
   pdl_begin();
-  const int c = blockIdx.x * blockDim.x + threadIdx.x, b = blockIdx.y, K = a.K;
+  const int c = blockIdx.x * blockDim.x + threadIdx.x, b = blockIdx.y;
   if (c >= a.C) return;
-  // K = 1 has no window (window and slot may be nullptr).
-  uint16_t* win = K > 1 ? a.window + int64_t(a.slot[b]) * (K - 1) * a.C + c : nullptr;
-  float prev[kConvMaxK] = {};
-#pragma unroll
-  for (int j = 0; j < kConvMaxK - 1; ++j)
-    if (j < K - 1) prev[j] = bf(win, int64_t(j) * a.C);
-  const uint16_t xb = a.x[int64_t(b) * a.ldx + c];
-  const float x = bf(&xb, 0);
-  put_bf(a.y, int64_t(b) * a.ldy + c, conv_out(a.weight + int64_t(c) * K, a.bias ? a.bias[c] : 0.0f, prev, x, K));
-  // The window is bf16 like x: shift it by one row, bit for bit.
-  for (int j = 0; j + 1 < K - 1; ++j) win[int64_t(j) * a.C] = win[int64_t(j + 1) * a.C];
-  if (K > 1) win[int64_t(K - 2) * a.C] = xb;
+  a.y[int64_t(b) * a.ldy + c] = conv_step_channel(a, c, b);
 }
 
 __global__ void __launch_bounds__(kConvThreads) conv1d_prefill_kernel(Conv1dArgs a) {
@@ -91,27 +60,17 @@ __global__ void __launch_bounds__(kConvThreads) conv1d_window_kernel(Conv1dArgs 
   }
 }
 
-// The window update needs neither weights nor outputs.
-cudaError_t check(const Conv1dArgs& a, bool window_only = false) {
-  if (a.batch < 0 || a.C < 1 || a.K < 1 || a.K > kConvMaxK || a.x == nullptr || a.ldx < a.C ||
-      a.batch > 65535 ||  // grid y / z
-      (!window_only && (a.weight == nullptr || a.y == nullptr || a.ldy < a.C)) ||
-      (a.K > 1 && (a.window == nullptr || a.slot == nullptr)))
-    return cudaErrorInvalidValue;
-  return cudaSuccess;
-}
-
 }  // namespace
 
 cudaError_t conv1d_step_cuda(const Conv1dArgs& a, cudaStream_t stream) {
-  if (cudaError_t e = check(a); e != cudaSuccess) return e;
+  if (cudaError_t e = conv1d_check(a); e != cudaSuccess) return e;
   if (a.batch == 0) return cudaSuccess;
   launch_kernel(conv1d_step_kernel, dim3((a.C + kConvThreads - 1) / kConvThreads, a.batch), kConvThreads, 0, stream, a);
   return cudaGetLastError();
 }
 
 cudaError_t conv1d_prefill_cuda(const Conv1dArgs& a, cudaStream_t stream) {
-  if (cudaError_t e = check(a); e != cudaSuccess) return e;
+  if (cudaError_t e = conv1d_check(a); e != cudaSuccess) return e;
   if (a.cu_rows == nullptr || a.max_rows < 0 || a.y == a.x) return cudaErrorInvalidValue;
   if (a.batch == 0 || a.max_rows == 0) return cudaSuccess;
   const unsigned cb = (a.C + kConvThreads - 1) / kConvThreads, chunks = (a.max_rows + kConvChunk - 1) / kConvChunk;
@@ -123,7 +82,7 @@ cudaError_t conv1d_prefill_cuda(const Conv1dArgs& a, cudaStream_t stream) {
 }
 
 cudaError_t conv1d_window_cuda(const Conv1dArgs& a, cudaStream_t stream) {
-  if (cudaError_t e = check(a, true); e != cudaSuccess) return e;
+  if (cudaError_t e = conv1d_check(a, true); e != cudaSuccess) return e;
   if (a.cu_rows == nullptr) return cudaErrorInvalidValue;
   if (a.batch == 0 || a.K == 1) return cudaSuccess;
   launch_kernel(conv1d_window_kernel, dim3((a.C + kConvThreads - 1) / kConvThreads, a.batch), kConvThreads, 0, stream,

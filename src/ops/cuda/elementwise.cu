@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "ops/cuda/activation.cuh"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/row_reduce.cuh"
 #include "ops/cuda/tile.cuh"
@@ -15,19 +16,6 @@ namespace replayssm::ops::cuda {
 namespace {
 
 constexpr int kEltThreads = 256;
-
-__device__ __forceinline__ float activate_f(Activation act, float x) {
-  switch (act) {
-    case Activation::kRelu2: return x > 0.0f ? x * x : 0.0f;
-    case Activation::kSilu: return silu_f(x);
-    case Activation::kRelu: return x > 0.0f ? x : 0.0f;
-    case Activation::kGeluTanh: {
-      const float k = 0.7978845608028654f;  // sqrt(2/pi), as ops/cpu/activation.h
-      return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
-    }
-  }
-  return x;
-}
 
 __global__ void __launch_bounds__(kEltThreads) mlp_activation_kernel(Activation act, const uint16_t* gate, int64_t ldg,
                                                                      const uint16_t* up, int64_t ldu, int64_t rows,
@@ -67,9 +55,7 @@ __global__ void __launch_bounds__(kEltThreads) gdn_prepare_kernel(GdnPrepareArgs
 
 cudaError_t mlp_activation_cuda(Activation act, const uint16_t* gate, int64_t ldg, const uint16_t* up, int64_t ldu,
                                 int64_t rows, int64_t n, uint16_t* out, int64_t ldo, cudaStream_t stream) {
-  const bool known = act == Activation::kRelu2 || act == Activation::kSilu || act == Activation::kRelu ||
-                     act == Activation::kGeluTanh;
-  if (!known || rows < 0 || n < 1 || up == nullptr || out == nullptr || ldu < n || ldo < n ||
+  if (!known_activation(act) || rows < 0 || n < 1 || up == nullptr || out == nullptr || ldu < n || ldo < n ||
       (gate != nullptr && ldg < n))
     return cudaErrorInvalidValue;
   if (rows == 0) return cudaSuccess;

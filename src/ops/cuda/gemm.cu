@@ -5,8 +5,10 @@
 
 #include <climits>
 
+#include "ops/cuda/elementwise.h"
 #include "ops/cuda/gemv.h"
 #include "ops/cuda/launch.cuh"
+#include "ops/cuda/norm.h"
 #include "ops/cuda/tile.cuh"
 
 namespace replayssm::ops::cuda {
@@ -20,6 +22,7 @@ constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 // at 4 (6.34 ms a step against 5.85 at batch 8 through cuBLAS): every row
 // re-reads x through L1.
 constexpr int64_t kGemvRows = 2;
+static_assert(kGemvRows <= kGemvMaxFusedRows, "the GEMV rows carry the fused epilogues");
 
 __global__ void add_bias_kernel(void* y, int64_t ldy, bool y_fp32, int64_t rows, int64_t n, const float* bias) {
   pdl_begin();
@@ -40,6 +43,7 @@ __global__ void add_bias_kernel(void* y, int64_t ldy, bool y_fp32, int64_t rows,
 Gemm::~Gemm() {
   if (handle_ != nullptr) cublasDestroy(static_cast<cublasHandle_t>(handle_));
   if (workspace_ != nullptr) cudaFree(workspace_);
+  if (counter_ != nullptr) cudaFree(counter_);
 }
 
 cudaError_t Gemm::init(cudaStream_t stream) {
@@ -49,6 +53,8 @@ cudaError_t Gemm::init(cudaStream_t stream) {
   handle_ = h;
   stream_ = stream;
   if (cudaError_t e = cudaMalloc(&workspace_, kWorkspaceBytes); e != cudaSuccess) return e;
+  if (cudaError_t e = cudaMalloc(&counter_, sizeof(int)); e != cudaSuccess) return e;
+  if (cudaError_t e = cudaMemset(counter_, 0, sizeof(int)); e != cudaSuccess) return e;
   if (cublasSetStream(h, stream) != CUBLAS_STATUS_SUCCESS ||
       cublasSetWorkspace(h, workspace_, kWorkspaceBytes) != CUBLAS_STATUS_SUCCESS)
     return cudaErrorUnknown;
@@ -74,6 +80,33 @@ cudaError_t Gemm::linear(const uint16_t* x, int64_t ldx, int64_t rows, const uin
   const int blocks = int((total + 255) / 256 < 4096 ? (total + 255) / 256 : 4096);
   launch_kernel(add_bias_kernel, blocks, 256, 0, stream_, y, ldy, y_fp32, rows, n_out, bias);
   return cudaGetLastError();
+}
+
+cudaError_t Gemm::linear_act(const uint16_t* x, int64_t ldx, int64_t rows, const uint16_t* w, int64_t n_out,
+                             int64_t n_in, const float* bias, Activation act, uint16_t* y, int64_t ldy) {
+  if (handle_ == nullptr) return cudaErrorInvalidValue;
+  if (rows >= 1 && rows <= kGemvRows && fusion_enabled()) {
+    GemvEpilogue e;
+    e.has_act = true, e.act = act;
+    return gemv_epilogue_cuda(x, ldx, int(rows), w, n_out, n_in, bias, y, ldy, e, stream_);
+  }
+  if (cudaError_t e = linear(x, ldx, rows, w, n_out, n_in, bias, y, ldy, false); e != cudaSuccess) return e;
+  return mlp_activation_cuda(act, nullptr, 0, y, ldy, rows, n_out, y, ldy, stream_);
+}
+
+cudaError_t Gemm::linear_residual_norm(const uint16_t* x, int64_t ldx, int64_t rows, const uint16_t* w, int64_t n_out,
+                                       int64_t n_in, const float* bias, float* h, int64_t ldh, const float* norm_w,
+                                       float eps, bool unit_offset, uint16_t* xn, int64_t ldxn, uint16_t* d,
+                                       int64_t ldd) {
+  if (handle_ == nullptr || h == nullptr || xn == nullptr) return cudaErrorInvalidValue;
+  if (rows >= 1 && rows <= kGemvRows && fusion_level() >= 2) {
+    GemvEpilogue e;
+    e.residual = h, e.ld_residual = ldh, e.norm_w = norm_w, e.eps = eps, e.unit_offset = unit_offset;
+    e.norm_y = xn, e.ld_norm_y = ldxn, e.counter = counter_;
+    return gemv_epilogue_cuda(x, ldx, int(rows), w, n_out, n_in, bias, nullptr, n_out, e, stream_);
+  }
+  if (cudaError_t e = linear(x, ldx, rows, w, n_out, n_in, bias, d, ldd, false); e != cudaSuccess) return e;
+  return residual_rmsnorm_cuda(h, ldh, d, ldd, rows, n_out, norm_w, eps, unit_offset, xn, ldxn, stream_);
 }
 
 }  // namespace replayssm::ops::cuda

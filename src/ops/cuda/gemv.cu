@@ -5,7 +5,9 @@
 
 #include <climits>
 
+#include "ops/cuda/activation.cuh"
 #include "ops/cuda/launch.cuh"
+#include "ops/cuda/norm_order.cuh"
 #include "ops/cuda/tile.cuh"
 
 namespace replayssm::ops::cuda {
@@ -29,6 +31,7 @@ struct GemvArgs {
   int64_t ldy = 0;
   bool y_fp32 = false;
   int split = 1;  // warps per output row (divides kGemvWarps)
+  GemvEpilogue epi;  // read by the kEpi kernels only
 };
 
 // Eight bf16 of a 16-byte word, as fp32.
@@ -53,7 +56,7 @@ __device__ __forceinline__ uint4 load_stream(const uint16_t* p) {
 // The `split` warps of a row take its 16-byte words in turn (a round of
 // loads covers split × 256 elements, contiguous across the warps), sum
 // their part, and meet in shared memory.
-template <int kRows, bool kVec, int kUnroll>
+template <int kRows, bool kVec, int kUnroll, bool kEpi>
 __global__ void __launch_bounds__(32 * kGemvWarps) gemv_kernel(GemvArgs a) {
   __shared__ float part[kGemvWarps][kRows];
   const int lane = threadIdx.x % 32, wib = threadIdx.x / 32, S = a.split, s = wib % S;
@@ -112,24 +115,80 @@ __global__ void __launch_bounds__(32 * kGemvWarps) gemv_kernel(GemvArgs a) {
     if (S > 1 && lane == 0) part[wib][r] = acc[r];
   }
   if (S > 1) __syncthreads();
-  if (!live || s != 0 || lane != 0) return;
-  const float b = a.bias != nullptr ? a.bias[o] : 0.0f;
+  const bool writer = live && s == 0 && lane == 0;
+  if constexpr (!kEpi) {
+    if (!writer) return;
+    const float b = a.bias != nullptr ? a.bias[o] : 0.0f;
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    float v = acc[r];
-    for (int j = 1; j < S; ++j) v += part[wib + j][r];
-    if (a.y_fp32) static_cast<float*>(a.y)[r * a.ldy + o] = v + b;
-    else put_bf(static_cast<uint16_t*>(a.y), r * a.ldy + o, v + b);
+    for (int r = 0; r < kRows; ++r) {
+      float v = acc[r];
+      for (int j = 1; j < S; ++j) v += part[wib + j][r];
+      if (a.y_fp32) static_cast<float*>(a.y)[r * a.ldy + o] = v + b;
+      else put_bf(static_cast<uint16_t*>(a.y), r * a.ldy + o, v + b);
+    }
+  } else {
+    const GemvEpilogue& e = a.epi;
+    uint16_t* y = static_cast<uint16_t*>(a.y);
+    if (writer) {
+      const float b = a.bias != nullptr ? a.bias[o] : 0.0f;
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        float v = acc[r];
+        for (int j = 1; j < S; ++j) v += part[wib + j][r];
+        // y as the two-kernel path stores it (bf16), then what the next kernel did with it.
+        const float yb = __bfloat162float(__float2bfloat16(v + b));
+        if (e.has_act) {
+          put_bf(y, r * a.ldy + o, activate_f(e.act, yb));
+        } else {
+          if (y != nullptr) put_bf(y, r * a.ldy + o, yb);
+          e.residual[r * e.ld_residual + o] += yb;
+        }
+      }
+    }
+    if (e.norm_y == nullptr) return;
+    // The last block to finish normalises the whole updated rows: every
+    // block's residual writes are made visible before it counts itself.
+    __shared__ int last;
+    __shared__ float red[kMaxBlockWarps];
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(e.counter, 1) == int(gridDim.x) - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    residual_norm_rows<32 * kGemvWarps>(e.residual, e.ld_residual, kRows, int(a.n_out), e.norm_w, e.unit_offset, e.eps, e.norm_y,
+                       e.ld_norm_y, red);
+    if (threadIdx.x == 0) *e.counter = 0;
   }
 }
 
-template <int kRows>
+template <int kRows, bool kEpi = false>
 cudaError_t launch(const GemvArgs& a, bool vec, int unroll, cudaStream_t stream) {
   const unsigned blocks = unsigned((a.n_out + kGemvWarps / a.split - 1) / (kGemvWarps / a.split));
   const dim3 threads(32 * kGemvWarps);
-  if (!vec) return launch_kernel(gemv_kernel<kRows, false, 4>, blocks, threads, 0, stream, a);
-  if (unroll == 8) return launch_kernel(gemv_kernel<kRows, true, 8>, blocks, threads, 0, stream, a);
-  return launch_kernel(gemv_kernel<kRows, true, 4>, blocks, threads, 0, stream, a);
+  if (!vec) return launch_kernel(gemv_kernel<kRows, false, 4, kEpi>, blocks, threads, 0, stream, a);
+  if (unroll == 8) return launch_kernel(gemv_kernel<kRows, true, 8, kEpi>, blocks, threads, 0, stream, a);
+  return launch_kernel(gemv_kernel<kRows, true, 4, kEpi>, blocks, threads, 0, stream, a);
+}
+
+// Shapes and knobs, then the arguments every kernel takes (y set by the caller).
+cudaError_t prepare(const uint16_t* x, int64_t ldx, int rows, const uint16_t* w, int64_t n_out, int64_t n_in,
+                    const float* bias, int64_t ldy, const GemvTuning& tuning, GemvArgs* a, bool* vec, int* unroll) {
+  if (rows < 0 || rows > kGemvMaxRows || n_out < 1 || n_in < 1 || ldx < n_in || ldy < n_out)
+    return cudaErrorInvalidValue;
+  if (tuning.split != 0 && tuning.split != 1 && tuning.split != 2 && tuning.split != 4 && tuning.split != 8)
+    return cudaErrorInvalidValue;
+  if (tuning.unroll != 0 && tuning.unroll != 4 && tuning.unroll != 8) return cudaErrorInvalidValue;
+  if (rows > 0 && (x == nullptr || w == nullptr)) return cudaErrorInvalidValue;
+  *vec = n_in % 8 == 0 && ldx % 8 == 0 && (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(w)) % 16 == 0;
+  // Eight loads in flight per lane keep a lone warp streaming at the end of
+  // the grid; past two rows the x registers would crowd them out.
+  *unroll = tuning.unroll != 0 ? tuning.unroll : rows <= 2 ? 8 : 4;
+  const int split = tuning.split != 0 ? tuning.split : n_in >= kGemvSplit * 256 * *unroll ? kGemvSplit : 1;
+  if ((n_out * split + kGemvWarps - 1) / kGemvWarps > INT_MAX) return cudaErrorInvalidValue;
+  a->x = x, a->ldx = ldx, a->w = w, a->n_out = n_out, a->n_in = n_in, a->bias = bias, a->ldy = ldy;
+  a->split = split;
+  return cudaSuccess;
 }
 
 }  // namespace
@@ -137,22 +196,14 @@ cudaError_t launch(const GemvArgs& a, bool vec, int unroll, cudaStream_t stream)
 cudaError_t gemv_cuda(const uint16_t* x, int64_t ldx, int rows, const uint16_t* w, int64_t n_out, int64_t n_in,
                       const float* bias, void* y, int64_t ldy, bool y_fp32, cudaStream_t stream,
                       const GemvTuning& tuning) {
-  if (rows < 0 || rows > kGemvMaxRows || n_out < 1 || n_in < 1 || ldx < n_in || ldy < n_out)
-    return cudaErrorInvalidValue;
-  if (tuning.split != 0 && tuning.split != 1 && tuning.split != 2 && tuning.split != 4 && tuning.split != 8)
-    return cudaErrorInvalidValue;
-  if (tuning.unroll != 0 && tuning.unroll != 4 && tuning.unroll != 8) return cudaErrorInvalidValue;
-  if (rows == 0) return cudaSuccess;
-  if (x == nullptr || w == nullptr || y == nullptr) return cudaErrorInvalidValue;
-  const bool vec = n_in % 8 == 0 && ldx % 8 == 0 && (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(w)) % 16 == 0;
-  // Eight loads in flight per lane keep a lone warp streaming at the end of
-  // the grid; past two rows the x registers would crowd them out.
-  const int unroll = tuning.unroll != 0 ? tuning.unroll : rows <= 2 ? 8 : 4;
-  const int split = tuning.split != 0 ? tuning.split : n_in >= kGemvSplit * 256 * unroll ? kGemvSplit : 1;
-  if ((n_out * split + kGemvWarps - 1) / kGemvWarps > INT_MAX) return cudaErrorInvalidValue;
   GemvArgs a;
-  a.x = x, a.ldx = ldx, a.w = w, a.n_out = n_out, a.n_in = n_in, a.bias = bias, a.y = y, a.ldy = ldy;
-  a.y_fp32 = y_fp32, a.split = split;
+  bool vec = false;
+  int unroll = 0;
+  if (cudaError_t e = prepare(x, ldx, rows, w, n_out, n_in, bias, ldy, tuning, &a, &vec, &unroll); e != cudaSuccess)
+    return e;
+  if (rows == 0) return cudaSuccess;
+  if (y == nullptr) return cudaErrorInvalidValue;
+  a.y = y, a.y_fp32 = y_fp32;
   switch (rows) {
     case 1: return launch<1>(a, vec, unroll, stream);
     case 2: return launch<2>(a, vec, unroll, stream);
@@ -163,6 +214,25 @@ cudaError_t gemv_cuda(const uint16_t* x, int64_t ldx, int rows, const uint16_t* 
     case 7: return launch<7>(a, vec, unroll, stream);
     default: return launch<8>(a, vec, unroll, stream);
   }
+}
+
+cudaError_t gemv_epilogue_cuda(const uint16_t* x, int64_t ldx, int rows, const uint16_t* w, int64_t n_out,
+                               int64_t n_in, const float* bias, uint16_t* y, int64_t ldy, const GemvEpilogue& epi,
+                               cudaStream_t stream, const GemvTuning& tuning) {
+  GemvArgs a;
+  bool vec = false;
+  int unroll = 0;
+  if (cudaError_t e = prepare(x, ldx, rows, w, n_out, n_in, bias, ldy, tuning, &a, &vec, &unroll); e != cudaSuccess)
+    return e;
+  if (rows > kGemvMaxFusedRows || epi.has_act == (epi.residual != nullptr)) return cudaErrorInvalidValue;
+  if (epi.has_act && (!known_activation(epi.act) || y == nullptr)) return cudaErrorInvalidValue;
+  if (epi.residual != nullptr && epi.ld_residual < n_out) return cudaErrorInvalidValue;
+  if (epi.norm_y != nullptr &&
+      (epi.residual == nullptr || epi.counter == nullptr || epi.ld_norm_y < n_out || n_out > INT_MAX))
+    return cudaErrorInvalidValue;
+  if (rows == 0) return cudaSuccess;
+  a.y = y, a.epi = epi;
+  return rows == 1 ? launch<1, true>(a, vec, unroll, stream) : launch<2, true>(a, vec, unroll, stream);
 }
 
 }  // namespace replayssm::ops::cuda

@@ -62,6 +62,13 @@ struct Mamba2DecodeArgs {
 
   int tile_rows = 0;  // tuning: state rows per warp and pass, 2 or 4 (0: the default, 4)
 
+  // The kernel launched just before this one writes no state (the
+  // decoder's: the append). The step's and the one-kernel replay's first
+  // pass of the state are then read before the PDL wait (launch.cuh),
+  // while that kernel still runs. Leave false when the launch before may
+  // have written a slot this one reads (a fold, a copy into a slot).
+  bool early = false;
+
   // Replay: the log's part of the outputs can run as a kernel of its own,
   // one block per (group, sequence), so the B·C dots shared by a group's
   // heads are computed once and the per-head pass only streams the

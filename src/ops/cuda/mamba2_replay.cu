@@ -144,7 +144,12 @@ __global__ void __launch_bounds__(256) mamba2_replay_log_kernel(Mamba2DecodeArgs
 // log's part computed here.
 template <typename TileT, bool kSplit>
 __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_replay_kernel(Mamba2DecodeArgs a) {
-  pdl_begin();
+  // early (one-kernel path): the checkpoint's first pass before the wait.
+  // Not the log's older entries: loading them there held back the release
+  // of the next kernel (launch.cuh) and cost 20% at batch 8 (docs/perf).
+  // The split path's scratch comes from the kernel just before.
+  const bool early = a.early && !kSplit;
+  if (!early) pdl_begin();
   const int h = blockIdx.x, g = h / (a.H / a.G);
   const int nw = blockDim.x / 32, w = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int P = a.P, N = a.N, T = a.T, W = a.W, pass_rows = nw * TileT::kRows;
@@ -172,6 +177,7 @@ __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_replay_kernel(Mamba2
   TileT cur;
   cur.load(S, min(pass_rows, P), N, N, w, nw, lane);
 
+  if (early) pdl_begin();  // the log's newest entries and C come from the kernel before
   // The log rows: all of them to compute y here, or the folded ones only.
   const int rows_needed = kSplit ? f : n_log;
   const float A = -expf(a.A_log[h]);
@@ -180,10 +186,10 @@ __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_replay_kernel(Mamba2
     sDt[s] = dt;
     sL[s] = dt * A;
   }
-  for (int m = 0; m < members; ++m)
-    load_bf_rows(sC + m * T * N4, a.Cm + (int64_t(b + m) * T * a.G + g) * N, T, N, int64_t(a.G) * N, N4);
   load_bf_rows(sB, a.log_B + (int64_t(b) * W * a.G + g) * N, rows_needed, N, int64_t(a.G) * N, N4);
   load_bf_rows(sX, a.log_x + (int64_t(b) * W * a.H + h) * P, rows_needed, P, int64_t(a.H) * P, P4);
+  for (int m = 0; m < members; ++m)
+    load_bf_rows(sC + m * T * N4, a.Cm + (int64_t(b + m) * T * a.G + g) * N, T, N, int64_t(a.G) * N, N4);
   for (int u = threadIdx.x; u < n_out; u += blockDim.x)
     sYoff[u] = ((int64_t(b + u / T) * T + u % T) * a.H + h) * P;
   if constexpr (kSplit) {

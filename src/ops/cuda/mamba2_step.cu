@@ -15,7 +15,7 @@ namespace {
 
 template <typename TileT>
 __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_step_kernel(Mamba2DecodeArgs a, int slice_rows) {
-  pdl_begin();
+  if (!a.early) pdl_begin();
   const int h = blockIdx.x, b = blockIdx.y, g = h / (a.H / a.G);
   const int nw = blockDim.x / 32, w = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int P = a.P, N = a.N, T = a.T, pass_rows = nw * TileT::kRows;
@@ -30,6 +30,7 @@ __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_step_kernel(Mamba2De
   const float* S = a.state + (int64_t(a.slot[b]) * a.H + h) * P * N;
   TileT cur;
   cur.load(S + int64_t(p_lo) * N, min(pass_rows, p_hi - p_lo), N, N, w, nw, lane);
+  if (a.early) pdl_begin();  // the token's inputs come from the kernel before
 
   load_bf_rows(sB, a.Bm + (int64_t(b) * T * a.G + g) * N, T, N, int64_t(a.G) * N);
   load_bf_rows(sC, a.Cm + (int64_t(b) * T * a.G + g) * N, T, N, int64_t(a.G) * N);

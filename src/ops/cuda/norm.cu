@@ -7,6 +7,7 @@
 // longest row.
 #include "ops/cuda/norm.h"
 #include "ops/cuda/launch.cuh"
+#include "ops/cuda/norm_order.cuh"
 #include "ops/cuda/row_reduce.cuh"
 #include "ops/cuda/tile.cuh"
 
@@ -33,10 +34,8 @@ struct RowNormArgs {
   int64_t ldy = 0;
 };
 
-constexpr int kNormThreads = 256;
-constexpr int kNormThreadsWide = 1024;  // few long groups (decode at small batch): one wide block each
-constexpr int64_t kWarpGroupMax = 512;  // groups up to this long are reduced by one warp
-constexpr int64_t kWideBelowGroups = 256;  // fewer groups than this leave most SMs idle
+// The block shapes and summation order: norm_order.cuh (shared with the
+// GEMV that normalises in its epilogue).
 
 __global__ void __launch_bounds__(kNormThreadsWide) rownorm_kernel(RowNormArgs a, int tpg) {
   __shared__ float red[kMaxBlockWarps];

@@ -3,6 +3,7 @@
 // 19 µs on the H200, a launch-bound step's worth of time.
 #include "ops/cuda/ssm_append.h"
 
+#include "ops/cuda/conv1d.cuh"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/tile.cuh"
 
@@ -27,6 +28,25 @@ __global__ void __launch_bounds__(kAppendThreads) mamba2_append_kernel(Mamba2App
     else a.Cm[r * GN + c - HP - GN] = src[c];
   }
   if (blockIdx.y != 0) return;
+  for (int h = threadIdx.x; h < a.H; h += blockDim.x)
+    a.dt[e * a.H + h] = fminf(fmaxf(softplus_f(bf(a.dt_raw, r * a.lddt + h) + a.dt_bias[h]), a.dt_min), a.dt_max);
+}
+
+// One thread per (conv channel, sequence): the conv step's value goes to
+// the projection row (as conv1d_step_kernel) and straight on to its log
+// entry or C row; the first block's threads also take the row's dt.
+__global__ void __launch_bounds__(kConvThreads) mamba2_conv_append_kernel(Conv1dArgs cv, Mamba2AppendArgs a) {
+  pdl_begin();
+  const int c = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y;
+  const int64_t e = a.entry[r], HP = int64_t(a.H) * a.P, GN = int64_t(a.G) * a.N;
+  if (c < cv.C) {
+    const uint16_t v = conv_step_channel(cv, c, r);
+    cv.y[int64_t(r) * cv.ldy + c] = v;
+    if (c < HP) a.x[e * HP + c] = v;
+    else if (c < HP + GN) a.Bm[e * GN + c - HP] = v;
+    else a.Cm[r * GN + c - HP - GN] = v;
+  }
+  if (blockIdx.x != 0) return;
   for (int h = threadIdx.x; h < a.H; h += blockDim.x)
     a.dt[e * a.H + h] = fminf(fmaxf(softplus_f(bf(a.dt_raw, r * a.lddt + h) + a.dt_bias[h]), a.dt_min), a.dt_max);
 }
@@ -69,18 +89,36 @@ __global__ void __launch_bounds__(kAppendThreads) log_move_kernel(LogMoveArgs a)
   }
 }
 
+
+// The append's shapes and pointers (xbc too unless the conv makes it).
+cudaError_t check(const Mamba2AppendArgs& a, bool from_conv) {
+  if (a.rows < 0 || a.rows > 2147483647 || a.H < 1 || a.P < 1 || a.G < 1 || a.N < 1 || a.H % a.G != 0 ||
+      (!from_conv && a.ldxbc < int64_t(a.H) * a.P + 2 * int64_t(a.G) * a.N) || a.lddt < a.H ||
+      !(a.dt_min <= a.dt_max))
+    return cudaErrorInvalidValue;
+  if (a.rows == 0) return cudaSuccess;
+  if ((!from_conv && a.xbc == nullptr) || a.dt_raw == nullptr || a.dt_bias == nullptr || a.entry == nullptr ||
+      a.x == nullptr || a.Bm == nullptr || a.dt == nullptr || a.Cm == nullptr)
+    return cudaErrorInvalidValue;
+  return cudaSuccess;
+}
+
 }  // namespace
 
 cudaError_t mamba2_append_cuda(const Mamba2AppendArgs& a, cudaStream_t stream) {
-  if (a.rows < 0 || a.rows > 2147483647 || a.H < 1 || a.P < 1 || a.G < 1 || a.N < 1 || a.H % a.G != 0 ||
-      a.ldxbc < int64_t(a.H) * a.P + 2 * int64_t(a.G) * a.N || a.lddt < a.H || !(a.dt_min <= a.dt_max))
-    return cudaErrorInvalidValue;
-  if (a.rows == 0) return cudaSuccess;
-  if (a.xbc == nullptr || a.dt_raw == nullptr || a.dt_bias == nullptr || a.entry == nullptr || a.x == nullptr ||
-      a.Bm == nullptr || a.dt == nullptr || a.Cm == nullptr)
-    return cudaErrorInvalidValue;
+  if (cudaError_t e = check(a, false); e != cudaSuccess || a.rows == 0) return e;
   const int64_t n = int64_t(a.H) * a.P + 2 * int64_t(a.G) * a.N;
   launch_kernel(mamba2_append_kernel, dim3(unsigned(a.rows), chunks(n)), kAppendThreads, 0, stream, a);
+  return cudaGetLastError();
+}
+
+cudaError_t mamba2_conv_append_cuda(const Conv1dArgs& cv, const Mamba2AppendArgs& a, cudaStream_t stream) {
+  if (cudaError_t e = conv1d_check(cv); e != cudaSuccess) return e;
+  if (cudaError_t e = check(a, true); e != cudaSuccess) return e;
+  if (a.rows != cv.batch || int64_t(cv.C) != int64_t(a.H) * a.P + 2 * int64_t(a.G) * a.N) return cudaErrorInvalidValue;
+  if (a.rows == 0) return cudaSuccess;
+  launch_kernel(mamba2_conv_append_kernel, dim3((cv.C + kConvThreads - 1) / kConvThreads, unsigned(a.rows)),
+                kConvThreads, 0, stream, cv, a);
   return cudaGetLastError();
 }
 

@@ -23,6 +23,8 @@
 
 #include <cstdint>
 
+#include "ops/cuda/conv1d.h"
+
 namespace replayssm::ops::cuda {
 
 struct Mamba2AppendArgs {
@@ -42,6 +44,12 @@ struct Mamba2AppendArgs {
 };
 
 cudaError_t mamba2_append_cuda(const Mamba2AppendArgs& a, cudaStream_t stream);
+
+// A decode step's conv1d_step_cuda(cv) and this append as one kernel
+// (rows = cv.batch, C = H·P + 2·G·N): the conv's output goes to cv.y as
+// before and is the append's source (xbc, ldxbc unused). Same bits as the
+// two launches; at batch 1 a launch boundary is most of either's time.
+cudaError_t mamba2_conv_append_cuda(const Conv1dArgs& cv, const Mamba2AppendArgs& a, cudaStream_t stream);
 
 struct GdnAppendArgs {
   int64_t rows = 0;

@@ -5,7 +5,8 @@
 
 namespace replayssm::cuda {
 
-Status Decoder::Impl::run_mamba2(const DeviceBlock& blk, LayerState& L, int T, bool fold, bool verify) {
+Status Decoder::Impl::run_mamba2(const DeviceBlock& blk, LayerState& L, int T, bool fold, bool verify,
+                                 const float* next_norm) {
   const ModelConfig& c = m.config();
   const Mamba2Config& mc = c.mamba;
   const int B = int(opt.batch), Hd = int(c.hidden_size);
@@ -15,26 +16,34 @@ Status Decoder::Impl::run_mamba2(const DeviceBlock& blk, LayerState& L, int T, b
   RSSM_CU(gemm->linear(xn, Hd, rows, blk.in.w, width, Hd, blk.in.b, proj, width, false), "Mamba2 in_proj");
   if (L.conv_log != nullptr)
     RSSM_RETURN_IF_ERROR(keep_conv_rows(L, T, fold, C, mc.conv_width, HP, width, kMEntry, kMRoll, kMMoveFrom, kMMoveCount));
-  const uint16_t* xbc = nullptr;
-  int64_t ldxbc = 0;
-  RSSM_RETURN_IF_ERROR(run_conv(blk, L, T, verify, C, mc.conv_width, HP, width, &xbc, &ldxbc));
   // Standard layout, T > 1: a prompt chunk goes through the replay kernel
   // over a shared log of T entries folded in place — the dual form of a
   // chunk scan; a verify goes through the step kernel, a state per token.
   const bool chunk_log = !replay && T > 1 && !verify;
   oc::Mamba2AppendArgs ap;
   ap.rows = rows, ap.H = int(mc.n_heads), ap.P = int(mc.head_dim), ap.G = int(mc.n_groups), ap.N = int(mc.state_size);
-  ap.xbc = xbc, ap.ldxbc = ldxbc, ap.dt_raw = proj + HP + C, ap.lddt = width, ap.dt_bias = blk.dt_bias;
+  ap.dt_raw = proj + HP + C, ap.lddt = width, ap.dt_bias = blk.dt_bias;
   ap.dt_min = mc.dt_min, ap.dt_max = mc.dt_max, ap.Cm = cC;
   ap.entry = field(kMEntry);
   ap.x = replay ? L.log_x : chunk_log ? s_log_x : cx;
   ap.Bm = replay ? L.log_B : chunk_log ? s_log_B : cB;
   ap.dt = replay ? L.log_dt : chunk_log ? s_log_dt : cdt;
-  RSSM_CU(oc::mamba2_append_cuda(ap, stream), "Mamba2 append");
+  if (T == 1 && oc::fusion_enabled()) {  // one kernel: the conv's output goes on to the log as it is made
+    oc::Conv1dArgs cv = conv_args(blk, L, C, mc.conv_width, HP, width);
+    cv.y = proj + HP, cv.ldy = width;
+    RSSM_CU(oc::mamba2_conv_append_cuda(cv, ap, stream), "Mamba2 conv and append");
+  } else {
+    const uint16_t* xbc = nullptr;
+    int64_t ldxbc = 0;
+    RSSM_RETURN_IF_ERROR(run_conv(blk, L, T, verify, C, mc.conv_width, HP, width, &xbc, &ldxbc));
+    ap.xbc = xbc, ap.ldxbc = ldxbc;
+    RSSM_CU(oc::mamba2_append_cuda(ap, stream), "Mamba2 append");
+  }
   oc::Mamba2DecodeArgs a;
   a.batch = B, a.H = int(mc.n_heads), a.P = int(mc.head_dim), a.N = int(mc.state_size), a.G = int(mc.n_groups), a.T = T;
   a.A_log = blk.A_log, a.D = blk.D, a.dt_bias = blk.dt_bias, a.dt_min = mc.dt_min, a.dt_max = mc.dt_max;
   a.state = L.state, a.slot = field(kMSlot), a.Cm = cC, a.y = y;
+  a.early = true;  // the kernel just before is the append: it writes no state
   if (!replay && !chunk_log) {
     a.x = cx, a.Bm = cB, a.dt = cdt, a.out_slot = field(kOutSlot);
     RSSM_CU(oc::mamba2_step_cuda(a, stream), "Mamba2 step");
@@ -60,15 +69,20 @@ Status Decoder::Impl::run_mamba2(const DeviceBlock& blk, LayerState& L, int T, b
   RSSM_CU(oc::rmsnorm_gated_group_cuda(y, HP, proj, width, rows, HP, HP / mc.n_groups, blk.norm_w, c.norm_eps, y, HP,
                                        stream),
           "Mamba2 gated norm");
-  RSSM_CU(gemm->linear(y, HP, rows, blk.out.w, Hd, HP, blk.out.b, d, Hd, false), "Mamba2 out_proj");
-  return {};
+  return project_out(blk, y, HP, HP, T, next_norm, "Mamba2 out_proj");
+}
+
+oc::Conv1dArgs Decoder::Impl::conv_args(const DeviceBlock& blk, LayerState& L, int64_t C, int64_t K, int64_t off,
+                                        int64_t width) {
+  oc::Conv1dArgs cv;
+  cv.batch = int(opt.batch), cv.C = int(C), cv.K = int(K), cv.weight = blk.conv_w, cv.bias = blk.conv_b;
+  cv.window = L.window, cv.slot = field(kWinSlot), cv.x = proj + off, cv.ldx = width;
+  return cv;
 }
 
 Status Decoder::Impl::run_conv(const DeviceBlock& blk, LayerState& L, int T, bool verify, int64_t C, int64_t K,
                                int64_t off, int64_t width, const uint16_t** out, int64_t* ldo) {
-  oc::Conv1dArgs cv;
-  cv.batch = int(opt.batch), cv.C = int(C), cv.K = int(K), cv.weight = blk.conv_w, cv.bias = blk.conv_b;
-  cv.window = L.window, cv.slot = field(kWinSlot), cv.x = proj + off, cv.ldx = width;
+  oc::Conv1dArgs cv = conv_args(blk, L, C, K, off, width);
   if (T == 1) {
     cv.y = proj + off, cv.ldy = width;
     RSSM_CU(oc::conv1d_step_cuda(cv, stream), "conv1d");
@@ -108,7 +122,8 @@ Status Decoder::Impl::keep_conv_rows(LayerState& L, int T, bool fold, int64_t C,
   return {};
 }
 
-Status Decoder::Impl::run_gdn(const DeviceBlock& blk, LayerState& L, int T, bool fold, bool verify) {
+Status Decoder::Impl::run_gdn(const DeviceBlock& blk, LayerState& L, int T, bool fold, bool verify,
+                              const float* next_norm) {
   const ModelConfig& c = m.config();
   const GdnConfig& g = c.gdn;
   const int B = int(opt.batch), Hd = int(c.hidden_size);
@@ -157,11 +172,10 @@ Status Decoder::Impl::run_gdn(const DeviceBlock& blk, LayerState& L, int T, bool
   RSSM_CU(oc::rmsnorm_then_gate_cuda(y, V, proj + C, width, rows, g.n_v_heads, g.v_dim, blk.norm_w, c.norm_eps, y, V,
                                      stream),
           "GDN norm and gate");
-  RSSM_CU(gemm->linear(y, V, rows, blk.out.w, Hd, V, blk.out.b, d, Hd, false), "GDN out_proj");
-  return {};
+  return project_out(blk, y, V, V, T, next_norm, "GDN out_proj");
 }
 
-Status Decoder::Impl::run_attention(const DeviceBlock& blk, LayerState& L, int T) {
+Status Decoder::Impl::run_attention(const DeviceBlock& blk, LayerState& L, int T, const float* next_norm) {
   const ModelConfig& c = m.config();
   const AttentionConfig& ac = c.attn;
   const int B = int(opt.batch), Hd = int(c.hidden_size);
@@ -225,20 +239,32 @@ Status Decoder::Impl::run_attention(const DeviceBlock& blk, LayerState& L, int T
     at.cu_rows = field(kCuRows), at.pos = field(kSeqPos), at.max_rows = T;
     RSSM_CU(oc::attention_prefill_cuda(at, stream), "attention chunk");
   }
-  RSSM_CU(gemm->linear(y, d_q, rows, blk.out.w, Hd, d_q, blk.out.b, d, Hd, false), "attention o_proj");
-  return {};
+  return project_out(blk, y, d_q, d_q, T, next_norm, "attention o_proj");
 }
 
-Status Decoder::Impl::run_mlp(const DeviceBlock& blk, int T) {
+Status Decoder::Impl::run_mlp(const DeviceBlock& blk, int T, const float* next_norm) {
   const ModelConfig& c = m.config();
   const int Hd = int(c.hidden_size);
   const int64_t rows = opt.batch * T, I = c.mlp.intermediate, width = blk.in.n_out;
-  RSSM_CU(gemm->linear(xn, Hd, rows, blk.in.w, width, Hd, blk.in.b, proj, width, false), "MLP up");
   uint16_t* act = c.mlp.gated ? proj + I : proj;  // act(gate) ⊙ up lands on up
-  RSSM_CU(oc::mlp_activation_cuda(c.mlp.act, c.mlp.gated ? proj : nullptr, width, act, width, rows, I, act, width,
-                                  stream),
-          "MLP activation");
-  RSSM_CU(gemm->linear(act, width, rows, blk.out.w, Hd, I, blk.out.b, d, Hd, false), "MLP down");
+  if (c.mlp.gated) {
+    RSSM_CU(gemm->linear(xn, Hd, rows, blk.in.w, width, Hd, blk.in.b, proj, width, false), "MLP up");
+    RSSM_CU(oc::mlp_activation_cuda(c.mlp.act, proj, width, act, width, rows, I, act, width, stream),
+            "MLP activation");
+  } else {
+    RSSM_CU(gemm->linear_act(xn, Hd, rows, blk.in.w, width, Hd, blk.in.b, c.mlp.act, proj, width),
+            "MLP up and activation");
+  }
+  return project_out(blk, act, width, I, T, next_norm, "MLP down");
+}
+
+Status Decoder::Impl::project_out(const DeviceBlock& blk, const uint16_t* y, int64_t ldy, int64_t n_in, int T,
+                                  const float* next_norm, const char* what) {
+  const ModelConfig& c = m.config();
+  const int64_t Hd = c.hidden_size;
+  RSSM_CU(gemm->linear_residual_norm(y, ldy, opt.batch * T, blk.out.w, Hd, n_in, blk.out.b, h, Hd, next_norm,
+                                     c.norm_eps, c.norm_unit_offset, xn, Hd, d, Hd),
+          what);
   return {};
 }
 
@@ -266,26 +292,28 @@ Status Decoder::Impl::enqueue(int T, bool fold, bool verify, bool commit) {
           "plan");
   if (commit) RSSM_RETURN_IF_ERROR(commit_windows());
   RSSM_CU(oc::embedding_cuda(field(kTokens), rows, m.embed(), V, Hd, Hd, h, Hd, stream), "embedding");
-  const uint16_t* pending = nullptr;  // the previous block's output, added to h by the next norm
-  for (const DeviceBlock& blk : m.blocks()) {
-    RSSM_CU(oc::residual_rmsnorm_cuda(h, Hd, pending, Hd, rows, Hd, blk.norm, c.norm_eps, c.norm_unit_offset, xn, Hd,
-                                      stream),
-            "block norm");
+  const std::vector<DeviceBlock>& blocks = m.blocks();
+  // The first block's norm; every later one (and the final norm) comes out
+  // of the block before's output projection (project_out).
+  RSSM_CU(oc::residual_rmsnorm_cuda(h, Hd, nullptr, Hd, rows, Hd, blocks.empty() ? m.final_norm() : blocks[0].norm,
+                                    c.norm_eps, c.norm_unit_offset, xn, Hd, stream),
+          "first norm");
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const DeviceBlock& blk = blocks[i];
+    const float* next_norm = i + 1 < blocks.size() ? blocks[i + 1].norm : m.final_norm();
     switch (blk.kind) {
       case BlockKind::kMamba2:
-        RSSM_RETURN_IF_ERROR(run_mamba2(blk, layers[size_t(blk.cache_layer)], T, fold, verify));
+        RSSM_RETURN_IF_ERROR(run_mamba2(blk, layers[size_t(blk.cache_layer)], T, fold, verify, next_norm));
         break;
       case BlockKind::kGatedDeltaNet:
-        RSSM_RETURN_IF_ERROR(run_gdn(blk, layers[size_t(blk.cache_layer)], T, fold, verify));
+        RSSM_RETURN_IF_ERROR(run_gdn(blk, layers[size_t(blk.cache_layer)], T, fold, verify, next_norm));
         break;
-      case BlockKind::kAttention: RSSM_RETURN_IF_ERROR(run_attention(blk, layers[size_t(blk.cache_layer)], T)); break;
-      case BlockKind::kMlp: RSSM_RETURN_IF_ERROR(run_mlp(blk, T)); break;
+      case BlockKind::kAttention:
+        RSSM_RETURN_IF_ERROR(run_attention(blk, layers[size_t(blk.cache_layer)], T, next_norm));
+        break;
+      case BlockKind::kMlp: RSSM_RETURN_IF_ERROR(run_mlp(blk, T, next_norm)); break;
     }
-    pending = d;
   }
-  RSSM_CU(oc::residual_rmsnorm_cuda(h, Hd, pending, Hd, rows, Hd, m.final_norm(), c.norm_eps, c.norm_unit_offset, xn,
-                                    Hd, stream),
-          "final norm");
   // Logits of every row (all_logits, verify), or of each sequence's last row (rows b·T + T − 1).
   const DeviceLinear& lm = m.lm_head();
   const bool every = opt.all_logits || verify;

@@ -197,10 +197,18 @@ struct Decoder::Impl {
 
   // A step of T tokens per sequence (rows = batch·T).
   Status enqueue(int T, bool fold, bool verify, bool commit);
-  Status run_mamba2(const DeviceBlock& blk, LayerState& L, int T, bool fold, bool verify);
-  Status run_gdn(const DeviceBlock& blk, LayerState& L, int T, bool fold, bool verify);
-  Status run_attention(const DeviceBlock& blk, LayerState& L, int T);
-  Status run_mlp(const DeviceBlock& blk, int T);
+  // Each block reads xn and ends with its output projection, which adds
+  // into h and leaves xn = the next block's input norm (next_norm: its
+  // weight, or the final norm's): Gemm::linear_residual_norm.
+  Status run_mamba2(const DeviceBlock& blk, LayerState& L, int T, bool fold, bool verify, const float* next_norm);
+  Status run_gdn(const DeviceBlock& blk, LayerState& L, int T, bool fold, bool verify, const float* next_norm);
+  Status run_attention(const DeviceBlock& blk, LayerState& L, int T, const float* next_norm);
+  Status run_mlp(const DeviceBlock& blk, int T, const float* next_norm);
+  Status project_out(const DeviceBlock& blk, const uint16_t* y, int64_t ldy, int64_t n_in, int T,
+                     const float* next_norm, const char* what);
+  // The conv1d arguments over the projection's conv channels at column
+  // `off` (x = proj + off; y left to the caller).
+  oc::Conv1dArgs conv_args(const DeviceBlock& blk, LayerState& L, int64_t C, int64_t K, int64_t off, int64_t width);
   // Conv1d over the projection's conv channels at column `off`: in place for
   // a one-token step; a chunk writes xconv (the prefill kernel must not
   // alias). *out, *ldo: where the post-conv rows are.
