@@ -50,8 +50,9 @@ std::vector<float> raw_of(const float* dt, int H) {
   return r;
 }
 
-// Every replay variant (one kernel; the log's part split into its own
-// kernel over scratch; fork groups sharing checkpoints) on every shape.
+// Every replay variant (1: one kernel; 2: the log's part split into its
+// own kernel over scratch; 3: fork groups sharing checkpoints; 4: one
+// kernel of wide blocks, a head per pass) on every shape.
 class Mamba2CudaReplay : public ::testing::TestWithParam<std::tuple<Shape, int>> {
  protected:
   void SetUp() override {
@@ -105,12 +106,12 @@ TEST_P(Mamba2CudaReplay, ReplayWithFoldsMatchesTheCpuScan) {
   a.A_log = dA.p, a.D = dD.p, a.dt_bias = dbias.p, a.state = dstate.p, a.slot = dslot.p, a.Cm = dC.p, a.y = dy.p;
   a.n_log = dn.p, a.log_x = dlx.p, a.log_B = dlB.p, a.log_dt = dlogdt.p;
   a.fold = dfold.p, a.fold_slot = dfslot.p, a.max_fold = W;
-  a.variant = variant == 3 ? 0 : variant;
+  a.variant = variant == 3 ? 0 : variant == 4 ? 3 : variant;
   Dev<float> scratch(std::vector<float>(ops::cuda::mamba2_replay_scratch_floats(B, T, H, P)));
-  if (variant >= 2) a.scratch = scratch.p;
+  if (variant == 2 || variant == 3) a.scratch = scratch.p;
   if (variant == 3) a.group_start = dgroups.p, a.n_groups = int(group_start.size()) - 1, a.max_group = 3;
-  // early: the checkpoint's first pass read before the PDL wait (here a
-  // plain launch: the same results by contract).
+  // early: the checkpoint's first pass and the older log entries read
+  // before the PDL wait (here a plain launch: the same results by contract).
   for (const bool early : {false, true}) {
     SCOPED_TRACE(early ? "early" : "after the wait");
     ASSERT_EQ(cudaMemcpy(dstate.p, state.data(), sizeof(float) * state.size(), cudaMemcpyHostToDevice), cudaSuccess);
@@ -286,6 +287,12 @@ TEST(Mamba2CudaArgs, OutOfRangeShapesAreRefused) {
   EXPECT_EQ(ops::cuda::mamba2_replay_cuda(a, nullptr), cudaErrorInvalidValue);
   a.group_start = nullptr, a.n_groups = 0, a.variant = 2;  // split without scratch
   EXPECT_EQ(ops::cuda::mamba2_replay_cuda(a, nullptr), cudaErrorInvalidValue);
+  a.variant = 4;  // no such variant
+  EXPECT_EQ(ops::cuda::mamba2_replay_cuda(a, nullptr), cudaErrorInvalidValue);
+  float scratch = 0.0f;  // never reached: refused before the device is asked anything
+  a.variant = 3, a.scratch = &scratch, a.group_start = groups, a.n_groups = 1, a.max_group = 1;  // fork groups, wide one kernel
+  EXPECT_EQ(ops::cuda::mamba2_replay_cuda(a, nullptr), cudaErrorInvalidValue);
+  a.scratch = nullptr, a.group_start = nullptr, a.n_groups = 0;
   a.variant = 0;
   a.T = 1, a.G = 3;  // H not a multiple of G
   EXPECT_EQ(ops::cuda::mamba2_step_cuda(a, nullptr), cudaErrorInvalidValue);
@@ -301,7 +308,7 @@ const auto kShapes = ::testing::Values(Shape{3, 6, 5, 11, 3, 4, 1},       // odd
                                            Shape{2, 128, 64, 128, 8, 20, 4},  // its verify, T = 4
                                            Shape{2, 96, 80, 128, 8, 16, 1});
 INSTANTIATE_TEST_SUITE_P(Shapes, Mamba2Cuda, kShapes);
-INSTANTIATE_TEST_SUITE_P(Shapes, Mamba2CudaReplay, ::testing::Combine(kShapes, ::testing::Values(1, 2, 3)));
+INSTANTIATE_TEST_SUITE_P(Shapes, Mamba2CudaReplay, ::testing::Combine(kShapes, ::testing::Values(1, 2, 3, 4)));
 
 }  // namespace
 }  // namespace replayssm

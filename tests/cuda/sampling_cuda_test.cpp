@@ -57,29 +57,33 @@ TEST_F(SamplingCuda, EmbeddingGathersRowsIntoTheFp32Stream) {
   }
 }
 
+// Rows of an odd stride are scanned one float at a time, 16-byte aligned
+// rows four at a time (then the tail one at a time): both strides.
 TEST_F(SamplingCuda, ArgmaxMatchesCpuLowestIdOnTies) {
   for (const int64_t V : {37L, 1000L, 131072L, 248320L}) {
-    SCOPED_TRACE(testing::Message() << "V " << V);
-    std::mt19937 g(42 + V);
-    const int64_t ld = V + 1, rows = 8;
-    std::vector<float> logits = test::uniform(g, size_t(rows) * ld, -4.0f, 4.0f);
-    auto row = [&](int64_t r) { return logits.data() + r * ld; };
-    // row 0: random; 1: a tie of the maximum at two ids; 2: at three ids incl. 0;
-    // 3: maximum at the last id; 4: all equal; 5: all −∞; 6: NaN at id 0; 7: NaNs elsewhere.
-    row(1)[V / 3] = 10.0f, row(1)[V - 2] = 10.0f;
-    row(2)[0] = 9.0f, row(2)[V / 2] = 9.0f, row(2)[V - 1] = 9.0f;
-    row(3)[V - 1] = 50.0f;
-    std::fill(row(4), row(4) + V, 1.25f);
-    std::fill(row(5), row(5) + V, -std::numeric_limits<float>::infinity());
-    row(6)[0] = std::nanf("");
-    row(7)[1] = std::nanf(""), row(7)[V - 1] = std::nanf("");
-    Dev<float> dl(logits);
-    Dev<int32_t> dout(std::vector<int32_t>(rows, -7));
-    ASSERT_EQ(ops::cuda::argmax_cuda(dl.p, ld, rows, V, dout.p, nullptr), cudaSuccess);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    const std::vector<int32_t> got = dout.get();
-    for (int64_t r = 0; r < rows; ++r)
-      EXPECT_EQ(got[r], argmax(std::span<const float>(row(r), size_t(V)))) << "row " << r;
+    for (const int64_t ld : {V + 1, (V + 3) / 4 * 4 + 4}) {
+      SCOPED_TRACE(testing::Message() << "V " << V << " ld " << ld);
+      std::mt19937 g(42 + V);
+      const int64_t rows = 8;
+      std::vector<float> logits = test::uniform(g, size_t(rows) * ld, -4.0f, 4.0f);
+      auto row = [&](int64_t r) { return logits.data() + r * ld; };
+      // row 0: random; 1: a tie of the maximum at two ids; 2: at three ids incl. 0;
+      // 3: maximum at the last id; 4: all equal; 5: all −∞; 6: NaN at id 0; 7: NaNs elsewhere.
+      row(1)[V / 3] = 10.0f, row(1)[V - 2] = 10.0f;
+      row(2)[0] = 9.0f, row(2)[V / 2] = 9.0f, row(2)[V - 1] = 9.0f;
+      row(3)[V - 1] = 50.0f;
+      std::fill(row(4), row(4) + V, 1.25f);
+      std::fill(row(5), row(5) + V, -std::numeric_limits<float>::infinity());
+      row(6)[0] = std::nanf("");
+      row(7)[1] = std::nanf(""), row(7)[V - 1] = std::nanf("");
+      Dev<float> dl(logits);
+      Dev<int32_t> dout(std::vector<int32_t>(rows, -7));
+      ASSERT_EQ(ops::cuda::argmax_cuda(dl.p, ld, rows, V, dout.p, nullptr), cudaSuccess);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      const std::vector<int32_t> got = dout.get();
+      for (int64_t r = 0; r < rows; ++r)
+        EXPECT_EQ(got[r], argmax(std::span<const float>(row(r), size_t(V)))) << "row " << r;
+    }
   }
 }
 

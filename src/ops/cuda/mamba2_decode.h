@@ -62,11 +62,13 @@ struct Mamba2DecodeArgs {
 
   int tile_rows = 0;  // tuning: state rows per warp and pass, 2 or 4 (0: the default, 4)
 
-  // The kernel launched just before this one writes no state (the
-  // decoder's: the append). The step's and the one-kernel replay's first
-  // pass of the state are then read before the PDL wait (launch.cuh),
-  // while that kernel still runs. Leave false when the launch before may
-  // have written a slot this one reads (a fold, a copy into a slot).
+  // The kernel launched just before this one writes no state and no log
+  // entry but this step's T (the decoder's: the append). The step's and the
+  // one-kernel replay's first pass of the state, and the one-kernel
+  // replay's older log entries, are then read before the PDL wait
+  // (launch.cuh), while that kernel still runs. Leave false when the launch
+  // before may have written a slot this one reads (a fold, a copy into a
+  // slot) or an older entry (a log move).
   bool early = false;
 
   // Replay: the log's part of the outputs can run as a kernel of its own,
@@ -74,8 +76,9 @@ struct Mamba2DecodeArgs {
   // heads are computed once and the per-head pass only streams the
   // checkpoint. Needs scratch of mamba2_replay_scratch_floats() floats.
   float* scratch = nullptr;
-  // 0 picks (split when scratch is given and batch·H ≥ 16 × SMs); 1 one
-  // kernel; 2 split (tests, tuning).
+  // 0 picks (split when scratch is given and batch·H ≥ 16 × SMs; one
+  // kernel of wide blocks, a head per pass, when batch·H ≤ 2 × SMs); 1 one
+  // kernel; 2 split; 3 one kernel of wide blocks (tests, tuning).
   int variant = 0;
   // Fork-aware replay: sequences that share a checkpoint (beams, best-of-n
   // samples) are decoded together, one block per head reading the shared

@@ -12,6 +12,7 @@
 namespace replayssm::ops::cuda {
 
 constexpr int kMamba2Warps = 4;
+constexpr int kMamba2WideWarps = 16;  // the one-kernel replay's blocks when they are few (mamba2_replay.cu)
 constexpr int kMamba2Rows = 4;  // default; Mamba2DecodeArgs::tile_rows = 2 halves it
 
 // Warps for P rows of kR per warp: fewer when P is small (no idle warps).

@@ -2,9 +2,11 @@
 // into groups of n elements (one group for a plain norm, one per head or
 // Mamba2 group otherwise), each group is reduced by one warp when it is
 // short (head-sized: 8 groups per block) or by a whole 256-thread block
-// when it is long (hidden-sized), and the values are read twice — the
-// second pass hits L1/L2 — rather than held in registers sized for the
-// longest row.
+// when it is long (hidden-sized). A block-sized group is read twice (the
+// second pass hits L1/L2), except when the block is one of few (decode at
+// small batch) and the group at most 8 values per thread: then the values
+// are held in registers (rownorm_held_kernel), the same sums in the same
+// order.
 #include "ops/cuda/norm.h"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/norm_order.cuh"
@@ -68,6 +70,59 @@ __global__ void __launch_bounds__(kNormThreadsWide) rownorm_kernel(RowNormArgs a
   }
 }
 
+// The wide path (a block of kNormThreadsWide per group) for groups of up
+// to kHold·kNormThreadsWide: the same sums in the same order as
+// rownorm_kernel — the same bits — with a thread's kHold values loaded at
+// once and kept in registers, and its weights loaded before the PDL wait
+// (weights are never written by a step). rownorm_kernel's loop reloads
+// each value per pass, one dependent L2 round trip after another: at batch
+// 1 its 1024-thread block sat ~6 µs on one SM while the GPU waited.
+template <int kHold>
+__global__ void __launch_bounds__(kNormThreadsWide) rownorm_held_kernel(RowNormArgs a) {
+  __shared__ float red[kMaxBlockWarps];
+  const int64_t r = blockIdx.x / a.groups, g = blockIdx.x % a.groups, c0 = g * a.n;
+  const int t = threadIdx.x, n = int(a.n);
+  float wv[kHold];
+#pragma unroll
+  for (int m = 0; m < kHold; ++m) {
+    const int i = t + m * kNormThreadsWide;
+    const float wi = a.w != nullptr && i < n ? a.w[g * a.w_group_stride + i] : 0.0f;
+    wv[m] = a.w == nullptr ? 1.0f : a.unit_offset ? 1.0f + wi : wi;
+  }
+  pdl_begin();
+  float v[kHold], zv[kHold], dv[kHold];
+#pragma unroll
+  for (int m = 0; m < kHold; ++m) {  // every load of the thread in flight at once
+    const int64_t c = c0 + t + m * kNormThreadsWide;
+    const bool in = t + m * kNormThreadsWide < n;
+    if (a.h != nullptr) {
+      v[m] = in ? a.h[r * a.ldh + c] : 0.0f;
+      dv[m] = in && a.d != nullptr ? bf(a.d, r * a.ldd + c) : 0.0f;
+    } else {
+      v[m] = in ? bf(a.x, r * a.ldx + c) : 0.0f;
+    }
+    zv[m] = in && a.gate != kNoGate ? bf(a.z, r * a.ldz + c) : 0.0f;
+  }
+  float ss = 0.0f;
+#pragma unroll
+  for (int m = 0; m < kHold; ++m) {
+    if (t + m * kNormThreadsWide >= n) continue;
+    const int64_t c = c0 + t + m * kNormThreadsWide;
+    if (a.h != nullptr && a.d != nullptr) a.h[r * a.ldh + c] = v[m] = v[m] + dv[m];
+    if (a.gate == kGateBefore) v[m] = v[m] * silu_f(zv[m]);
+    ss += v[m] * v[m];
+  }
+  ss = block_sum(ss, red);
+  const float inv = 1.0f / sqrtf(ss / static_cast<float>(a.n) + a.eps);
+#pragma unroll
+  for (int m = 0; m < kHold; ++m) {
+    if (t + m * kNormThreadsWide >= n) continue;
+    float out = wv[m] * (v[m] * inv);
+    if (a.gate == kGateAfter) out *= silu_f(zv[m]);
+    put_bf(a.y, r * a.ldy + c0 + t + m * kNormThreadsWide, out);
+  }
+}
+
 // Common checks; then the launch.
 cudaError_t launch(const RowNormArgs& a, cudaStream_t stream) {
   const int64_t width = a.groups * a.n;
@@ -84,6 +139,15 @@ cudaError_t launch(const RowNormArgs& a, cudaStream_t stream) {
   const int tpg = a.n <= kWarpGroupMax ? 32 : threads;
   const int64_t per_block = threads / tpg, blocks = (n_groups + per_block - 1) / per_block;
   if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
+  if (tpg == kNormThreadsWide && a.n <= 8 * kNormThreadsWide) {  // one wide block per group, values held
+    const int hold = int((a.n + kNormThreadsWide - 1) / kNormThreadsWide);
+    auto held = hold == 1 ? rownorm_held_kernel<1>
+                : hold == 2 ? rownorm_held_kernel<2>
+                : hold <= 4 ? rownorm_held_kernel<4>
+                            : rownorm_held_kernel<8>;
+    launch_kernel(held, unsigned(blocks), threads, 0, stream, a);
+    return cudaGetLastError();
+  }
   launch_kernel(rownorm_kernel, unsigned(blocks), threads, 0, stream, a, tpg);
   return cudaGetLastError();
 }

@@ -240,15 +240,21 @@ __device__ inline void copy_async_rows(float* dst, const float* src, int n, int 
   }
 }
 
-// The same for bf16 rows, kept as bf16: 16 or 4 bytes at a time; a layout
-// that allows neither (odd widths) is copied with plain loads, visible
-// after the same wait and barrier.
-__device__ inline void copy_async_bf_rows(uint16_t* dst, const uint16_t* src, int n, int cols, int64_t lds, int ldd) {
+// bf16 elements per cp.async of copy_async_bf_rows: 8 (16 bytes), 2 (4
+// bytes) or 1 (a plain copy), as the layout allows.
+__device__ __forceinline__ int bf_rows_chunk(const uint16_t* dst, const uint16_t* src, int cols, int64_t lds, int ldd) {
   auto aligned = [&](int k) {
     return cols % k == 0 && lds % k == 0 && ldd % k == 0 && reinterpret_cast<uintptr_t>(src) % (2 * k) == 0 &&
            reinterpret_cast<uintptr_t>(dst) % (2 * k) == 0;
   };
-  const int k = aligned(8) ? 8 : aligned(2) ? 2 : 1;
+  return aligned(8) ? 8 : aligned(2) ? 2 : 1;
+}
+
+// The same for bf16 rows, kept as bf16: 16 or 4 bytes at a time; a layout
+// that allows neither (odd widths) is copied with plain loads, visible
+// after the same wait and barrier.
+__device__ inline void copy_async_bf_rows(uint16_t* dst, const uint16_t* src, int n, int cols, int64_t lds, int ldd) {
+  const int k = bf_rows_chunk(dst, src, cols, lds, ldd);
   const int chunks = cols / k;
   for (int i = threadIdx.x; i < n * chunks; i += blockDim.x) {
     uint16_t* d = dst + (i / chunks) * ldd + (i % chunks) * k;
@@ -256,6 +262,29 @@ __device__ inline void copy_async_bf_rows(uint16_t* dst, const uint16_t* src, in
     if (k == 8) cp_async<16>(d, g);
     else if (k == 2) cp_async<4>(d, g);
     else *d = *g;
+  }
+}
+
+// The rows copy_async_bf_rows(stage, src, n, cols, lds, ldst) staged,
+// as fp32 into dst (row stride ldd). Each thread converts the chunks it
+// copied itself (the same loop), so after its own cp_async_wait it needs
+// no barrier; `k` is bf_rows_chunk of that copy.
+__device__ inline void unstage_bf_rows(float* dst, int ldd, const uint16_t* stage, int ldst, int n, int cols, int k) {
+  const int chunks = cols / k;
+  for (int i = threadIdx.x; i < n * chunks; i += blockDim.x) {
+    const int r = i / chunks, c = (i % chunks) * k;
+    float* d = dst + r * ldd + c;
+    if (k == 8) {
+      const uint4 x = *reinterpret_cast<const uint4*>(stage + r * ldst + c);
+      const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&x);
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const float2 f = __bfloat1622float2(h[q]);
+        d[2 * q] = f.x, d[2 * q + 1] = f.y;
+      }
+    } else {
+      for (int e = 0; e < k; ++e) d[e] = bf(stage, r * ldst + c + e);
+    }
   }
 }
 
