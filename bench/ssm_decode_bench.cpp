@@ -89,14 +89,16 @@ struct Row {
 };
 
 // Slot layout per rotation r: sequence b reads r·B·5 + b·5 and the standard
-// verify writes the 4 slots after it. Rotations cover ≥ 512 MB of state.
+// verify writes the 4 slots after it. Rotations cover ≥ 512 MB of state,
+// and are at least 3: a launch reads, before its PDL wait, another
+// rotation than the two launches before it write.
 struct Slots {
   int rot;
   std::vector<int32_t*> read, verify_out;
 };
 Slots make_slots(Arena& ar, int batch, double state_bytes) {
   Slots s;
-  s.rot = std::max(2, int((512.0 * (1 << 20)) / (batch * state_bytes)) + 1);
+  s.rot = std::max(3, int((512.0 * (1 << 20)) / (batch * state_bytes)) + 1);
   for (int r = 0; r < s.rot; ++r) {
     std::vector<int32_t> rd(batch), out(size_t(batch) * kT);
     for (int b = 0; b < batch; ++b) {
@@ -185,7 +187,10 @@ Row run_mamba2(int batch, bool verify, int variant, bool exact = false) {
     // Each launch reads another rotation than the one before wrote (a
     // cycle folds on its last step only), as in the decoder, where the
     // append runs just before: both kernels read their first pass early.
-    r.early = true;
+    // And than the one two before wrote: both release the next launch at
+    // their start, as the decoder's, whose next kernel reads only weights
+    // early.
+    r.early = true, r.release_early = true;
     return r;
   };
   const auto [std_us, rep_us] = time_standard_and_replay(
@@ -206,7 +211,7 @@ Row run_mamba2(int batch, bool verify, int variant, bool exact = false) {
     std::vector<int32_t> seq(batch);
     for (int b = 0; b < batch; ++b) seq[b] = b;
     Mamba2DecodeArgs c = at(0);
-    c.early = false;  // every launch here rereads the slots the one before wrote
+    c.early = c.release_early = false;  // every launch here rereads the slots the one before wrote
     c.state = ar.zeros<float>(size_t(batch) * H * P * N);
     c.slot = ar.ints(seq), c.fold_slot = c.slot, c.n_log = one.n_log, c.fold = one.fold;
     const double us_c = median_us([&](int) { CK(replayssm::ops::cuda::mamba2_replay_cuda(c, nullptr)); }, 20);

@@ -6,9 +6,12 @@
 // CUDA device exists (CI); run on the H200 by scripts/gpu_check.sh.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "cuda_test_util.h"
 #include "ops/cpu/activation.h"
@@ -51,8 +54,8 @@ std::vector<float> raw_of(const float* dt, int H) {
 }
 
 // Every replay variant (1: one kernel; 2: the log's part split into its
-// own kernel over scratch; 3: fork groups sharing checkpoints; 4: one
-// kernel of wide blocks, a head per pass) on every shape.
+// own kernel over scratch; 3: fork groups sharing checkpoints; 4: the
+// sequential recurrence in wide blocks, a head per pass) on every shape.
 class Mamba2CudaReplay : public ::testing::TestWithParam<std::tuple<Shape, int>> {
  protected:
   void SetUp() override {
@@ -225,27 +228,16 @@ TEST_P(Mamba2Cuda, ExactReplayIsBitIdenticalToStepping) {
   Dev<float> dA(A_log), dD(Dv), dbias(zero), dstate(state), dlogdt(log_dt);
   Dev<int32_t> dslot(slot), dn(n_log), dfold(fold), dfslot(fold_slot);
   Dev<uint16_t> dC(Cm.bits), dlx(lx.bits), dlB(lB.bits), dy(std::vector<uint16_t>(size_t(B) * T * H * P));
-  ops::cuda::Mamba2DecodeArgs a;
-  a.batch = B, a.H = H, a.P = P, a.N = N, a.G = G, a.W = W, a.T = T, a.exact = true;
-  a.A_log = dA.p, a.D = dD.p, a.dt_bias = dbias.p, a.state = dstate.p, a.slot = dslot.p, a.Cm = dC.p, a.y = dy.p;
-  a.n_log = dn.p, a.log_x = dlx.p, a.log_B = dlB.p, a.log_dt = dlogdt.p;
-  a.fold = dfold.p, a.fold_slot = dfslot.p, a.max_fold = W;
-  ASSERT_EQ(ops::cuda::mamba2_replay_cuda(a, nullptr), cudaSuccess);
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  const std::vector<uint16_t> y = dy.get();
-  const std::vector<float> after = dstate.get();
-
+  // The reference: mamba2_step_cuda over each log, one token at a time, in
+  // place on the work slot, with the logged dt.
   const size_t hs = size_t(H) * P * N;
   const std::vector<int32_t> one_work{work};
   Dev<int32_t> dwork(one_work);
   Dev<uint16_t> dy1(std::vector<uint16_t>(size_t(H) * P));
+  std::vector<uint16_t> y_ref(size_t(B) * T * H * P);
+  std::vector<std::vector<float>> fold_ref(B);
   for (int b = 0; b < B; ++b) {
-    // The reference: mamba2_step_cuda over the log, one token at a time, in
-    // place on the work slot, with the logged dt.
     ASSERT_EQ(cudaMemcpy(dstate.p + work * hs, dstate.p + slot[b] * hs, hs * 4, cudaMemcpyDeviceToDevice), cudaSuccess);
-    if (fold[b] == 0)
-      ASSERT_TRUE(std::equal(after.begin() + fold_slot[b] * hs, after.begin() + (fold_slot[b] + 1) * hs,
-                             state.begin() + fold_slot[b] * hs)) << "b " << b << ": no fold, yet written";
     for (int e = 0; e < n_log[b]; ++e) {
       const size_t le = size_t(b) * W + e;
       const int t = e - (n_log[b] - T);
@@ -258,14 +250,38 @@ TEST_P(Mamba2Cuda, ExactReplayIsBitIdenticalToStepping) {
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       if (e + 1 == fold[b]) {
         const std::vector<float> now = dstate.get();
-        ASSERT_EQ(std::memcmp(now.data() + work * hs, after.data() + fold_slot[b] * hs, hs * 4), 0)
-            << "fold of b " << b << " differs from stepping";
+        fold_ref[b].assign(now.begin() + work * hs, now.begin() + (work + 1) * hs);
       }
       if (t < 0) continue;
       const std::vector<uint16_t> y1 = dy1.get();
-      ASSERT_EQ(std::memcmp(y1.data(), y.data() + (size_t(b) * T + t) * H * P, size_t(H) * P * 2), 0)
-          << "y of b " << b << " t " << t << " differs from stepping";
+      std::copy(y1.begin(), y1.end(), y_ref.begin() + (size_t(b) * T + t) * H * P);
     }
+  }
+
+  // Both exact kernels: 4 warps (variant 1), wide blocks (3) with the older
+  // entries applied after and before the PDL wait (a plain launch here).
+  for (const auto& [variant, early] : {std::pair{1, false}, std::pair{3, false}, std::pair{3, true}}) {
+    SCOPED_TRACE(testing::Message() << "variant " << variant << (early ? ", early" : ""));
+    ASSERT_EQ(cudaMemcpy(dstate.p, state.data(), sizeof(float) * state.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    ops::cuda::Mamba2DecodeArgs a;
+    a.batch = B, a.H = H, a.P = P, a.N = N, a.G = G, a.W = W, a.T = T, a.exact = true;
+    a.variant = variant, a.early = early;
+    a.A_log = dA.p, a.D = dD.p, a.dt_bias = dbias.p, a.state = dstate.p, a.slot = dslot.p, a.Cm = dC.p, a.y = dy.p;
+    a.n_log = dn.p, a.log_x = dlx.p, a.log_B = dlB.p, a.log_dt = dlogdt.p;
+    a.fold = dfold.p, a.fold_slot = dfslot.p, a.max_fold = W;
+    ASSERT_EQ(ops::cuda::mamba2_replay_cuda(a, nullptr), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<uint16_t> y = dy.get();
+    const std::vector<float> after = dstate.get();
+    for (int b = 0; b < B; ++b) {
+      if (fold[b] == 0)
+        ASSERT_TRUE(std::equal(after.begin() + fold_slot[b] * hs, after.begin() + (fold_slot[b] + 1) * hs,
+                               state.begin() + fold_slot[b] * hs)) << "b " << b << ": no fold, yet written";
+      else
+        ASSERT_EQ(std::memcmp(fold_ref[b].data(), after.data() + fold_slot[b] * hs, hs * 4), 0)
+            << "fold of b " << b << " differs from stepping";
+    }
+    ASSERT_EQ(std::memcmp(y_ref.data(), y.data(), y.size() * 2), 0) << "y differs from stepping";
   }
 }
 
@@ -290,7 +306,7 @@ TEST(Mamba2CudaArgs, OutOfRangeShapesAreRefused) {
   a.variant = 4;  // no such variant
   EXPECT_EQ(ops::cuda::mamba2_replay_cuda(a, nullptr), cudaErrorInvalidValue);
   float scratch = 0.0f;  // never reached: refused before the device is asked anything
-  a.variant = 3, a.scratch = &scratch, a.group_start = groups, a.n_groups = 1, a.max_group = 1;  // fork groups, wide one kernel
+  a.variant = 3, a.scratch = &scratch, a.group_start = groups, a.n_groups = 1, a.max_group = 1;  // fork groups, wide blocks
   EXPECT_EQ(ops::cuda::mamba2_replay_cuda(a, nullptr), cudaErrorInvalidValue);
   a.scratch = nullptr, a.group_start = nullptr, a.n_groups = 0;
   a.variant = 0;

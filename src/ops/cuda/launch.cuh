@@ -15,7 +15,13 @@
 //   2. pdl_release() only after pdl_wait(), so that when a kernel starts,
 //      every kernel but the one just before it has finished — a kernel may
 //      therefore read, before it waits, what no kernel in the same step
-//      writes (weights), and nothing else.
+//      writes (weights), and nothing else. Two exceptions, each a flag
+//      its launcher sets only where the decoder's kernel order makes it
+//      hold (Mamba2DecodeArgs): `early` — a kernel whose launch before
+//      writes none of the state or log it reads reads them before its
+//      wait; `release_early` — a kernel whose launch after reads before
+//      its wait nothing the launch before writes releases it at its start
+//      (that launch may then start while the kernel two back still runs).
 // Both are no-ops when a kernel is launched without the attribute.
 // REPLAYSSM_PDL=0 in the environment launches without it (for measuring
 // the gain, and for ruling PDL out when a result looks wrong).

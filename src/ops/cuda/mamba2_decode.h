@@ -64,21 +64,30 @@ struct Mamba2DecodeArgs {
 
   // The kernel launched just before this one writes no state and no log
   // entry but this step's T (the decoder's: the append). The step's and the
-  // one-kernel replay's first pass of the state, and the one-kernel
-  // replay's older log entries, are then read before the PDL wait
-  // (launch.cuh), while that kernel still runs. Leave false when the launch
-  // before may have written a slot this one reads (a fold, a copy into a
-  // slot) or an older entry (a log move).
+  // one-kernel replay's first pass of the state, and the wide replay's
+  // older log entries, are then read before the PDL wait (launch.cuh),
+  // while that kernel still runs. Leave false when the launch before may
+  // have written a slot this one reads (a fold, a copy into a slot) or an
+  // older entry (a log move).
   bool early = false;
+  // The kernel launched just after this one reads, before its PDL wait,
+  // nothing that the kernel launched just before this one writes (the
+  // decoder's: the gated norm or the log move, which read only weights
+  // there). The standard step and the wide replay then release it at their
+  // start rather than after their wait, so it is scheduled while their own
+  // early part runs (launch.cuh).
+  bool release_early = false;
 
   // Replay: the log's part of the outputs can run as a kernel of its own,
   // one block per (group, sequence), so the B·C dots shared by a group's
   // heads are computed once and the per-head pass only streams the
   // checkpoint. Needs scratch of mamba2_replay_scratch_floats() floats.
   float* scratch = nullptr;
-  // 0 picks (split when scratch is given and batch·H ≥ 16 × SMs; one
-  // kernel of wide blocks, a head per pass, when batch·H ≤ 2 × SMs); 1 one
-  // kernel; 2 split; 3 one kernel of wide blocks (tests, tuning).
+  // 0 picks: when batch·H ≤ 2 × SMs, the sequential recurrence in wide
+  // blocks, a head per pass (bit-identical to stepping, like `exact`);
+  // else split when scratch is given and batch·H ≥ 16 × SMs; else one
+  // kernel. 1 one kernel (the dual form, or with `exact` the 4-warp exact
+  // kernel); 2 split; 3 wide blocks (tests, tuning).
   int variant = 0;
   // Fork-aware replay: sequences that share a checkpoint (beams, best-of-n
   // samples) are decoded together, one block per head reading the shared
@@ -95,7 +104,8 @@ struct Mamba2DecodeArgs {
   // Exact replay: the log replayed by the sequential recurrence — the same
   // per-token arithmetic as mamba2_step_cuda, so outputs and folds are
   // bit-identical to stepping with the logged dt — at n_log × the FLOPs of
-  // a step (one kernel; scratch and variant are not used).
+  // a step (one kernel: wide blocks or 4 warps, as `variant` picks;
+  // scratch is not used).
   bool exact = false;
 };
 

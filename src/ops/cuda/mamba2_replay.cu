@@ -6,10 +6,11 @@
 // The first pass of the checkpoint is requested before the log (a few KB,
 // 16-byte loads) is read and the next pass during each pass, so the log's
 // latency-bound work overlaps the state read. A fold reuses the rows in
-// registers: the flush costs one state write, not a second read.
+// registers: the flush costs one state write, not a second read. At small
+// batch the launcher takes the sequential recurrence in wide blocks
+// instead (mamba2_replay_wide.cu).
 #include "ops/cuda/mamba2_decode.h"
 #include "ops/cuda/mamba2_launch.h"
-#include "ops/cuda/mamba2_replay_pass.cuh"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/tile.cuh"
 
@@ -17,12 +18,74 @@ namespace replayssm::ops::cuda {
 
 // The sequential recurrence (mamba2_replay_exact.cu): arguments already checked.
 cudaError_t mamba2_replay_exact(const Mamba2DecodeArgs& a, cudaStream_t stream);
-// One kernel of wide blocks (mamba2_replay_wide.cu): arguments already
-// checked, no fork groups; cudaErrorNotSupported when its shared memory
-// would not fit (the caller takes the 4-warp kernel).
+// The sequential recurrence in wide blocks, for few blocks
+// (mamba2_replay_wide.cu): arguments already checked, no fork groups;
+// cudaErrorNotSupported when its shared memory would not fit.
 cudaError_t mamba2_replay_wide(const Mamba2DecodeArgs& a, cudaStream_t stream);
 
 namespace {
+
+// What a replay block's passes read, in shared memory: the outputs it
+// produces (a token of one sequence each; several sequences when a fork
+// group shares the checkpoint) and the log entries it folds.
+struct ReplayLog {
+  const float* C;        // (n_out, N4) C of each output's token
+  const float* decay;    // (n_out) e^{L_t}
+  const float* Y;        // (n_out, ld) the log's part of y, with D·x
+  const int64_t* yoff;   // (n_out) where output u's row of y starts
+  int n_out;
+  const float* L;   // (W) L_s of the folding sequence
+  const float* F;   // (W) fold coefficients e^{L_{f−1}−L_s}·dt_s
+  const float* X;   // (W, ld) x_s
+  const float* B;   // (W, N4) B_s
+  int ld;           // row stride of Y and X (P rounded up to 4)
+  int f;            // entries to fold
+};
+
+// One pass of rows [p0, p0 + rows): their outputs, then their fold.
+template <typename TileT>
+__device__ __forceinline__ void replay_pass(const Mamba2DecodeArgs& a, TileT& cur, const ReplayLog& lg, float* Sf,
+                                            int p0, int rows, int nw, int w, int lane) {
+  const int N = a.N, N4 = (N + 3) & ~3;  // C and B rows are N4 apart
+  for (int t = 0; t < lg.n_out; ++t) {
+    float Cc[TileT::kColChunks][TileT::kVec], acc[TileT::kRows];
+    TileT::columns(lg.C + t * N4, N, lane, Cc);
+#pragma unroll
+    for (int r = 0; r < TileT::kRows; ++r) {
+      acc[r] = 0.0f;
+#pragma unroll
+      for (int j = 0; j < TileT::kColChunks; ++j)
+#pragma unroll
+        for (int e = 0; e < TileT::kVec; ++e) acc[r] += cur.v[r][j][e] * Cc[j][e];
+    }
+    TileT::row_sums(acc, lane);
+    const int i = TileT::row(w, nw, TileT::summed_row(lane));
+    if (TileT::row_writer(lane) && i < rows)
+      put_bf(a.y, lg.yoff[t] + p0 + i, lg.decay[t] * acc[0] + lg.Y[t * lg.ld + p0 + i]);
+  }
+  if (lg.f == 0) return;  // block-uniform
+  const float decay = expf(lg.L[lg.f - 1]);
+#pragma unroll
+  for (int r = 0; r < TileT::kRows; ++r)
+#pragma unroll
+    for (int j = 0; j < TileT::kColChunks; ++j)
+#pragma unroll
+      for (int e = 0; e < TileT::kVec; ++e) cur.v[r][j][e] *= decay;
+  for (int s = 0; s < lg.f; ++s) {
+    float Bc[TileT::kColChunks][TileT::kVec];
+    TileT::columns(lg.B + s * N4, N, lane, Bc);
+#pragma unroll
+    for (int r = 0; r < TileT::kRows; ++r) {
+      const int i = min(TileT::row(w, nw, r), rows - 1);  // rows past the pass are never stored
+      const float c = lg.F[s] * lg.X[s * lg.ld + p0 + i];
+#pragma unroll
+      for (int j = 0; j < TileT::kColChunks; ++j)
+#pragma unroll
+        for (int e = 0; e < TileT::kVec; ++e) cur.v[r][j][e] += c * Bc[j][e];
+    }
+  }
+  cur.store(Sf + int64_t(p0) * N, rows, N, N, w, nw, lane);
+}
 
 // The log's part of y for every head of a group (the split variant's first
 // kernel): B_s·C_t is shared by the group's heads, so it is computed once
@@ -180,7 +243,7 @@ __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_replay_kernel(Mamba2
     const int rows = min(pass_rows, P - p0);
     TileT nxt;
     if (p0 + pass_rows < P) nxt.load(S + int64_t(p0 + pass_rows) * N, min(pass_rows, P - p0 - pass_rows), N, N, w, nw, lane);
-    replay_pass(a, cur, lg, Sf, p0, rows, nw, w, lane, [&](int t, int p) { return sY[t * P4 + p]; });
+    replay_pass(a, cur, lg, Sf, p0, rows, nw, w, lane);
     cur = nxt;
   }
 }
@@ -197,19 +260,20 @@ cudaError_t mamba2_replay_cuda(const Mamba2DecodeArgs& a, cudaStream_t stream) {
                                     a.max_group < 1 || a.max_group > kMamba2MaxGroup)) ||
       (a.tile_rows != 0 && a.tile_rows != 2 && a.tile_rows != kMamba2Rows))
     return cudaErrorInvalidValue;  // every refusal before the device is asked anything
+  int sms = 0;
+  if (cudaError_t e = device_sms(&sms); e != cudaSuccess) return e;
+  // Few (head, sequence) blocks (batch 1–2 at H = 128): the sequential
+  // recurrence in wide blocks, the older entries applied before the PDL
+  // wait — faster there than the dual form and than the standard step.
+  if (a.group_start == nullptr && (a.variant == 3 || (a.variant == 0 && int64_t(a.batch) * a.H <= 2 * int64_t(sms)))) {
+    if (cudaError_t e = mamba2_replay_wide(a, stream); e != cudaErrorNotSupported) return e;
+  }
   if (a.exact) return mamba2_replay_exact(a, stream);
   // Split when there is scratch and enough (head, sequence) blocks that the
   // second launch pays back (H200, H = 128: slower at batch 8, faster from
   // batch 64; docs/perf).
-  int sms = 0;
-  if (cudaError_t e = device_sms(&sms); e != cudaSuccess) return e;
   const bool split = a.variant == 2 || a.group_start != nullptr ||
                      (a.variant == 0 && a.scratch != nullptr && int64_t(a.batch) * a.H >= 16 * int64_t(sms));
-  // Few (head, sequence) blocks (batch 1–2 at H = 128): wide blocks, a
-  // head per pass, so no block walks a chain of passes while SMs idle.
-  if (!split && (a.variant == 3 || (a.variant == 0 && int64_t(a.batch) * a.H <= 2 * int64_t(sms)))) {
-    if (cudaError_t e = mamba2_replay_wide(a, stream); e != cudaErrorNotSupported) return e;
-  }
   const int W4 = (a.W + 3) & ~3, P4 = (a.P + 3) & ~3, N4 = (a.N + 3) & ~3;
   if (split) {
     const int hpg = a.H / a.G;

@@ -43,7 +43,8 @@ Status Decoder::Impl::run_mamba2(const DeviceBlock& blk, LayerState& L, int T, b
   a.batch = B, a.H = int(mc.n_heads), a.P = int(mc.head_dim), a.N = int(mc.state_size), a.G = int(mc.n_groups), a.T = T;
   a.A_log = blk.A_log, a.D = blk.D, a.dt_bias = blk.dt_bias, a.dt_min = mc.dt_min, a.dt_max = mc.dt_max;
   a.state = L.state, a.slot = field(kMSlot), a.Cm = cC, a.y = y;
-  a.early = true;  // the kernel just before is the append: it writes no state
+  a.early = true;          // the kernel just before is the append: it writes no state
+  a.release_early = true;  // the kernel just after (log move, gated norm) reads only weights before its wait
   if (!replay && !chunk_log) {
     a.x = cx, a.Bm = cB, a.dt = cdt, a.out_slot = field(kOutSlot);
     RSSM_CU(oc::mamba2_step_cuda(a, stream), "Mamba2 step");
