@@ -97,7 +97,7 @@ cudaError_t Gemm::linear_act(const uint16_t* x, int64_t ldx, int64_t rows, const
 cudaError_t Gemm::linear_residual_norm(const uint16_t* x, int64_t ldx, int64_t rows, const uint16_t* w, int64_t n_out,
                                        int64_t n_in, const float* bias, float* h, int64_t ldh, const float* norm_w,
                                        float eps, bool unit_offset, uint16_t* xn, int64_t ldxn, uint16_t* d,
-                                       int64_t ldd) {
+                                       int64_t ldd, bool release_early) {
   if (handle_ == nullptr || h == nullptr || xn == nullptr) return cudaErrorInvalidValue;
   if (rows >= 1 && rows <= kGemvRows && fusion_level() >= 2) {
     GemvEpilogue e;
@@ -106,7 +106,8 @@ cudaError_t Gemm::linear_residual_norm(const uint16_t* x, int64_t ldx, int64_t r
     return gemv_epilogue_cuda(x, ldx, int(rows), w, n_out, n_in, bias, nullptr, n_out, e, stream_);
   }
   if (cudaError_t e = linear(x, ldx, rows, w, n_out, n_in, bias, d, ldd, false); e != cudaSuccess) return e;
-  return residual_rmsnorm_cuda(h, ldh, d, ldd, rows, n_out, norm_w, eps, unit_offset, xn, ldxn, stream_);
+  return residual_rmsnorm_cuda(h, ldh, d, ldd, rows, n_out, norm_w, eps, unit_offset, xn, ldxn, stream_,
+                               release_early);
 }
 
 }  // namespace replayssm::ops::cuda

@@ -69,9 +69,11 @@ class Gemm {
   // next block's input norm: d = x·Wᵀ + b (bf16), h += d, xn = norm(h)
   // with norm_w (residual_rmsnorm_cuda). d: (rows, n_out) scratch, row
   // stride ldd (not written when the GEMV fuses it: fusion_level() 2).
+  // release_early: the norm's (norm.h).
   cudaError_t linear_residual_norm(const uint16_t* x, int64_t ldx, int64_t rows, const uint16_t* w, int64_t n_out,
                                    int64_t n_in, const float* bias, float* h, int64_t ldh, const float* norm_w,
-                                   float eps, bool unit_offset, uint16_t* xn, int64_t ldxn, uint16_t* d, int64_t ldd);
+                                   float eps, bool unit_offset, uint16_t* xn, int64_t ldxn, uint16_t* d, int64_t ldd,
+                                   bool release_early = false);
 
  private:
   void* handle_ = nullptr;  // cublasHandle_t

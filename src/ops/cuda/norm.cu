@@ -34,6 +34,7 @@ struct RowNormArgs {
   float eps = 0.0f;
   uint16_t* y = nullptr;
   int64_t ldy = 0;
+  bool release_early = false;  // norm.h
 };
 
 // The block shapes and summation order: norm_order.cuh (shared with the
@@ -41,6 +42,7 @@ struct RowNormArgs {
 
 __global__ void __launch_bounds__(kNormThreadsWide) rownorm_kernel(RowNormArgs a, int tpg) {
   __shared__ float red[kMaxBlockWarps];
+  if (a.release_early) pdl_release();
   pdl_begin();
   const int64_t gi = int64_t(blockIdx.x) * (blockDim.x / tpg) + threadIdx.x / tpg;
   if (tpg == 32 && gi >= a.rows * a.groups) return;  // whole warps leave; no block barrier on this path
@@ -82,6 +84,7 @@ __global__ void __launch_bounds__(kNormThreadsWide) rownorm_held_kernel(RowNormA
   __shared__ float red[kMaxBlockWarps];
   const int64_t r = blockIdx.x / a.groups, g = blockIdx.x % a.groups, c0 = g * a.n;
   const int t = threadIdx.x, n = int(a.n);
+  if (a.release_early) pdl_release();
   float wv[kHold];
 #pragma unroll
   for (int m = 0; m < kHold; ++m) {
@@ -155,8 +158,9 @@ cudaError_t launch(const RowNormArgs& a, cudaStream_t stream) {
 }  // namespace
 
 cudaError_t rmsnorm_cuda(const uint16_t* x, int64_t ldx, int64_t rows, int64_t dim, const float* w, float eps,
-                         bool unit_offset, uint16_t* y, int64_t ldy, cudaStream_t stream) {
+                         bool unit_offset, uint16_t* y, int64_t ldy, cudaStream_t stream, bool release_early) {
   RowNormArgs a;
+  a.release_early = release_early;
   a.rows = rows, a.n = dim, a.x = x, a.ldx = ldx, a.w = w, a.eps = eps, a.unit_offset = unit_offset;
   a.y = y, a.ldy = ldy;
   return launch(a, stream);
@@ -164,9 +168,10 @@ cudaError_t rmsnorm_cuda(const uint16_t* x, int64_t ldx, int64_t rows, int64_t d
 
 cudaError_t residual_rmsnorm_cuda(float* h, int64_t ldh, const uint16_t* d, int64_t ldd, int64_t rows, int64_t dim,
                                   const float* w, float eps, bool unit_offset, uint16_t* y, int64_t ldy,
-                                  cudaStream_t stream) {
+                                  cudaStream_t stream, bool release_early) {
   if (h == nullptr) return cudaErrorInvalidValue;
   RowNormArgs a;
+  a.release_early = release_early;
   a.rows = rows, a.n = dim, a.h = h, a.ldh = ldh, a.d = d, a.ldd = ldd, a.w = w, a.eps = eps;
   a.unit_offset = unit_offset, a.y = y, a.ldy = ldy;
   return launch(a, stream);
@@ -174,9 +179,10 @@ cudaError_t residual_rmsnorm_cuda(float* h, int64_t ldh, const uint16_t* d, int6
 
 cudaError_t rmsnorm_gated_group_cuda(const uint16_t* x, int64_t ldx, const uint16_t* z, int64_t ldz, int64_t rows,
                                      int64_t dim, int64_t group_size, const float* w, float eps, uint16_t* y,
-                                     int64_t ldy, cudaStream_t stream) {
+                                     int64_t ldy, cudaStream_t stream, bool release_early) {
   if (group_size < 1 || dim < 1 || dim % group_size != 0 || w == nullptr) return cudaErrorInvalidValue;
   RowNormArgs a;
+  a.release_early = release_early;
   a.rows = rows, a.groups = dim / group_size, a.n = group_size, a.x = x, a.ldx = ldx, a.z = z, a.ldz = ldz;
   a.gate = kGateBefore, a.w = w, a.w_group_stride = group_size, a.eps = eps, a.y = y, a.ldy = ldy;
   return launch(a, stream);
@@ -184,9 +190,10 @@ cudaError_t rmsnorm_gated_group_cuda(const uint16_t* x, int64_t ldx, const uint1
 
 cudaError_t rmsnorm_then_gate_cuda(const uint16_t* x, int64_t ldx, const uint16_t* z, int64_t ldz, int64_t rows,
                                    int64_t heads, int64_t head_dim, const float* w, float eps, uint16_t* y,
-                                   int64_t ldy, cudaStream_t stream) {
+                                   int64_t ldy, cudaStream_t stream, bool release_early) {
   if (w == nullptr) return cudaErrorInvalidValue;
   RowNormArgs a;
+  a.release_early = release_early;
   a.rows = rows, a.groups = heads, a.n = head_dim, a.x = x, a.ldx = ldx, a.z = z, a.ldz = ldz;
   a.gate = kGateAfter, a.w = w, a.w_group_stride = 0, a.eps = eps, a.y = y, a.ldy = ldy;
   return launch(a, stream);

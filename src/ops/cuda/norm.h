@@ -27,24 +27,30 @@
 
 namespace replayssm::ops::cuda {
 
+// release_early: the kernel launched after this one reads, before its PDL
+// wait, nothing that the kernel launched before this one writes (the
+// decoder's GEMV after a norm reads only weights there): the norm then
+// releases it at its start, so its blocks are scheduled and its weights
+// requested while the norm waits and runs (launch.cuh).
+
 // x, y: (rows, dim) bf16, strides ldx, ldy ≥ dim. w: (dim) or nullptr (= 1).
 cudaError_t rmsnorm_cuda(const uint16_t* x, int64_t ldx, int64_t rows, int64_t dim, const float* w, float eps,
-                         bool unit_offset, uint16_t* y, int64_t ldy, cudaStream_t stream);
+                         bool unit_offset, uint16_t* y, int64_t ldy, cudaStream_t stream, bool release_early = false);
 
 // h: (rows, dim) fp32, stride ldh, updated to h + d when d is given.
 // d: (rows, dim) bf16 stride ldd, or nullptr. y: (rows, dim) bf16 = norm(h).
 cudaError_t residual_rmsnorm_cuda(float* h, int64_t ldh, const uint16_t* d, int64_t ldd, int64_t rows, int64_t dim,
                                   const float* w, float eps, bool unit_offset, uint16_t* y, int64_t ldy,
-                                  cudaStream_t stream);
+                                  cudaStream_t stream, bool release_early = false);
 
 // x, z, y: (rows, dim) bf16; dim a multiple of group_size; w: (dim).
 cudaError_t rmsnorm_gated_group_cuda(const uint16_t* x, int64_t ldx, const uint16_t* z, int64_t ldz, int64_t rows,
                                      int64_t dim, int64_t group_size, const float* w, float eps, uint16_t* y,
-                                     int64_t ldy, cudaStream_t stream);
+                                     int64_t ldy, cudaStream_t stream, bool release_early = false);
 
 // x, z, y: (rows, heads·head_dim) bf16; w: (head_dim), shared by the heads.
 cudaError_t rmsnorm_then_gate_cuda(const uint16_t* x, int64_t ldx, const uint16_t* z, int64_t ldz, int64_t rows,
                                    int64_t heads, int64_t head_dim, const float* w, float eps, uint16_t* y,
-                                   int64_t ldy, cudaStream_t stream);
+                                   int64_t ldy, cudaStream_t stream, bool release_early = false);
 
 }  // namespace replayssm::ops::cuda

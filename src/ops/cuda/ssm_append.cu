@@ -18,6 +18,7 @@ inline unsigned chunks(int64_t n) { return unsigned((n + kChunk - 1) / kChunk); 
 
 // Row r's elements [c0, c0 + kChunk) of x | B | C (one index space), dt with chunk 0.
 __global__ void __launch_bounds__(kAppendThreads) mamba2_append_kernel(Mamba2AppendArgs a) {
+  if (a.release_early) pdl_release();
   pdl_begin();
   const int64_t r = blockIdx.x, e = a.entry[r], c0 = int64_t(blockIdx.y) * kChunk;
   const int64_t HP = int64_t(a.H) * a.P, GN = int64_t(a.G) * a.N, n = HP + 2 * GN;
@@ -36,6 +37,7 @@ __global__ void __launch_bounds__(kAppendThreads) mamba2_append_kernel(Mamba2App
 // the projection row (as conv1d_step_kernel) and straight on to its log
 // entry or C row; the first block's threads also take the row's dt.
 __global__ void __launch_bounds__(kConvThreads) mamba2_conv_append_kernel(Conv1dArgs cv, Mamba2AppendArgs a) {
+  if (a.release_early) pdl_release();
   pdl_begin();
   const int c = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y;
   const int64_t e = a.entry[r], HP = int64_t(a.H) * a.P, GN = int64_t(a.G) * a.N;

@@ -41,6 +41,11 @@ struct Mamba2AppendArgs {
   uint16_t* Bm = nullptr;          // (entries, G·N)
   float* dt = nullptr;             // (entries, H)
   uint16_t* Cm = nullptr;          // (rows, G·N)
+  // The kernel launched after this one reads, before its PDL wait, nothing
+  // the kernel launched before this one writes (the decoder's Mamba2 step
+  // or replay reads state and older log entries there, which its in_proj
+  // does not write): released at the start (launch.cuh).
+  bool release_early = false;
 };
 
 cudaError_t mamba2_append_cuda(const Mamba2AppendArgs& a, cudaStream_t stream);

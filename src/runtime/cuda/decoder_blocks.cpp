@@ -28,6 +28,9 @@ Status Decoder::Impl::run_mamba2(const DeviceBlock& blk, LayerState& L, int T, b
   ap.x = replay ? L.log_x : chunk_log ? s_log_x : cx;
   ap.Bm = replay ? L.log_B : chunk_log ? s_log_B : cB;
   ap.dt = replay ? L.log_dt : chunk_log ? s_log_dt : cdt;
+  // Next is the step or replay kernel, whose early reads (state, older log
+  // entries) in_proj does not write.
+  ap.release_early = true;
   if (T == 1 && oc::fusion_enabled()) {  // one kernel: the conv's output goes on to the log as it is made
     oc::Conv1dArgs cv = conv_args(blk, L, C, mc.conv_width, HP, width);
     cv.y = proj + HP, cv.ldy = width;
@@ -68,7 +71,7 @@ Status Decoder::Impl::run_mamba2(const DeviceBlock& blk, LayerState& L, int T, b
     }
   }
   RSSM_CU(oc::rmsnorm_gated_group_cuda(y, HP, proj, width, rows, HP, HP / mc.n_groups, blk.norm_w, c.norm_eps, y, HP,
-                                       stream),
+                                       stream, /*release_early=*/true),  // next: the out_proj GEMV
           "Mamba2 gated norm");
   return project_out(blk, y, HP, HP, T, next_norm, "Mamba2 out_proj");
 }
@@ -171,7 +174,7 @@ Status Decoder::Impl::run_gdn(const DeviceBlock& blk, LayerState& L, int T, bool
     }
   }
   RSSM_CU(oc::rmsnorm_then_gate_cuda(y, V, proj + C, width, rows, g.n_v_heads, g.v_dim, blk.norm_w, c.norm_eps, y, V,
-                                     stream),
+                                     stream, /*release_early=*/true),  // next: the out_proj GEMV
           "GDN norm and gate");
   return project_out(blk, y, V, V, T, next_norm, "GDN out_proj");
 }
@@ -263,8 +266,10 @@ Status Decoder::Impl::project_out(const DeviceBlock& blk, const uint16_t* y, int
                                   const float* next_norm, const char* what) {
   const ModelConfig& c = m.config();
   const int64_t Hd = c.hidden_size;
+  // The norm's next kernel is the next block's in-projection (or the LM
+  // head): a GEMV that reads only weights before its wait.
   RSSM_CU(gemm->linear_residual_norm(y, ldy, opt.batch * T, blk.out.w, Hd, n_in, blk.out.b, h, Hd, next_norm,
-                                     c.norm_eps, c.norm_unit_offset, xn, Hd, d, Hd),
+                                     c.norm_eps, c.norm_unit_offset, xn, Hd, d, Hd, /*release_early=*/true),
           what);
   return {};
 }
@@ -297,7 +302,7 @@ Status Decoder::Impl::enqueue(int T, bool fold, bool verify, bool commit) {
   // The first block's norm; every later one (and the final norm) comes out
   // of the block before's output projection (project_out).
   RSSM_CU(oc::residual_rmsnorm_cuda(h, Hd, nullptr, Hd, rows, Hd, blocks.empty() ? m.final_norm() : blocks[0].norm,
-                                    c.norm_eps, c.norm_unit_offset, xn, Hd, stream),
+                                    c.norm_eps, c.norm_unit_offset, xn, Hd, stream, /*release_early=*/true),
           "first norm");
   for (size_t i = 0; i < blocks.size(); ++i) {
     const DeviceBlock& blk = blocks[i];
