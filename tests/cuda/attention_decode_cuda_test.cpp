@@ -103,7 +103,7 @@ TEST_P(AttentionDecodeCuda, MatchesCpuOverShuffledPages) {
   a.split_rows = split_mode == 2 ? 24 : 0;
   std::vector<float> scratch_init;
   if (split_mode != 0)
-    scratch_init.assign(size_t(ops::cuda::attention_decode_scratch_floats(B, Hq, D, max_len, a.split_rows)), NAN);
+    scratch_init.assign(size_t(ops::cuda::attention_decode_scratch_floats(B, Hq, Hkv, D, max_len, a.split_rows)), NAN);
   Dev<float> dscratch(scratch_init);
   if (split_mode != 0) a.scratch = dscratch.p;
   ASSERT_EQ(ops::cuda::attention_decode_cuda(a, nullptr), cudaSuccess);
@@ -143,6 +143,23 @@ const auto kShapes = ::testing::Values(
     Shape{32, 8, 128, 16, {1, 300, 1000}, false},    // Nemotron-H-8B
     Shape{24, 4, 256, 16, {513, 2048}, true},        // Qwen3.5-27B, gated
     Shape{32, 8, 128, 64, {5000}, false});           // one long context
+// The default split (host arithmetic, no GPU): few heads get short splits
+// so the blocks reach kAttnTargetBlocks; many heads keep whole contexts up
+// to kAttnMaxSplitRows; an explicit split_rows is kept.
+TEST(AttentionDecodeSplits, ShortSplitsWhenHeadsAreFew) {
+  using ops::cuda::attention_decode_split_rows, ops::cuda::attention_decode_splits;
+  EXPECT_EQ(attention_decode_split_rows(1, 8, 256, 0), 16);  // Nemotron-H-8B at batch 1: 16 splits
+  EXPECT_EQ(attention_decode_splits(1, 8, 256, 0), 16);
+  EXPECT_EQ(attention_decode_split_rows(8, 8, 256, 0), 32);
+  EXPECT_EQ(attention_decode_splits(8, 8, 256, 0), 8);
+  EXPECT_EQ(attention_decode_splits(64, 8, 256, 0), 1);
+  EXPECT_EQ(attention_decode_split_rows(1, 8, 100000, 0), ops::cuda::kAttnMaxSplitRows);
+  EXPECT_EQ(attention_decode_split_rows(1, 1, 5, 0), ops::cuda::kAttnMinSplitRows);
+  EXPECT_EQ(attention_decode_splits(1, 1, 5, 0), 1);
+  EXPECT_EQ(attention_decode_split_rows(1, 8, 256, 24), 24);
+  EXPECT_EQ(attention_decode_splits(1, 8, 256, 24), 11);
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionDecodeCuda, ::testing::Combine(kShapes, ::testing::Values(0, 1, 2)));
 
 // Runs without a GPU: every refusal comes before the device is touched.

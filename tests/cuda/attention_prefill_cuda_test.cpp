@@ -140,7 +140,7 @@ TEST_P(AttentionPrefillCuda, MatchesCpuOverShuffledPages) {
     for (int b = 0; b < B; ++b) seq_len[b] = s.pos[b] + 1;
     const int max_len = *std::max_element(seq_len.begin(), seq_len.end());
     Dev<int32_t> dlen(seq_len);
-    Dev<float> dscratch(std::vector<float>(size_t(ops::cuda::attention_decode_scratch_floats(B, Hq, D, max_len)), NAN));
+    Dev<float> dscratch(std::vector<float>(size_t(ops::cuda::attention_decode_scratch_floats(B, Hq, Hkv, D, max_len)), NAN));
     Dev<uint16_t> ddec(std::vector<uint16_t>(size_t(rows) * ldo));
     ops::cuda::AttentionDecodeArgs da;
     da.batch = B, da.Hq = Hq, da.Hkv = Hkv, da.D = D, da.scale = a.scale;

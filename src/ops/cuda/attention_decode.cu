@@ -171,8 +171,8 @@ cudaError_t attention_decode_cuda(const AttentionDecodeArgs& a, cudaStream_t str
   if (a.gate != nullptr && (a.g_head_stride < a.D || a.ldg < int64_t(a.Hq) * a.g_head_stride))
     return cudaErrorInvalidValue;
   if (a.scratch != nullptr && a.max_seq_len < 1) return cudaErrorInvalidValue;
-  const int n_splits = a.scratch != nullptr ? attention_decode_splits(a.max_seq_len, a.split_rows) : 1;
-  const int split_rows = a.split_rows > 0 ? a.split_rows : kAttnDefaultSplitRows;
+  const int n_splits = a.scratch != nullptr ? attention_decode_splits(a.batch, a.Hkv, a.max_seq_len, a.split_rows) : 1;
+  const int split_rows = attention_decode_split_rows(a.batch, a.Hkv, a.max_seq_len, a.split_rows);
   if (n_splits > 65535) return cudaErrorInvalidValue;  // grid z
   if (a.batch == 0) return cudaSuccess;
   const int rep = a.Hq / a.Hkv;

@@ -14,8 +14,11 @@
 // split_rows context rows) computes, for the Hq/Hkv query heads sharing
 // that KV head, a partial softmax (max, sum, weighted V) — K and V are read
 // once per KV head, not once per query head; a second kernel combines the
-// splits. Without scratch the whole context is one split (no second
-// kernel): right when batch·Hkv already fills the GPU.
+// splits. By default splits are short enough that the blocks reach
+// kAttnTargetBlocks (attention_decode_split_rows): a warp's rows are a
+// chain of dependent softmax updates, so at batch 1 the context is cut
+// into 16-row splits. Without scratch the whole context is one split (no
+// second kernel): right when batch·Hkv already fills the GPU.
 //
 // Shapes: B sequences, Hq query heads, Hkv KV heads (Hq/Hkv ≤ 8), D ≤ 256.
 #pragma once
@@ -28,7 +31,14 @@ namespace replayssm::ops::cuda {
 
 constexpr int kAttnMaxRep = 8;
 constexpr int kAttnMaxD = 256;
-constexpr int kAttnDefaultSplitRows = 512;
+constexpr int kAttnMaxSplitRows = 512;
+constexpr int kAttnMinSplitRows = 16;
+// Blocks the default split aims for: about four per SM of the H200. At
+// batch 1 the 8B model's 8 KV heads as 8 blocks walked 256 rows each, a
+// chain of dependent online-softmax updates per warp: ~90 µs per attention
+// layer of the step (docs/perf), where 16 splits of 16 rows and a combine
+// take a few.
+constexpr int kAttnTargetBlocks = 512;
 
 // Row p of sequence b: K at k_pages[page_table[b·max_pages + p / page_size]]
 // + (p % page_size)·row_stride, V likewise; Hkv·D bf16 each.
@@ -53,15 +63,26 @@ struct AttentionDecodeArgs {
   const int32_t* seq_len = nullptr;   // (B) rows attended, ≥ 1, new token's row included
   int max_seq_len = 0;                // host bound on seq_len (sizes the splits and scratch)
   float* scratch = nullptr;           // attention_decode_scratch_floats(), or nullptr: one split
-  int split_rows = 0;                 // context rows per split (0: kAttnDefaultSplitRows)
+  int split_rows = 0;                 // context rows per split (0: attention_decode_split_rows's choice)
 };
 
-inline int attention_decode_splits(int max_seq_len, int split_rows) {
-  const int s = split_rows > 0 ? split_rows : kAttnDefaultSplitRows;
+// Context rows per split: split_rows if given, else enough splits that
+// batch·Hkv·splits reaches kAttnTargetBlocks, of kAttnMinSplitRows to
+// kAttnMaxSplitRows rows (a multiple of kAttnMinSplitRows).
+inline int attention_decode_split_rows(int batch, int Hkv, int max_seq_len, int split_rows) {
+  if (split_rows > 0) return split_rows;
+  const int64_t heads = int64_t(batch > 0 ? batch : 1) * (Hkv > 0 ? Hkv : 1);
+  const int64_t want = (kAttnTargetBlocks + heads - 1) / heads;
+  int64_t rows = (int64_t(max_seq_len > 0 ? max_seq_len : 1) + want - 1) / want;
+  rows = (rows + kAttnMinSplitRows - 1) / kAttnMinSplitRows * kAttnMinSplitRows;
+  return int(rows < kAttnMinSplitRows ? kAttnMinSplitRows : rows > kAttnMaxSplitRows ? kAttnMaxSplitRows : rows);
+}
+inline int attention_decode_splits(int batch, int Hkv, int max_seq_len, int split_rows) {
+  const int s = attention_decode_split_rows(batch, Hkv, max_seq_len, split_rows);
   return max_seq_len <= s ? 1 : (max_seq_len + s - 1) / s;
 }
-inline int64_t attention_decode_scratch_floats(int batch, int Hq, int D, int max_seq_len, int split_rows = 0) {
-  return int64_t(batch) * Hq * attention_decode_splits(max_seq_len, split_rows) * (int64_t(D) + 2);
+inline int64_t attention_decode_scratch_floats(int batch, int Hq, int Hkv, int D, int max_seq_len, int split_rows = 0) {
+  return int64_t(batch) * Hq * attention_decode_splits(batch, Hkv, max_seq_len, split_rows) * (int64_t(D) + 2);
 }
 
 cudaError_t attention_decode_cuda(const AttentionDecodeArgs& a, cudaStream_t stream);

@@ -268,13 +268,11 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
       RSSM_RETURN_IF_ERROR(I.alloc(&I.ak, R * d_kv, "attention k", &ws2));
       RSSM_RETURN_IF_ERROR(I.alloc(&I.av, R * d_kv, "attention v", &ws2));
     }
-    // Split the context (flash-decoding) only when the heads alone leave SMs idle.
-    int sms = 0, dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-      sms = 132;  // an H100/H200's count; only decides whether to split the context
-    if (B * ac.n_kv_heads < sms)
+    // Split the context (flash-decoding) where the default split makes more
+    // than one (attention_decode.h: few heads, or long contexts).
+    if (oc::attention_decode_splits(int(B), int(ac.n_kv_heads), int(o.max_context), 0) > 1)
       RSSM_RETURN_IF_ERROR(I.alloc(&I.attn_scratch,
-                                   oc::attention_decode_scratch_floats(int(B), int(ac.n_heads), int(D), int(o.max_context)),
+                                   oc::attention_decode_scratch_floats(int(B), int(ac.n_heads), int(ac.n_kv_heads), int(D), int(o.max_context)),
                                    "attention scratch", &ws2));
     std::vector<int32_t> table(size_t(B * I.pages_per_seq));
     for (size_t i = 0; i < table.size(); ++i) table[i] = int32_t(i);
