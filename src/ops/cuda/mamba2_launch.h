@@ -28,7 +28,9 @@ inline int mamba2_warps(int P, int kR) {
 // block's prologue (the token's B, C and x), which is small next to a pass.
 // The replay kernel does not slice: at batch 1 its log prologue, not the
 // state stream, sets its time (8.2 µs either way), and the slice bounds
-// cost its one-kernel path 8 registers and 7–20% at batch ≥ 8.
+// cost its one-kernel path 8 registers and 7–20% at batch ≥ 8. (Where the
+// blocks are fewer than 2 × SMs the replay takes wide blocks instead:
+// mamba2_replay_wide.cu.)
 inline int mamba2_slice_rows(int64_t blocks, int P, int pass_rows, int sms) {
   const int passes = (P + pass_rows - 1) / pass_rows;
   const int64_t want = (4 * int64_t(sms) + blocks - 1) / blocks;
