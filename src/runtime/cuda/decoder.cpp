@@ -268,9 +268,11 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
       RSSM_RETURN_IF_ERROR(I.alloc(&I.ak, R * d_kv, "attention k", &ws2));
       RSSM_RETURN_IF_ERROR(I.alloc(&I.av, R * d_kv, "attention v", &ws2));
     }
-    // Split the context (flash-decoding) where the default split makes more
-    // than one (attention_decode.h: few heads, or long contexts).
-    if (oc::attention_decode_splits(int(B), int(ac.n_kv_heads), int(o.max_context), 0) > 1)
+    // Split the context (flash-decoding) where the heads alone leave the
+    // GPU short of blocks (attention_decode.h); with more heads every block
+    // walks its whole context, as measured before the default split existed.
+    if (B * ac.n_kv_heads < oc::kAttnTargetBlocks &&
+        oc::attention_decode_splits(int(B), int(ac.n_kv_heads), int(o.max_context), 0) > 1)
       RSSM_RETURN_IF_ERROR(I.alloc(&I.attn_scratch,
                                    oc::attention_decode_scratch_floats(int(B), int(ac.n_heads), int(ac.n_kv_heads), int(D), int(o.max_context)),
                                    "attention scratch", &ws2));
