@@ -56,7 +56,7 @@ __host__ __device__ __forceinline__ WideLayout wide_layout(int T, int W, int P, 
 
 template <typename TileT>
 __global__ void __launch_bounds__(32 * kMamba2WideWarps, 2) mamba2_replay_wide_kernel(Mamba2DecodeArgs a) {
-  if (a.release_early) pdl_release();  // the next kernel reads only weights before its wait
+  if (a.release_early) pdl_release();  // Mamba2DecodeArgs::release_early
   if (!a.early) pdl_begin();
   const int h = blockIdx.x, b = blockIdx.y, g = h / (a.H / a.G);
   const int nw = blockDim.x / 32, w = threadIdx.x / 32, lane = threadIdx.x % 32;

@@ -15,7 +15,7 @@ namespace {
 
 template <typename TileT>
 __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_step_kernel(Mamba2DecodeArgs a, int slice_rows) {
-  if (a.release_early) pdl_release();  // the next kernel reads only weights before its wait
+  if (a.release_early) pdl_release();  // Mamba2DecodeArgs::release_early
   if (!a.early) pdl_begin();
   const int h = blockIdx.x, b = blockIdx.y, g = h / (a.H / a.G);
   const int nw = blockDim.x / 32, w = threadIdx.x / 32, lane = threadIdx.x % 32;
