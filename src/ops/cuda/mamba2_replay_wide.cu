@@ -91,11 +91,10 @@ __global__ void __launch_bounds__(32 * kMamba2WideWarps, 2) mamba2_replay_wide_k
     unstage_bf_rows(sB, N4, stB, N8, staged, N, bf_rows_chunk(stB, gB, N, int64_t(a.G) * N, N8));
     unstage_bf_rows(sX, P4, stX, P8, staged, P, bf_rows_chunk(stX, gX, P, int64_t(a.H) * P, P8));
     __syncthreads();
-    for (int s = 0; s < pre; ++s) {
-      float Bc[TileT::kColChunks][TileT::kVec], Cc[TileT::kColChunks][TileT::kVec], acc[TileT::kRows];
+    for (int s = 0; s < pre; ++s) {  // no outputs: the state update alone
+      float Bc[TileT::kColChunks][TileT::kVec], acc[TileT::kRows];
       TileT::columns(sB + s * N4, N, lane, Bc);
-      TileT::columns(sB + s * N4, N, lane, Cc);  // no output: any C
-      mamba2_token_rows(cur, sDA[s], sDt[s], Bc, Cc, sX + s * P4, P, nw, w, acc);
+      mamba2_token_rows<TileT, false>(cur, sDA[s], sDt[s], Bc, Bc, sX + s * P4, P, nw, w, acc);
     }
   }
 

@@ -11,7 +11,9 @@ namespace replayssm::ops::cuda {
 // S ← S·dA + B ⊗ (dt·x) on the pass's rows, and acc[r] = S_r·C (this
 // thread's part; finish with TileT::row_sums). x: the token's x at the
 // pass's rows (index by row within the pass), rows: rows in the pass.
-template <typename TileT>
+// kOut = false: the state update alone (a token with no output; C and acc
+// are not touched).
+template <typename TileT, bool kOut = true>
 __device__ __forceinline__ void mamba2_token_rows(TileT& cur, float dA, float dt,
                                                   const float (&Bc)[TileT::kColChunks][TileT::kVec],
                                                   const float (&Cc)[TileT::kColChunks][TileT::kVec], const float* x,
@@ -20,7 +22,7 @@ __device__ __forceinline__ void mamba2_token_rows(TileT& cur, float dA, float dt
   for (int r = 0; r < TileT::kRows; ++r) {
     const int i = TileT::row(w, nw, r);
     const float dtx = i < rows ? __fmul_rn(dt, x[i]) : 0.0f;
-    acc[r] = 0.0f;
+    if constexpr (kOut) acc[r] = 0.0f;
 #pragma unroll
     for (int j = 0; j < TileT::kColChunks; ++j)
 #pragma unroll
@@ -28,7 +30,7 @@ __device__ __forceinline__ void mamba2_token_rows(TileT& cur, float dA, float dt
         // Explicit roundings: no contraction choice may differ between kernels.
         const float s = __fmaf_rn(cur.v[r][j][e], dA, __fmul_rn(Bc[j][e], dtx));
         cur.v[r][j][e] = s;
-        acc[r] = __fmaf_rn(s, Cc[j][e], acc[r]);
+        if constexpr (kOut) acc[r] = __fmaf_rn(s, Cc[j][e], acc[r]);
       }
   }
 }
