@@ -18,6 +18,7 @@
 //
 // Usage: replayssm_ssm_bench [JSON_OUT]
 //        replayssm_ssm_bench --gdn-shapes   (the GDN kernels at each block shape)
+//        replayssm_ssm_bench --profile mamba2|gdn ar|verify BATCH [VARIANT]   (untimed, for ncu)
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -30,11 +31,20 @@
 #include "cuda_bench.h"  // beside this file
 #include "ops/cuda/gdn_decode.h"
 #include "ops/cuda/mamba2_decode.h"
+#include "runtime/cuda/device_fill.h"
 
 namespace {
 
+// --profile: each workload runs twice, untimed, for a profiler.
+bool g_profile = false;
+
 // Median µs of one call of run(i), over 7 timed runs of `iters` calls.
 double median_us(const std::function<void(int)>& run, int iters) {
+  if (g_profile) {
+    run(0), run(1);
+    CK(cudaDeviceSynchronize());
+    return 1.0;
+  }
   cudaEvent_t a, b;
   CK(cudaEventCreate(&a));
   CK(cudaEventCreate(&b));
@@ -56,9 +66,11 @@ double median_us(const std::function<void(int)>& run, int iters) {
   return t[3];
 }
 
-// Device allocations of one batch's run, freed together.
+// Device allocations of one batch's run, freed together. Inputs and states
+// are random (zeros can run faster than real data); outputs start zeroed.
 struct Arena {
   std::vector<void*> ptrs;
+  uint64_t seed = 1;
   template <typename T>
   T* zeros(size_t n) {
     void* p;
@@ -66,6 +78,16 @@ struct Arena {
     CK(cudaMemset(p, 0, std::max<size_t>(n, 1) * sizeof(T)));
     ptrs.push_back(p);
     return static_cast<T*>(p);
+  }
+  float* uniform(size_t n, float lo, float hi) {
+    float* p = zeros<float>(n);
+    CK(replayssm::cuda::fill_uniform_f32(p, int64_t(n), lo, hi, seed++, nullptr));
+    return p;
+  }
+  uint16_t* uniform_bf16(size_t n, float bound) {
+    uint16_t* p = zeros<uint16_t>(n);
+    CK(replayssm::cuda::fill_uniform_bf16(p, int64_t(n), bound, seed++, nullptr));
+    return p;
   }
   int32_t* ints(const std::vector<int32_t>& h) {
     int32_t* d = zeros<int32_t>(h.size());
@@ -140,13 +162,13 @@ replayssm::ops::cuda::Mamba2DecodeArgs mamba2_args(Arena& ar, int batch, int T, 
   const int H = 128, P = 64, N = 128, G = 8;
   replayssm::ops::cuda::Mamba2DecodeArgs a;
   a.batch = batch, a.H = H, a.P = P, a.N = N, a.G = G, a.T = T, a.W = W, a.max_fold = W;
-  a.A_log = ar.zeros<float>(H), a.D = ar.zeros<float>(H), a.dt_bias = ar.zeros<float>(H);
-  a.state = ar.zeros<float>(state_slots * H * P * N);
-  a.x = ar.zeros<uint16_t>(size_t(batch) * T * H * P), a.Bm = ar.zeros<uint16_t>(size_t(batch) * T * G * N);
-  a.Cm = ar.zeros<uint16_t>(size_t(batch) * T * G * N), a.dt_raw = ar.zeros<float>(size_t(batch) * T * H);
+  a.A_log = ar.uniform(H, 0.0f, 1.0f), a.D = ar.uniform(H, -1.0f, 1.0f), a.dt_bias = ar.uniform(H, -2.0f, 0.0f);
+  a.state = ar.uniform(state_slots * H * P * N, -1.0f, 1.0f);
+  a.x = ar.uniform_bf16(size_t(batch) * T * H * P, 1.0f), a.Bm = ar.uniform_bf16(size_t(batch) * T * G * N, 0.5f);
+  a.Cm = ar.uniform_bf16(size_t(batch) * T * G * N, 0.5f), a.dt_raw = ar.uniform(size_t(batch) * T * H, -2.0f, 0.0f);
   a.y = ar.zeros<uint16_t>(size_t(batch) * T * H * P);
-  a.log_x = ar.zeros<uint16_t>(size_t(batch) * W * H * P), a.log_B = ar.zeros<uint16_t>(size_t(batch) * W * G * N);
-  a.log_dt = ar.zeros<float>(size_t(batch) * W * H);
+  a.log_x = ar.uniform_bf16(size_t(batch) * W * H * P, 1.0f), a.log_B = ar.uniform_bf16(size_t(batch) * W * G * N, 0.5f);
+  a.log_dt = ar.uniform(size_t(batch) * W * H, 0.0f, 0.2f);
   a.scratch = ar.zeros<float>(replayssm::ops::cuda::mamba2_replay_scratch_floats(batch, T, H, P));
   return a;
 }
@@ -198,7 +220,7 @@ Row run_mamba2(int batch, bool verify, int variant, bool exact = false) {
       [](const Mamba2DecodeArgs& r, const Plan&) { return replayssm::ops::cuda::mamba2_replay_cuda(r, nullptr); });
   double rep_bytes = 0;
   for (const Plan& p : plan) rep_bytes += S + p.n * entry + T * (G * N * 2.0 + H * P * 2.0) + (p.f ? S : 0);
-  if (!verify && variant == 0 && !exact) {  // diagnostic: the state stream alone (a log of one entry, no fold)
+  if (!verify && variant == 0 && !exact && !g_profile) {  // diagnostic: the state stream alone (a log of one entry, no fold)
     const Plan one = cycle(ar, batch, false, true)[0];
     const double us = median_us(
         [&](int i) {
@@ -212,7 +234,7 @@ Row run_mamba2(int batch, bool verify, int variant, bool exact = false) {
     for (int b = 0; b < batch; ++b) seq[b] = b;
     Mamba2DecodeArgs c = at(0);
     c.early = c.release_early = false;  // every launch here rereads the slots the one before wrote
-    c.state = ar.zeros<float>(size_t(batch) * H * P * N);
+    c.state = ar.uniform(size_t(batch) * H * P * N, -1.0f, 1.0f);
     c.slot = ar.ints(seq), c.fold_slot = c.slot, c.n_log = one.n_log, c.fold = one.fold;
     const double us_c = median_us([&](int) { CK(replayssm::ops::cuda::mamba2_replay_cuda(c, nullptr)); }, 20);
     c.out_slot = c.slot;
@@ -289,12 +311,14 @@ Row run_gdn(int batch, bool verify, int slice = 0, int rows = 0) {
   GdnDecodeArgs a;
   a.batch = batch, a.Hk = Hk, a.Hv = Hv, a.dk = dk, a.dv = dv, a.T = T, a.W = W, a.max_fold = W;
   a.slice_cols = slice, a.tile_rows = rows;
-  a.state = ar.zeros<float>(size_t(sl.rot) * batch * (1 + kT) * Hv * dk * dv);
-  a.q = ar.zeros<uint16_t>(size_t(batch) * T * Hk * dk), a.k = ar.zeros<uint16_t>(size_t(batch) * T * Hk * dk);
-  a.v = ar.zeros<uint16_t>(size_t(batch) * T * Hv * dv), a.g = ar.zeros<float>(size_t(batch) * T * Hv);
-  a.beta = ar.zeros<float>(size_t(batch) * T * Hv), a.o = ar.zeros<uint16_t>(size_t(batch) * T * Hv * dv);
-  a.log_k = ar.zeros<uint16_t>(size_t(batch) * W * Hk * dk), a.log_u = ar.zeros<float>(size_t(batch) * W * Hv * dv);
-  a.log_g = ar.zeros<float>(size_t(batch) * W * Hv);
+  // Keys of norm ≈ 0.65 and decays in (e^−0.5, 1]: the delta rule stays bounded.
+  a.state = ar.uniform(size_t(sl.rot) * batch * (1 + kT) * Hv * dk * dv, -1.0f, 1.0f);
+  a.q = ar.uniform_bf16(size_t(batch) * T * Hk * dk, 0.1f), a.k = ar.uniform_bf16(size_t(batch) * T * Hk * dk, 0.1f);
+  a.v = ar.uniform_bf16(size_t(batch) * T * Hv * dv, 1.0f), a.g = ar.uniform(size_t(batch) * T * Hv, -0.5f, 0.0f);
+  a.beta = ar.uniform(size_t(batch) * T * Hv, 0.0f, 1.0f), a.o = ar.zeros<uint16_t>(size_t(batch) * T * Hv * dv);
+  a.log_k = ar.uniform_bf16(size_t(batch) * W * Hk * dk, 0.1f);
+  a.log_u = ar.uniform(size_t(batch) * W * Hv * dv, -1.0f, 1.0f);
+  a.log_g = ar.uniform(size_t(batch) * W * Hv, -0.5f, 0.0f);
   const std::vector<Plan> plan = cycle(ar, batch, verify, false);
   auto at = [&](int i) {
     GdnDecodeArgs r = a;
@@ -314,22 +338,19 @@ Row run_gdn(int batch, bool verify, int slice = 0, int rows = 0) {
 
 }  // namespace
 
-// --profile: a few launches of each Mamba2 kernel at batch 256 (for ncu).
-int profile() {
-  using replayssm::ops::cuda::Mamba2DecodeArgs;
-  const int batch = 256, W = 16;
-  Arena ar;
-  Mamba2DecodeArgs a = mamba2_args(ar, batch, 1, W, batch);
-  a.scratch = nullptr;  // the one-kernel replay
-  std::vector<int32_t> seq(batch);
-  for (int b = 0; b < batch; ++b) seq[b] = b;
-  a.slot = a.out_slot = a.fold_slot = ar.ints(seq);
-  a.n_log = ar.ints(std::vector<int32_t>(batch, 8)), a.fold = ar.ints(std::vector<int32_t>(batch, 0));
-  for (int i = 0; i < 3; ++i) {
-    CK(replayssm::ops::cuda::mamba2_replay_cuda(a, nullptr));
-    CK(replayssm::ops::cuda::mamba2_step_cuda(a, nullptr));
+// --profile FAMILY WORK BATCH [VARIANT]: the standard kernel and the replay
+// cycle of one row of the table (Mamba2 replay: Mamba2DecodeArgs::variant),
+// twice each, untimed (for ncu / nsys).
+int profile(int argc, char** argv) {
+  const std::string fam = argc > 2 ? argv[2] : "", work = argc > 3 ? argv[3] : "";
+  const int batch = argc > 4 ? std::atoi(argv[4]) : 0, variant = argc > 5 ? std::atoi(argv[5]) : 0;
+  if ((fam != "mamba2" && fam != "gdn") || (work != "ar" && work != "verify") || batch < 1) {
+    std::fprintf(stderr, "usage: replayssm_ssm_bench --profile mamba2|gdn ar|verify BATCH [VARIANT]\n");
+    return 2;
   }
-  CK(cudaDeviceSynchronize());
+  g_profile = true;
+  if (fam == "gdn") run_gdn(batch, work == "verify");
+  else run_mamba2(batch, work == "verify", variant);
   return 0;
 }
 
@@ -354,7 +375,7 @@ int gdn_shapes(double copy_gbs) {
 }
 
 int main(int argc, char** argv) {
-  if (argc > 1 && std::string(argv[1]) == "--profile") return profile();
+  if (argc > 1 && std::string(argv[1]) == "--profile") return profile(argc, argv);
   const bool shapes = argc > 1 && std::string(argv[1]) == "--gdn-shapes";
   cudaDeviceProp prop{};
   CK(cudaGetDeviceProperties(&prop, 0));

@@ -33,7 +33,8 @@ struct Shape {
 void PrintTo(const Shape& s, std::ostream* os);
 void PrintTo(const std::tuple<Shape, int>& p, std::ostream* os) {
   PrintTo(std::get<0>(p), os);
-  *os << (std::get<1>(p) == 1 ? "_one_kernel" : (std::get<1>(p) == 2 ? "_split" : "_fork_groups"));
+  static const char* const kName[] = {"", "_one_kernel", "_split", "_fork_groups", "_wide"};
+  *os << kName[std::get<1>(p)];
 }
 void PrintTo(const Shape& s, std::ostream* os) {
   *os << "B" << s.batch << "_H" << s.H << "_P" << s.P << "_N" << s.N << "_G" << s.G << "_W" << s.W << "_T" << s.T;
@@ -322,7 +323,8 @@ const auto kShapes = ::testing::Values(Shape{3, 6, 5, 11, 3, 4, 1},       // odd
                                            Shape{2, 4, 64, 256, 2, 64, 8},    // longest log: one block per SM
                                            Shape{2, 128, 64, 128, 8, 16, 1},  // Nemotron-H-8B
                                            Shape{2, 128, 64, 128, 8, 20, 4},  // its verify, T = 4
-                                           Shape{2, 96, 80, 128, 8, 16, 1});
+                                           Shape{2, 96, 80, 128, 8, 16, 1},
+                                           Shape{3, 6, 20, 100, 3, 10, 5});   // N % 32 ≠ 0 with 16-byte rows
 INSTANTIATE_TEST_SUITE_P(Shapes, Mamba2Cuda, kShapes);
 INSTANTIATE_TEST_SUITE_P(Shapes, Mamba2CudaReplay, ::testing::Combine(kShapes, ::testing::Values(1, 2, 3, 4)));
 

@@ -209,6 +209,29 @@ TEST(DeviceFillCuda, UniformInRangeRepeatableAndSeeded) {
   EXPECT_NEAR(sq / double(n), 0.25 / 3.0, 0.005);  // the variance of U(−0.5, 0.5)
 }
 
+TEST(DeviceFillCuda, UniformF32InRangeRepeatableAndSeeded) {
+  if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const int64_t n = 100003;
+  const std::vector<float> zeros(static_cast<size_t>(n));
+  test::Dev<float> a(zeros), b(zeros), c(zeros);
+  ASSERT_EQ(cuda::fill_uniform_f32(a.p, n, -3.0f, 1.0f, 7, nullptr), cudaSuccess);
+  ASSERT_EQ(cuda::fill_uniform_f32(b.p, n, -3.0f, 1.0f, 7, nullptr), cudaSuccess);
+  ASSERT_EQ(cuda::fill_uniform_f32(c.p, n, -3.0f, 1.0f, 8, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<float> ha = a.get(), hb = b.get(), hc = c.get();
+  EXPECT_EQ(ha, hb);
+  EXPECT_NE(ha, hc);
+  double sum = 0.0, sq = 0.0;
+  for (float f : ha) {
+    ASSERT_GE(f, -3.0f);
+    ASSERT_LT(f, 1.0f);
+    sum += f, sq += double(f + 1.0f) * (f + 1.0f);
+  }
+  EXPECT_NEAR(sum / double(n), -1.0, 0.02);
+  EXPECT_NEAR(sq / double(n), 16.0 / 12.0, 0.03);  // the variance of U(−3, 1)
+  EXPECT_EQ(cuda::fill_uniform_f32(a.p, n, 1.0f, 0.0f, 7, nullptr), cudaErrorInvalidValue);  // lo > hi
+}
+
 TEST(SsmAppendCudaArgs, BadShapesAreRefused) {
   ops::cuda::Mamba2AppendArgs m;
   m.rows = 1, m.H = 4, m.P = 2, m.G = 3, m.N = 2, m.ldxbc = 100, m.lddt = 4;  // H % G != 0
