@@ -22,6 +22,9 @@ cudaError_t mamba2_replay_exact(const Mamba2DecodeArgs& a, cudaStream_t stream);
 // (mamba2_replay_wide.cu): arguments already checked, no fork groups;
 // cudaErrorNotSupported when its shared memory would not fit.
 cudaError_t mamba2_replay_wide(const Mamba2DecodeArgs& a, cudaStream_t stream);
+// The log's part of y and the decays into scratch, per (group, sequence):
+// the split path's first kernel (mamba2_replay_log.cu).
+cudaError_t mamba2_replay_log(const Mamba2DecodeArgs& a, cudaStream_t stream);
 
 namespace {
 
@@ -87,65 +90,10 @@ __device__ __forceinline__ void replay_pass(const Mamba2DecodeArgs& a, TileT& cu
   cur.store(Sf + int64_t(p0) * N, rows, N, N, w, nw, lane);
 }
 
-// The log's part of y for every head of a group (the split variant's first
-// kernel): B_s·C_t is shared by the group's heads, so it is computed once
-// here instead of once per head. Writes y_log (B, T, H, P) and e^{L_t}
-// (B, T, H) to the scratch that mamba2_replay_kernel<…, true> reads.
-__global__ void __launch_bounds__(256) mamba2_replay_log_kernel(Mamba2DecodeArgs a) {
-  pdl_begin();
-  const int g = blockIdx.x, b = blockIdx.y, hpg = a.H / a.G, h0 = g * hpg;
-  const int nw = blockDim.x / 32, w = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int P = a.P, N = a.N, T = a.T, W = a.W;
-  const int n_log = min(max(a.n_log[b], T), W), base = n_log - T;
-  const int W4 = (W + 3) & ~3, N4 = (N + 3) & ~3;
-  extern __shared__ float shm[];
-  float* sC = shm;               // (T, N)
-  float* sB = sC + T * N4;       // (W, N)
-  float* sD = sB + W * N4;       // (T, W) B_s·C_t
-  float* sL = sD + T * W4;       // (hpg, W) L_s per head, then
-  float* sDt = sL + hpg * W4;    // (hpg, W) dt_s
-  float* sWt = sDt + hpg * W4;   // (hpg, T, W) output weights
-  load_bf_rows(sC, a.Cm + (int64_t(b) * T * a.G + g) * N, T, N, int64_t(a.G) * N, N4);
-  load_bf_rows(sB, a.log_B + (int64_t(b) * W * a.G + g) * N, n_log, N, int64_t(a.G) * N, N4);
-  for (int i = threadIdx.x; i < hpg * n_log; i += blockDim.x) {
-    const int k = i % hpg, s = i / hpg;  // consecutive threads: consecutive heads of one entry
-    const float dt = a.log_dt[(int64_t(b) * W + s) * a.H + h0 + k];
-    sDt[k * W4 + s] = dt;
-    sL[k * W4 + s] = -expf(a.A_log[h0 + k]) * dt;
-  }
-  __syncthreads();
-  for (int k = w; k < hpg; k += nw) warp_prefix_sum(sL + k * W4, n_log, lane);
-  for (int kx = w; kx < T * n_log; kx += nw) {
-    const int t = kx / n_log, s = kx % n_log;
-    if (s > base + t) continue;  // warp-uniform
-    float d = 0.0f;
-    for (int n = lane; n < N; n += 32) d += sB[s * N4 + n] * sC[t * N4 + n];
-    d = warp_sum(d);
-    if (lane == 0) sD[t * W4 + s] = d;
-  }
-  __syncthreads();
-  for (int i = threadIdx.x; i < hpg * T * n_log; i += blockDim.x) {
-    const int s = i % n_log, t = (i / n_log) % T, k = i / (n_log * T);
-    sWt[(k * T + t) * W4 + s] =
-        s <= base + t ? expf(sL[k * W4 + base + t] - sL[k * W4 + s]) * sDt[k * W4 + s] * sD[t * W4 + s] : 0.0f;
-  }
-  __syncthreads();
-  float* y_log = a.scratch;
-  float* decay = a.scratch + int64_t(a.batch) * T * a.H * P;
-  for (int i = threadIdx.x; i < hpg * T * P; i += blockDim.x) {
-    const int p = i % P, t = (i / P) % T, k = i / (P * T), h = h0 + k;
-    const uint16_t* x = a.log_x + (int64_t(b) * W * a.H + h) * P + p;
-    float acc = a.D[h] * bf(x, int64_t(base + t) * a.H * P);
-    for (int s = 0; s <= base + t; ++s) acc += sWt[(k * T + t) * W4 + s] * bf(x, int64_t(s) * a.H * P);
-    y_log[((int64_t(b) * T + t) * a.H + h) * P + p] = acc;
-    if (p == 0) decay[(int64_t(b) * T + t) * a.H + h] = expf(sL[k * W4 + base + t]);
-  }
-}
-
 // kSplit: the log's part of y and the decays come from the scratch that
-// mamba2_replay_log_kernel wrote, and a block decodes a fork group (the
-// sequences group_start[k] .. group_start[k+1] − 1, sharing a checkpoint):
-// the checkpoint is read once for all of them. The log is read only to
+// mamba2_replay_log (mamba2_replay_log.cu) wrote, and a block decodes a
+// fork group (the sequences group_start[k] .. group_start[k+1] − 1, sharing
+// a checkpoint): the checkpoint is read once for all of them. The log is read only to
 // fold (a sequence alone in its group). Without kSplit: one sequence, its
 // log's part computed here.
 template <typename TileT, bool kSplit>
@@ -275,13 +223,8 @@ cudaError_t mamba2_replay_cuda(const Mamba2DecodeArgs& a, cudaStream_t stream) {
   const bool split = a.variant == 2 || a.group_start != nullptr ||
                      (a.variant == 0 && a.scratch != nullptr && int64_t(a.batch) * a.H >= 16 * int64_t(sms));
   const int W4 = (a.W + 3) & ~3, P4 = (a.P + 3) & ~3, N4 = (a.N + 3) & ~3;
-  if (split) {
-    const int hpg = a.H / a.G;
-    const size_t shm = sizeof(float) * (a.T * N4 + a.W * N4 + a.T * W4 + 2 * hpg * W4 + hpg * a.T * W4);
-    if (cudaError_t e = allow_dynamic_smem(mamba2_replay_log_kernel, shm); e != cudaSuccess) return e;
-    launch_kernel(mamba2_replay_log_kernel, dim3(a.G, a.batch), 256, shm, stream, a);
-    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  }
+  if (split)
+    if (cudaError_t e = mamba2_replay_log(a, stream); e != cudaSuccess) return e;
   return with_mamba2_tile(a, [&](auto tag) {
     using TileT = decltype(tag);
     const int nw = mamba2_warps(a.P, TileT::kRows);
