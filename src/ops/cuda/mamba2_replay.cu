@@ -98,11 +98,13 @@ __device__ __forceinline__ void replay_pass(const Mamba2DecodeArgs& a, TileT& cu
 // log's part computed here.
 template <typename TileT, bool kSplit>
 __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_replay_kernel(Mamba2DecodeArgs a) {
-  // early (one-kernel path): the checkpoint's first pass before the wait.
-  // Not the log's older entries: loading them there held back the release
-  // of the next kernel (launch.cuh) and cost 20% at batch 8 (docs/perf).
-  // The split path's scratch comes from the kernel just before.
-  const bool early = a.early && !kSplit;
+  // The checkpoint's first pass before the wait: on the split path always
+  // (the kernel just before, the log's part, writes only scratch, and every
+  // kernel before it has finished: launch.cuh), on the one-kernel path
+  // under `early`. Not the log's older entries: loading them there held
+  // back the release of the next kernel (launch.cuh) and cost 20% at
+  // batch 8 (docs/perf).
+  const bool early = kSplit || a.early;
   if (!early) pdl_begin();
   const int h = blockIdx.x, g = h / (a.H / a.G);
   const int nw = blockDim.x / 32, w = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -131,7 +133,17 @@ __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_replay_kernel(Mamba2
   TileT cur;
   cur.load(S, min(pass_rows, P), N, N, w, nw, lane);
 
-  if (early) pdl_begin();  // the log's newest entries and C come from the kernel before
+  if (early) pdl_begin();  // the log's newest entries and C (and the scratch) come from the kernels before
+  if constexpr (kSplit) {
+    // The log's part of y and the decays, by cp.async: in flight together
+    // with the loads below, one round trip (H200, ncu: the prologue's
+    // dependent loads had warps waiting at its barrier in 26% of samples).
+    // Output u is row b·T + u of the scratch (member u / T, token u % T).
+    copy_async_rows(sY, a.scratch + int64_t(b) * T * a.H * P + int64_t(h) * P, n_out, P, int64_t(a.H) * P, P4);
+    const float* dec = a.scratch + int64_t(a.batch) * T * a.H * P + int64_t(b) * T * a.H + h;
+    for (int u = threadIdx.x; u < n_out; u += blockDim.x) cp_async<4>(sDecay + u, dec + int64_t(u) * a.H);
+    cp_async_commit();
+  }
   // The log rows: all of them to compute y here, or the folded ones only.
   const int rows_needed = kSplit ? f : n_log;
   const float A = -expf(a.A_log[h]);
@@ -146,14 +158,7 @@ __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_replay_kernel(Mamba2
     load_bf_rows(sC + m * T * N4, a.Cm + (int64_t(b + m) * T * a.G + g) * N, T, N, int64_t(a.G) * N, N4);
   for (int u = threadIdx.x; u < n_out; u += blockDim.x)
     sYoff[u] = ((int64_t(b + u / T) * T + u % T) * a.H + h) * P;
-  if constexpr (kSplit) {
-    for (int i = threadIdx.x; i < n_out * P; i += blockDim.x) {
-      const int u = i / P, p = i % P;  // output u: member u / T, token u % T
-      sY[u * P4 + p] = a.scratch[((int64_t(b + u / T) * T + u % T) * a.H + h) * P + p];
-    }
-    for (int u = threadIdx.x; u < n_out; u += blockDim.x)
-      sDecay[u] = a.scratch[int64_t(a.batch) * T * a.H * P + (int64_t(b + u / T) * T + u % T) * a.H + h];
-  }
+  if constexpr (kSplit) cp_async_wait<0>();
   __syncthreads();
   if (rows_needed > 0) {  // block-uniform
     if (w == 0) warp_prefix_sum(sL, rows_needed, lane);
