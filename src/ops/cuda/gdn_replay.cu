@@ -26,7 +26,14 @@ namespace {
 constexpr int kGdnWarps = 4;
 constexpr int kGdnReplaySlice = 128;  // the launcher's slice width (docs/perf)
 
-template <typename TileT>
+// kQ > 0 (kQ ≥ 2T): this thread's column partials of the 2T sums S_cᵀk_t,
+// S_cᵀq_t stay in registers across the passes and meet once, at the end,
+// in shared memory; the vectors' entries for a row come in 16-byte loads
+// (sXT, row-major over the kQ vectors). kQ = 0: each pass adds its
+// partials into shared memory (any T, any tile).
+// Why (H200, ncu): the per-pass shared read-modify-write, 4 scalar loads
+// and stores per vector and pass, doubled a verify pass's instructions.
+template <typename TileT, int kQ>
 __global__ void __launch_bounds__(32 * kGdnWarps) gdn_replay_kernel(GdnDecodeArgs a) {
   pdl_begin();
   const int h = blockIdx.y, b = blockIdx.z, kh = h / (a.Hv / a.Hk);
@@ -51,6 +58,8 @@ __global__ void __launch_bounds__(32 * kGdnWarps) gdn_replay_kernel(GdnDecodeArg
   float* sKK = sF + W4;            // (T, W) k_s·k_t
   float* sKQ = sKK + T * W4;       // (T, W) k_s·q_t
   float* sBeta = sKQ + T * W4;     // (T)
+  float* sEG = sBeta + ((T + 3) & ~3);  // (T) e^{G_t} of the new tokens
+  float* sXT = sEG + ((T + 3) & ~3);    // (dk, kQ) k_t then q_t for each row, zero past 2T
 
   const float* S = a.state + (int64_t(a.slot[b]) * a.Hv + h) * dk * dv + c0;
   TileT cur;
@@ -83,6 +92,14 @@ __global__ void __launch_bounds__(32 * kGdnWarps) gdn_replay_kernel(GdnDecodeArg
     for (int s = threadIdx.x; s < f; s += blockDim.x) sF[s] = expf(sG[f - 1] - sG[s]);
   }
   __syncthreads();
+  if constexpr (kQ > 0) {
+    for (int i = threadIdx.x; i < dk * kQ; i += blockDim.x) {
+      const int row = i / kQ, q = i % kQ;
+      sXT[i] = q < T ? sKt[q * K4 + row] : q < 2 * T ? sQ[(q - T) * K4 + row] : 0.0f;
+    }
+    __syncthreads();
+  }
+  float acc[kQ > 0 ? kQ : 1][TileT::kColChunks][TileT::kVec] = {};
 
   float* Sf = f > 0 ? a.state + (int64_t(a.fold_slot[b]) * a.Hv + h) * dk * dv + c0 : nullptr;
   const float fold_decay = f > 0 ? expf(sG[f - 1]) : 0.0f;
@@ -91,7 +108,25 @@ __global__ void __launch_bounds__(32 * kGdnWarps) gdn_replay_kernel(GdnDecodeArg
     TileT nxt;
     if (p0 + pass_rows < dk) nxt.load(S + int64_t(p0 + pass_rows) * dv, min(pass_rows, dk - p0 - pass_rows), cw, dv, w, nw, lane);
     // This pass's rows of S_cᵀx for the 2T vectors x, into this thread's partials.
-    for (int q = 0; q < 2 * T; ++q) {
+    if constexpr (kQ > 0) {
+#pragma unroll
+      for (int r = 0; r < TileT::kRows; ++r) {
+        const float* xr = sXT + min(p0 + TileT::row(w, nw, r), dk - 1) * kQ;  // rows past dk hold zeros
+        float x[kQ];
+#pragma unroll
+        for (int q = 0; q < kQ; q += 2) {
+          const float2 v = *reinterpret_cast<const float2*>(xr + q);
+          x[q] = v.x, x[q + 1] = v.y;
+        }
+#pragma unroll
+        for (int q = 0; q < kQ; ++q)
+#pragma unroll
+          for (int j = 0; j < TileT::kColChunks; ++j)
+#pragma unroll
+            for (int e = 0; e < TileT::kVec; ++e) acc[q][j][e] += cur.v[r][j][e] * x[q];
+      }
+    }
+    for (int q = 0; q < (kQ > 0 ? 0 : 2 * T); ++q) {
       const float* x = q < T ? sKt + q * K4 : sQ + (q - T) * K4;
       float part[TileT::kColChunks][TileT::kVec] = {};
 #pragma unroll
@@ -134,8 +169,22 @@ __global__ void __launch_bounds__(32 * kGdnWarps) gdn_replay_kernel(GdnDecodeArg
     }
     cur = nxt;
   }
+  if constexpr (kQ > 0) {
+    for (int q = 0; q < 2 * T; ++q) {  // kQ ≥ 2T
+      float* red = sRed + (q * nw + w) * V4;
+#pragma unroll
+      for (int k = 0; k < kQ; ++k)
+        if (k == q)
+#pragma unroll
+          for (int j = 0; j < TileT::kColChunks; ++j)
+#pragma unroll
+            for (int e = 0; e < TileT::kVec; ++e)
+              if (TileT::col(lane, j, e) < cw) red[TileT::col(lane, j, e)] = acc[k][j][e];
+    }
+  }
   if (f == 0) log_in();  // block-uniform
-  // Key dots, one warp per (token, entry) pair.
+  // Key dots, one warp per (token, entry) pair, with their decays
+  // e^{G_t−G_s} (the outputs' loop below then needs no exponentials).
   for (int kx = w; kx < T * n_log; kx += nw) {
     const int t = kx / n_log, s = kx % n_log;
     if (s > base + t) continue;  // warp-uniform
@@ -146,8 +195,10 @@ __global__ void __launch_bounds__(32 * kGdnWarps) gdn_replay_kernel(GdnDecodeArg
       dkq += ks * sQ[t * K4 + i];
     }
     dkk = warp_sum(dkk), dkq = warp_sum(dkq);
-    if (lane == 0) sKK[t * W4 + s] = dkk, sKQ[t * W4 + s] = dkq;
+    const float e = expf(sG[base + t] - sG[s]);  // 1 at s = base + t
+    if (lane == 0) sKK[t * W4 + s] = dkk * e, sKQ[t * W4 + s] = dkq * e;
   }
+  for (int t = threadIdx.x; t < T; t += blockDim.x) sEG[t] = expf(sG[base + t]);
   __syncthreads();
   for (int i = threadIdx.x; i < 2 * T * cw; i += blockDim.x) {
     const int q = i / cw, c = i % cw;
@@ -162,12 +213,11 @@ __global__ void __launch_bounds__(32 * kGdnWarps) gdn_replay_kernel(GdnDecodeArg
   for (int c = threadIdx.x; c < cw; c += blockDim.x) {
     for (int t = 0; t < T; ++t) {
       const int tt = base + t;
-      const float Gt = sG[tt];
-      float mem = expf(Gt) * sSx[t * V4 + c], out = expf(Gt) * sSx[(T + t) * V4 + c];
+      float mem = sEG[t] * sSx[t * V4 + c], out = sEG[t] * sSx[(T + t) * V4 + c];
       for (int s = 0; s < tt; ++s) {
-        const float d = expf(Gt - sG[s]) * sU[s * V4 + c];
-        mem += sKK[t * W4 + s] * d;
-        out += sKQ[t * W4 + s] * d;
+        const float us = sU[s * V4 + c];
+        mem += sKK[t * W4 + s] * us;
+        out += sKQ[t * W4 + s] * us;
       }
       const float u = (sV[t * V4 + c] - mem) * sBeta[t];
       sU[tt * V4 + c] = u;
@@ -199,20 +249,30 @@ cudaError_t gdn_replay_cuda(const GdnDecodeArgs& a, cudaStream_t stream) {
   const bool small = int64_t(a.batch) * a.Hv < sms;
   if (a.variant == 2 || (a.variant == 0 && sliced_fits && (small || !streaming_fits)))
     return gdn_replay_sliced(a, stream);
-  // Rows per warp per pass: 8 for a verify's several tokens, 4 for one
-  // (H200, Qwen3-Next shapes: docs/perf).
-  const int tile_rows = a.tile_rows != 0 ? a.tile_rows : a.T > 1 ? 8 : 4;
+  // Rows per warp per pass: 4 (H200, Qwen3-Next shapes: docs/perf; a
+  // verify took 8 until its partials moved to registers, and 4 rows are
+  // now 16% faster there: more blocks fit an SM).
+  const int tile_rows = a.tile_rows != 0 ? a.tile_rows : 4;
   auto launch = [&](auto tag) {
     using TileT = decltype(tag);
     const int nw = kGdnWarps;
     const int W4 = (a.W + 3) & ~3, K4 = (a.dk + 3) & ~3, V4 = (std::min(TileT::kCols, a.dv) + 3) & ~3;
-    const int KB = ((a.dk + 7) & ~7) / 2;
+    const int KB = ((a.dk + 7) & ~7) / 2, T4 = (a.T + 3) & ~3;
+    // Register partials for the launcher's 128-column slices (T ≤ 4).
+    const int kq = TileT::kVec == 4 && TileT::kColChunks == 1 ? (a.T == 1 ? 2 : a.T <= 4 ? 8 : 0) : 0;
     const size_t shm = sizeof(float) * (a.W * V4 + a.T * V4 + 2 * a.T * V4 + 2 * a.T * nw * V4 + a.W * KB +
-                                        2 * a.T * K4 + 2 * W4 + 2 * a.T * W4 + a.T);
-    if (cudaError_t e = allow_dynamic_smem(gdn_replay_kernel<TileT>, shm); e != cudaSuccess) return e;
-    const dim3 grid((a.dv + TileT::kCols - 1) / TileT::kCols, a.Hv, a.batch);
-    launch_kernel(gdn_replay_kernel<TileT>, grid, 32 * nw, shm, stream, a);
-    return cudaGetLastError();
+                                        2 * a.T * K4 + 2 * W4 + 2 * a.T * W4 + 2 * T4 + a.dk * kq);
+    auto go = [&](auto kernel) {
+      if (cudaError_t e = allow_dynamic_smem(kernel, shm); e != cudaSuccess) return e;
+      const dim3 grid((a.dv + TileT::kCols - 1) / TileT::kCols, a.Hv, a.batch);
+      launch_kernel(kernel, grid, 32 * nw, shm, stream, a);
+      return cudaGetLastError();
+    };
+    if constexpr (TileT::kVec == 4 && TileT::kColChunks == 1) {
+      if (kq == 2) return go(gdn_replay_kernel<TileT, 2>);
+      if (kq == 8) return go(gdn_replay_kernel<TileT, 8>);
+    }
+    return go(gdn_replay_kernel<TileT, 0>);
   };
   return tile_rows == 8 ? with_gdn_slice_tile<8>(a.dv, slice, launch) : with_gdn_slice_tile<4>(a.dv, slice, launch);
 }
