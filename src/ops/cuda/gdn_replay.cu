@@ -77,8 +77,7 @@ __global__ void __launch_bounds__(32 * kGdnWarps) gdn_replay_kernel(GdnDecodeArg
   load_bf_rows(sQ, a.q + (int64_t(b) * T * a.Hk + kh) * dk, T, dk, int64_t(a.Hk) * dk, K4);
   load_bf_rows(sV, a.v + (int64_t(b) * T * a.Hv + h) * dv + c0, T, cw, int64_t(a.Hv) * dv, V4);
   for (int t = threadIdx.x; t < T; t += blockDim.x) sBeta[t] = a.beta[(int64_t(b) * T + t) * a.Hv + h];
-  if constexpr (kQ == 0)  // the passes add into it; with kQ > 0 it is written once, after them
-    for (int i = threadIdx.x; i < 2 * T * nw * V4; i += blockDim.x) sRed[i] = 0.0f;
+  for (int i = threadIdx.x; i < 2 * T * nw * V4; i += blockDim.x) sRed[i] = 0.0f;
   auto log_in = [&] {  // the log in shared memory for every thread, G_s summed
     cp_async_wait<0>();
     __syncthreads();
