@@ -187,20 +187,27 @@ TEST(SsmAppendCuda, LogRowsLandWholeOnTheirEntries) {
   EXPECT_EQ(ops::cuda::log_rows_cuda(a, nullptr), cudaErrorInvalidValue);  // a stride under the width
 }
 
+// Three fills of n values: seeds 7, 7 and 8, through fill(p, n, seed).
+template <typename T, typename Fill>
+std::vector<std::vector<T>> three_fills(int64_t n, Fill&& fill) {
+  const std::vector<T> zeros(static_cast<size_t>(n));
+  test::Dev<T> a(zeros), b(zeros), c(zeros);
+  EXPECT_EQ(fill(a.p, n, 7), cudaSuccess);
+  EXPECT_EQ(fill(b.p, n, 7), cudaSuccess);
+  EXPECT_EQ(fill(c.p, n, 8), cudaSuccess);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  return {a.get(), b.get(), c.get()};
+}
+
 TEST(DeviceFillCuda, UniformInRangeRepeatableAndSeeded) {
   if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
   const int64_t n = 100003;
-  const std::vector<uint16_t> zeros(static_cast<size_t>(n));
-  test::Dev<uint16_t> a(zeros), b(zeros), c(zeros);
-  ASSERT_EQ(cuda::fill_uniform_bf16(a.p, n, 0.5f, 7, nullptr), cudaSuccess);
-  ASSERT_EQ(cuda::fill_uniform_bf16(b.p, n, 0.5f, 7, nullptr), cudaSuccess);
-  ASSERT_EQ(cuda::fill_uniform_bf16(c.p, n, 0.5f, 8, nullptr), cudaSuccess);
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  const std::vector<uint16_t> ha = a.get(), hb = b.get(), hc = c.get();
-  EXPECT_EQ(ha, hb);
-  EXPECT_NE(ha, hc);
+  const auto h = three_fills<uint16_t>(
+      n, [](uint16_t* p, int64_t m, uint64_t seed) { return cuda::fill_uniform_bf16(p, m, 0.5f, seed, nullptr); });
+  EXPECT_EQ(h[0], h[1]);
+  EXPECT_NE(h[0], h[2]);
   double sum = 0.0, sq = 0.0;
-  for (uint16_t v : ha) {
+  for (uint16_t v : h[0]) {
     const float f = bf16_to_f32(v);
     ASSERT_LE(std::abs(f), 0.5f);
     sum += f, sq += double(f) * f;
@@ -212,24 +219,20 @@ TEST(DeviceFillCuda, UniformInRangeRepeatableAndSeeded) {
 TEST(DeviceFillCuda, UniformF32InRangeRepeatableAndSeeded) {
   if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
   const int64_t n = 100003;
-  const std::vector<float> zeros(static_cast<size_t>(n));
-  test::Dev<float> a(zeros), b(zeros), c(zeros);
-  ASSERT_EQ(cuda::fill_uniform_f32(a.p, n, -3.0f, 1.0f, 7, nullptr), cudaSuccess);
-  ASSERT_EQ(cuda::fill_uniform_f32(b.p, n, -3.0f, 1.0f, 7, nullptr), cudaSuccess);
-  ASSERT_EQ(cuda::fill_uniform_f32(c.p, n, -3.0f, 1.0f, 8, nullptr), cudaSuccess);
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  const std::vector<float> ha = a.get(), hb = b.get(), hc = c.get();
-  EXPECT_EQ(ha, hb);
-  EXPECT_NE(ha, hc);
+  const auto h = three_fills<float>(
+      n, [](float* p, int64_t m, uint64_t seed) { return cuda::fill_uniform_f32(p, m, -3.0f, 1.0f, seed, nullptr); });
+  EXPECT_EQ(h[0], h[1]);
+  EXPECT_NE(h[0], h[2]);
   double sum = 0.0, sq = 0.0;
-  for (float f : ha) {
+  for (float f : h[0]) {
     ASSERT_GE(f, -3.0f);
     ASSERT_LT(f, 1.0f);
     sum += f, sq += double(f + 1.0f) * (f + 1.0f);
   }
   EXPECT_NEAR(sum / double(n), -1.0, 0.02);
   EXPECT_NEAR(sq / double(n), 16.0 / 12.0, 0.03);  // the variance of U(−3, 1)
-  EXPECT_EQ(cuda::fill_uniform_f32(a.p, n, 1.0f, 0.0f, 7, nullptr), cudaErrorInvalidValue);  // lo > hi
+  test::Dev<float> one(std::vector<float>(1));
+  EXPECT_EQ(cuda::fill_uniform_f32(one.p, 1, 1.0f, 0.0f, 7, nullptr), cudaErrorInvalidValue);  // lo > hi
 }
 
 TEST(SsmAppendCudaArgs, BadShapesAreRefused) {

@@ -174,7 +174,7 @@ __global__ void __launch_bounds__(32 * kGdnWarps) gdn_replay_kernel(GdnDecodeArg
       float* red = sRed + (q * nw + w) * V4;
 #pragma unroll
       for (int k = 0; k < kQ; ++k)
-        if (k == q)
+        if (k == q)  // acc indexed by constants only: a run-time index would put it in local memory
 #pragma unroll
           for (int j = 0; j < TileT::kColChunks; ++j)
 #pragma unroll

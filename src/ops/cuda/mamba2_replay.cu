@@ -40,31 +40,67 @@ struct ReplayLog {
   const float* L;   // (W) L_s of the folding sequence
   const float* F;   // (W) fold coefficients e^{L_{f−1}−L_s}·dt_s
   const float* X;   // (W, ld) x_s
+  const float* U;   // (P, ldu) the split path's fold rows F_s·x_s[p], 4 entries a 16-byte load
   const float* B;   // (W, N4) B_s
   int ld;           // row stride of Y and X (P rounded up to 4)
+  int ldu;          // row stride of U (W rounded up to 4)
   int f;            // entries to fold
 };
 
 // One pass of rows [p0, p0 + rows): their outputs, then their fold.
-template <typename TileT>
+// kGrouped (the split path): several outputs reduced together and the fold
+// from U (H200, ncu: a butterfly and an output per token, and a shared
+// load and a product per entry and row, made the verify pass issue-bound).
+// The one-kernel path (batch ≤ 16 at H = 128) keeps the per-token form:
+// in 64 registers 8 blocks fit an SM, one wave at batch 8.
+template <typename TileT, bool kGrouped>
 __device__ __forceinline__ void replay_pass(const Mamba2DecodeArgs& a, TileT& cur, const ReplayLog& lg, float* Sf,
                                             int p0, int rows, int nw, int w, int lane) {
   const int N = a.N, N4 = (N + 3) & ~3;  // C and B rows are N4 apart
-  for (int t = 0; t < lg.n_out; ++t) {
-    float Cc[TileT::kColChunks][TileT::kVec], acc[TileT::kRows];
-    TileT::columns(lg.C + t * N4, N, lane, Cc);
+  // Several outputs (a verify's tokens, a fork group's members), grouped:
+  // kG at a time, their kG·kRows row sums in one transposed butterfly and
+  // one store a lane. Otherwise each output's rows alone.
+  constexpr int kG = 4, kM = kG * TileT::kRows;
+  if (!kGrouped || lg.n_out == 1) {  // block-uniform
+    for (int t = 0; t < lg.n_out; ++t) {
+      float Cc[TileT::kColChunks][TileT::kVec], acc[TileT::kRows];
+      TileT::columns(lg.C + t * N4, N, lane, Cc);
 #pragma unroll
-    for (int r = 0; r < TileT::kRows; ++r) {
-      acc[r] = 0.0f;
+      for (int r = 0; r < TileT::kRows; ++r) {
+        acc[r] = 0.0f;
 #pragma unroll
-      for (int j = 0; j < TileT::kColChunks; ++j)
+        for (int j = 0; j < TileT::kColChunks; ++j)
 #pragma unroll
-        for (int e = 0; e < TileT::kVec; ++e) acc[r] += cur.v[r][j][e] * Cc[j][e];
+          for (int e = 0; e < TileT::kVec; ++e) acc[r] += cur.v[r][j][e] * Cc[j][e];
+      }
+      TileT::row_sums(acc, lane);
+      const int i = TileT::row(w, nw, TileT::summed_row(lane));
+      if (TileT::row_writer(lane) && i < rows)
+        put_bf(a.y, lg.yoff[t] + p0 + i, lg.decay[t] * acc[0] + lg.Y[t * lg.ld + p0 + i]);
     }
-    TileT::row_sums(acc, lane);
-    const int i = TileT::row(w, nw, TileT::summed_row(lane));
-    if (TileT::row_writer(lane) && i < rows)
-      put_bf(a.y, lg.yoff[t] + p0 + i, lg.decay[t] * acc[0] + lg.Y[t * lg.ld + p0 + i]);
+  } else {
+    for (int t0 = 0; t0 < lg.n_out; t0 += kG) {
+      float acc[kM];
+#pragma unroll
+      for (int k = 0; k < kG; ++k) {
+        float Cc[TileT::kColChunks][TileT::kVec] = {};
+        if (t0 + k < lg.n_out) TileT::columns(lg.C + (t0 + k) * N4, N, lane, Cc);  // block-uniform
+#pragma unroll
+        for (int r = 0; r < TileT::kRows; ++r) {
+          float d = 0.0f;
+#pragma unroll
+          for (int j = 0; j < TileT::kColChunks; ++j)
+#pragma unroll
+            for (int e = 0; e < TileT::kVec; ++e) d += cur.v[r][j][e] * Cc[j][e];
+          acc[k * TileT::kRows + r] = d;
+        }
+      }
+      transposed_sums<kM>(acc, lane);
+      const int v = summed_index<kM>(lane);  // the (output, row) whose sum this lane holds
+      const int t = t0 + v / TileT::kRows, i = TileT::row(w, nw, v % TileT::kRows);
+      if (sum_writer<kM>(lane) && t < lg.n_out && i < rows)
+        put_bf(a.y, lg.yoff[t] + p0 + i, lg.decay[t] * acc[0] + lg.Y[t * lg.ld + p0 + i]);
+    }
   }
   if (lg.f == 0) return;  // block-uniform
   const float decay = expf(lg.L[lg.f - 1]);
@@ -74,21 +110,51 @@ __device__ __forceinline__ void replay_pass(const Mamba2DecodeArgs& a, TileT& cu
     for (int j = 0; j < TileT::kColChunks; ++j)
 #pragma unroll
       for (int e = 0; e < TileT::kVec; ++e) cur.v[r][j][e] *= decay;
-  for (int s = 0; s < lg.f; ++s) {
-    float Bc[TileT::kColChunks][TileT::kVec];
-    TileT::columns(lg.B + s * N4, N, lane, Bc);
+  if constexpr (!kGrouped) {
+    for (int s = 0; s < lg.f; ++s) {
+      float Bc[TileT::kColChunks][TileT::kVec];
+      TileT::columns(lg.B + s * N4, N, lane, Bc);
+#pragma unroll
+      for (int r = 0; r < TileT::kRows; ++r) {
+        const int i = min(TileT::row(w, nw, r), rows - 1);  // rows past the pass are never stored
+        const float c = lg.F[s] * lg.X[s * lg.ld + p0 + i];
+#pragma unroll
+        for (int j = 0; j < TileT::kColChunks; ++j)
+#pragma unroll
+          for (int e = 0; e < TileT::kVec; ++e) cur.v[r][j][e] += c * Bc[j][e];
+      }
+    }
+  }
+  for (int s0 = 0; kGrouped && s0 < lg.f; s0 += 4) {
+    float u[TileT::kRows][4];
 #pragma unroll
     for (int r = 0; r < TileT::kRows; ++r) {
       const int i = min(TileT::row(w, nw, r), rows - 1);  // rows past the pass are never stored
-      const float c = lg.F[s] * lg.X[s * lg.ld + p0 + i];
+      const float4 x = *reinterpret_cast<const float4*>(lg.U + (p0 + i) * lg.ldu + s0);
+      u[r][0] = x.x, u[r][1] = x.y, u[r][2] = x.z, u[r][3] = x.w;
+    }
 #pragma unroll
-      for (int j = 0; j < TileT::kColChunks; ++j)
+    for (int k = 0; k < 4; ++k) {
+      if (s0 + k >= lg.f) break;  // block-uniform
+      float Bc[TileT::kColChunks][TileT::kVec];
+      TileT::columns(lg.B + (s0 + k) * N4, N, lane, Bc);
 #pragma unroll
-        for (int e = 0; e < TileT::kVec; ++e) cur.v[r][j][e] += c * Bc[j][e];
+      for (int r = 0; r < TileT::kRows; ++r)
+#pragma unroll
+        for (int j = 0; j < TileT::kColChunks; ++j)
+#pragma unroll
+          for (int e = 0; e < TileT::kVec; ++e) cur.v[r][j][e] += u[r][k] * Bc[j][e];
     }
   }
   cur.store(Sf + int64_t(p0) * N, rows, N, N, w, nw, lane);
 }
+
+// Blocks an SM the compiler must fit: 7 (≤ 72 registers) for the split
+// path's 128-column tile of 4 rows, whose grouped outputs and fold
+// otherwise take 86 (5 blocks); 0 (no bound) elsewhere.
+template <typename TileT, bool kSplit>
+constexpr int kMamba2ReplayBlocks =
+    kSplit && TileT::kVec == 4 && TileT::kColChunks == 1 && TileT::kRows == 4 ? 7 : 0;
 
 // kSplit: the log's part of y and the decays come from the scratch that
 // mamba2_replay_log (mamba2_replay_log.cu) wrote, and a block decodes a
@@ -97,7 +163,8 @@ __device__ __forceinline__ void replay_pass(const Mamba2DecodeArgs& a, TileT& cu
 // fold (a sequence alone in its group). Without kSplit: one sequence, its
 // log's part computed here.
 template <typename TileT, bool kSplit>
-__global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_replay_kernel(Mamba2DecodeArgs a) {
+__global__ void __launch_bounds__(32 * kMamba2Warps, kMamba2ReplayBlocks<TileT, kSplit>) mamba2_replay_kernel(
+    Mamba2DecodeArgs a) {
   // The checkpoint's first pass before the wait: on the split path always
   // (the kernel just before, the log's part, writes only scratch, and every
   // kernel before it has finished: launch.cuh), on the one-kernel path
@@ -128,6 +195,7 @@ __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_replay_kernel(Mamba2
   float* sF = sDt + W4;         // (W) fold coefficients
   float* sWt = sF + W4;         // (T, W) output weights
   float* sX = sWt + T * W4;     // (W, P) x_s
+  float* sU = sX + W * P4;      // (P, W4) fold rows F_s·x_s[p]
 
   const float* S = a.state + (int64_t(a.slot[b]) * a.H + h) * P * N;
   TileT cur;
@@ -179,6 +247,10 @@ __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_replay_kernel(Mamba2
   }
   for (int s = threadIdx.x; s < f; s += blockDim.x) sF[s] = expf(sL[f - 1] - sL[s]) * sDt[s];
   __syncthreads();
+  if (kSplit && f > 0) {  // block-uniform: the products the fold's rows take, once per block
+    for (int i = threadIdx.x; i < P * f; i += blockDim.x) sU[i / f * W4 + i % f] = sF[i % f] * sX[i % f * P4 + i / f];
+    __syncthreads();
+  }
   if constexpr (!kSplit) {
     const float Dh = a.D[h];
     for (int i = threadIdx.x; i < T * P; i += blockDim.x) {
@@ -190,13 +262,13 @@ __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_replay_kernel(Mamba2
     __syncthreads();
   }
 
-  const ReplayLog lg{sC, sDecay, sY, sYoff, n_out, sL, sF, sX, sB, P4, f};
+  const ReplayLog lg{sC, sDecay, sY, sYoff, n_out, sL, sF, sX, sU, sB, P4, W4, f};
   float* Sf = f > 0 ? a.state + (int64_t(a.fold_slot[b]) * a.H + h) * P * N : nullptr;
   for (int p0 = 0; p0 < P; p0 += pass_rows) {
     const int rows = min(pass_rows, P - p0);
     TileT nxt;
     if (p0 + pass_rows < P) nxt.load(S + int64_t(p0 + pass_rows) * N, min(pass_rows, P - p0 - pass_rows), N, N, w, nw, lane);
-    replay_pass(a, cur, lg, Sf, p0, rows, nw, w, lane);
+    replay_pass<TileT, kSplit>(a, cur, lg, Sf, p0, rows, nw, w, lane);
     cur = nxt;
   }
 }
@@ -235,7 +307,7 @@ cudaError_t mamba2_replay_cuda(const Mamba2DecodeArgs& a, cudaStream_t stream) {
     const int nw = mamba2_warps(a.P, TileT::kRows);
     const int n_out = (a.group_start != nullptr ? a.max_group : 1) * a.T, O4 = (n_out + 3) & ~3;
     const size_t shm = sizeof(float) * (2 * O4 + n_out * N4 + O4 + n_out * P4 + a.W * N4 + 3 * W4 + a.T * W4 +
-                                         a.W * P4);
+                                         a.W * P4 + a.P * W4);
     const int blocks_y = a.group_start != nullptr ? a.n_groups : a.batch;
     auto launch = [&](auto kernel) {
       if (cudaError_t e = allow_dynamic_smem(kernel, shm); e != cudaSuccess) return e;

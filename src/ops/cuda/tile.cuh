@@ -63,6 +63,45 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
+// Sums of acc[k] over the warp for every k < M at once (a transposed
+// butterfly: M − 1 + 5 − log2 M shuffles instead of 5·M). Afterwards value
+// k's sum is in the lanes with summed_index<M>(lane) == k.
+// Stage K of transposed_sums (K values still per lane, exchanged at lane
+// distance o); templated so that every index into acc is a constant.
+template <int M, int K>
+__device__ __forceinline__ void transposed_stage(float (&acc)[M], int lane, int o) {
+  if constexpr (K >= 1) {
+    const bool upper = lane & o;
+#pragma unroll
+    for (int i = 0; i < K; ++i) {
+      const float send = upper ? acc[i] : acc[i + K];
+      const float keep = upper ? acc[i + K] : acc[i];
+      acc[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+    }
+    transposed_stage<M, K / 2>(acc, lane, o / 2);
+  } else {
+    for (; o >= 1; o /= 2) acc[0] += __shfl_xor_sync(0xffffffffu, acc[0], o);
+  }
+}
+template <int M>
+__device__ __forceinline__ void transposed_sums(float (&acc)[M], int lane) {
+  static_assert((M & (M - 1)) == 0 && M <= 32, "M: a power of two ≤ 32");
+  transposed_stage<M, M / 2>(acc, lane, 16);
+}
+template <int M>
+__device__ __forceinline__ int summed_index(int lane) {
+  int r = 0;
+#pragma unroll
+  for (int k = M / 2, o = 16; k >= 1; k /= 2, o /= 2)
+    if (lane & o) r += k;
+  return r;
+}
+// One lane per value writes its sum: the lowest lane of the value's group.
+template <int M>
+__device__ __forceinline__ bool sum_writer(int lane) {
+  return (lane & (32 / M - 1)) == 0;
+}
+
 // A block's slice of a head's fp32 state, held in registers: up to
 // nw·kR rows × cols of a row-major matrix with row stride ld. Warp w owns
 // rows w + nw·r (r < kR); lane l owns columns (l + 32·j)·kV + e (j < kJ,
@@ -148,10 +187,12 @@ struct Tile {
   }
 
   // Sums of acc[r] over the warp for every r at once (a transposed
-  // butterfly: kR − 1 + 5 − log2 kR shuffles instead of 5·kR). Afterwards
-  // row r's sum is in the lanes summed_row(lane) == r.
+  // butterfly, as transposed_sums). This loop form is kept for the row
+  // tiles: with the recursive one the 4-warp replay took 8 more registers
+  // (64 → 72, a wave more at batch 8); for 16 values it left the array in
+  // local memory, hence transposed_sums. Afterwards row r's sum is in the
+  // lanes summed_row(lane) == r.
   __device__ static void row_sums(float (&acc)[kR], int lane) {
-    static_assert((kR & (kR - 1)) == 0 && kR <= 32, "kR: a power of two ≤ 32");
     int o = 16;
 #pragma unroll
     for (int k = kR / 2; k >= 1; k /= 2, o /= 2) {
@@ -165,15 +206,9 @@ struct Tile {
     }
     for (; o >= 1; o /= 2) acc[0] += __shfl_xor_sync(0xffffffffu, acc[0], o);
   }
-  __device__ static int summed_row(int lane) {
-    int r = 0;
-#pragma unroll
-    for (int k = kR / 2, o = 16; k >= 1; k /= 2, o /= 2)
-      if (lane & o) r += k;
-    return r;
-  }
+  __device__ static int summed_row(int lane) { return summed_index<kR>(lane); }
   // One lane per row writes its sum: the lowest lane of the row's group.
-  __device__ static bool row_writer(int lane) { return (lane & (32 / kR - 1)) == 0; }
+  __device__ static bool row_writer(int lane) { return sum_writer<kR>(lane); }
 
   __device__ void store(float* m, int rows, int cols, int64_t ld, int w, int nw, int lane) const {
 #pragma unroll
