@@ -44,7 +44,9 @@ __global__ void __launch_bounds__(32 * kGdnWarps) gdn_replay_kernel(GdnDecodeArg
   const int c0 = blockIdx.x * TileT::kCols, cw = dv - c0 < TileT::kCols ? dv - c0 : TileT::kCols;
   const int n_log = min(max(a.n_log[b], T), W), base = n_log - T;
   const int f = a.fold != nullptr ? min(max(a.fold[b], 0), min(base, a.max_fold)) : 0;
-  const int W4 = (W + 3) & ~3, K4 = (dk + 3) & ~3, V4 = (cw + 3) & ~3, KB = ((dk + 7) & ~7) / 2;
+  // KB: floats a key row takes as bf16, 4 more than dk needs so that lanes
+  // reading one row each (the dots below) meet 4 to a bank, not 32.
+  const int W4 = (W + 3) & ~3, K4 = (dk + 3) & ~3, V4 = (cw + 3) & ~3, KB = ((dk + 7) & ~7) / 2 + 4;
   extern __shared__ float shm[];  // every array a multiple of 4 floats from the start: 16-byte aligned
   float* sU = shm;                 // (W, cw) u_s (the new tokens' filled here)
   float* sV = sU + W * V4;         // (T, cw)
@@ -60,6 +62,7 @@ __global__ void __launch_bounds__(32 * kGdnWarps) gdn_replay_kernel(GdnDecodeArg
   float* sBeta = sKQ + T * W4;     // (T)
   float* sEG = sBeta + ((T + 3) & ~3);  // (T) e^{G_t} of the new tokens
   float* sXT = sEG + ((T + 3) & ~3);    // (dk, kQ) k_t then q_t for each row, zero past 2T
+  float* sPart = sXT + dk * kQ;         // (nw, kQ, W4) the key dots' partial sums, with kQ > 0
 
   const float* S = a.state + (int64_t(a.slot[b]) * a.Hv + h) * dk * dv + c0;
   TileT cur;
@@ -183,9 +186,36 @@ __global__ void __launch_bounds__(32 * kGdnWarps) gdn_replay_kernel(GdnDecodeArg
     }
   }
   if (f == 0) log_in();  // block-uniform
-  // Key dots, one warp per (token, entry) pair, with their decays
-  // e^{G_t−G_s} (the outputs' loop below then needs no exponentials).
-  for (int kx = w; kx < T * n_log; kx += nw) {
+  // Key dots k_s·k_t and k_s·q_t with their decays e^{G_t−G_s} (the
+  // outputs' loop below then needs no exponentials). With kQ > 0 a lane
+  // per entry s and a warp per quarter of the rows, each row's 2T vector
+  // entries one broadcast load (H200: a warp per (token, entry) pair with
+  // two warp sums each was about a third of a verify block's instructions).
+  if constexpr (kQ > 0) {
+    for (int s = lane; s < n_log; s += 32) {
+      float part[kQ] = {};
+      for (int i = w; i < dk; i += nw) {
+        const float ks = key(s, i);
+#pragma unroll
+        for (int q = 0; q < kQ; q += 2) {
+          const float2 x = *reinterpret_cast<const float2*>(sXT + i * kQ + q);
+          part[q] += ks * x.x, part[q + 1] += ks * x.y;
+        }
+      }
+#pragma unroll
+      for (int q = 0; q < kQ; ++q) sPart[(w * kQ + q) * W4 + s] = part[q];
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < T * n_log; i += blockDim.x) {
+      const int t = i / n_log, s = i % n_log;
+      if (s > base + t) continue;
+      float dkk = 0.0f, dkq = 0.0f;
+      for (int k = 0; k < nw; ++k) dkk += sPart[(k * kQ + t) * W4 + s], dkq += sPart[(k * kQ + T + t) * W4 + s];
+      const float e = expf(sG[base + t] - sG[s]);  // 1 at s = base + t
+      sKK[t * W4 + s] = dkk * e, sKQ[t * W4 + s] = dkq * e;
+    }
+  }
+  for (int kx = w; kQ == 0 && kx < T * n_log; kx += nw) {
     const int t = kx / n_log, s = kx % n_log;
     if (s > base + t) continue;  // warp-uniform
     float dkk = 0.0f, dkq = 0.0f;
@@ -260,8 +290,8 @@ cudaError_t gdn_replay_cuda(const GdnDecodeArgs& a, cudaStream_t stream) {
     const int KB = ((a.dk + 7) & ~7) / 2, T4 = (a.T + 3) & ~3;
     // Register partials for the launcher's 128-column slices (T ≤ 4).
     const int kq = TileT::kVec == 4 && TileT::kColChunks == 1 ? (a.T == 1 ? 2 : a.T <= 4 ? 8 : 0) : 0;
-    const size_t shm = sizeof(float) * (a.W * V4 + a.T * V4 + 2 * a.T * V4 + 2 * a.T * nw * V4 + a.W * KB +
-                                        2 * a.T * K4 + 2 * W4 + 2 * a.T * W4 + 2 * T4 + a.dk * kq);
+    const size_t shm = sizeof(float) * (a.W * V4 + a.T * V4 + 2 * a.T * V4 + 2 * a.T * nw * V4 + a.W * (KB + 4) +
+                                        2 * a.T * K4 + 2 * W4 + 2 * a.T * W4 + 2 * T4 + a.dk * kq + nw * kq * W4);
     auto go = [&](auto kernel) {
       if (cudaError_t e = allow_dynamic_smem(kernel, shm); e != cudaSuccess) return e;
       const dim3 grid((a.dv + TileT::kCols - 1) / TileT::kCols, a.Hv, a.batch);
