@@ -33,8 +33,16 @@ constexpr int kGdnReplaySlice = 128;  // the launcher's slice width (docs/perf)
 // partials into shared memory (any T, any tile).
 // Why (H200, ncu): the per-pass shared read-modify-write, 4 scalar loads
 // and stores per vector and pass, doubled a verify pass's instructions.
+// Blocks an SM the compiler must fit: 7 for one token's 2 register
+// partials and 4 rows a pass (71 registers, no spills; unbounded 80 and 6
+// blocks: AR at batch 256–512 3% faster on the H200). A verify's 8 vectors
+// bounded to 5 blocks (96 registers) measured the same as 4 (128): 0, no
+// bound, elsewhere.
 template <typename TileT, int kQ>
-__global__ void __launch_bounds__(32 * kGdnWarps) gdn_replay_kernel(GdnDecodeArgs a) {
+constexpr int kGdnReplayBlocks = kQ == 2 && TileT::kRows == 4 ? 7 : 0;
+
+template <typename TileT, int kQ>
+__global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ>) gdn_replay_kernel(GdnDecodeArgs a) {
   pdl_begin();
   const int h = blockIdx.y, b = blockIdx.z, kh = h / (a.Hv / a.Hk);
   constexpr int nw = kGdnWarps;  // a constant: see docs/perf (GDN block shapes)
