@@ -26,13 +26,6 @@ namespace {
 constexpr int kGdnWarps = 4;
 constexpr int kGdnReplaySlice = 128;  // the launcher's slice width (docs/perf)
 
-// kQ > 0 (kQ ≥ 2T): this thread's column partials of the 2T sums S_cᵀk_t,
-// S_cᵀq_t stay in registers across the passes and meet once, at the end,
-// in shared memory; the vectors' entries for a row come in 16-byte loads
-// (sXT, row-major over the kQ vectors). kQ = 0: each pass adds its
-// partials into shared memory (any T, any tile).
-// Why (H200, ncu): the per-pass shared read-modify-write, 4 scalar loads
-// and stores per vector and pass, doubled a verify pass's instructions.
 // Blocks an SM the compiler must fit: 7 for one token's 2 register
 // partials and 4 rows a pass (71 registers, no spills; unbounded 80 and 6
 // blocks: AR at batch 256–512 3% faster on the H200). A verify's 8 vectors
@@ -41,6 +34,13 @@ constexpr int kGdnReplaySlice = 128;  // the launcher's slice width (docs/perf)
 template <typename TileT, int kQ>
 constexpr int kGdnReplayBlocks = kQ == 2 && TileT::kRows == 4 ? 7 : 0;
 
+// kQ > 0 (kQ ≥ 2T): this thread's column partials of the 2T sums S_cᵀk_t,
+// S_cᵀq_t stay in registers across the passes and meet once, at the end,
+// in shared memory; the vectors' entries for a row come in 8-byte loads
+// (sXT, row-major over the kQ vectors). kQ = 0: each pass adds its
+// partials into shared memory (any T, any tile).
+// Why (H200, ncu): the per-pass shared read-modify-write, 4 scalar loads
+// and stores per vector and pass, doubled a verify pass's instructions.
 template <typename TileT, int kQ>
 __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ>) gdn_replay_kernel(GdnDecodeArgs a) {
   pdl_begin();
@@ -122,7 +122,8 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ>) g
     if constexpr (kQ > 0) {
 #pragma unroll
       for (int r = 0; r < TileT::kRows; ++r) {
-        const float* xr = sXT + min(p0 + TileT::row(w, nw, r), dk - 1) * kQ;  // rows past dk hold zeros
+        // Rows past dk read row dk − 1: their state values are zeros.
+        const float* xr = sXT + min(p0 + TileT::row(w, nw, r), dk - 1) * kQ;
         float x[kQ];
 #pragma unroll
         for (int q = 0; q < kQ; q += 2) {
