@@ -79,9 +79,12 @@ struct Mamba2DecodeArgs {
   bool release_early = false;
 
   // Replay: the log's part of the outputs can run as a kernel of its own,
-  // one block per (group, sequence), so the B·C dots shared by a group's
-  // heads are computed once and the per-head pass only streams the
-  // checkpoint. Needs scratch of mamba2_replay_scratch_floats() floats.
+  // one block per (group, sequence) — per chunk of a group's heads when a
+  // long log of wide heads would not fit — so the B·C dots shared by a
+  // group's heads are computed once and the per-head pass only streams the
+  // checkpoint, its first pass requested before its PDL wait whatever
+  // `early` says (the kernel before it writes only scratch). Needs scratch
+  // of mamba2_replay_scratch_floats() floats.
   float* scratch = nullptr;
   // 0 picks: when batch·H ≤ 2 × SMs, the sequential recurrence in wide
   // blocks, a head per pass (bit-identical to stepping, like `exact`);
