@@ -159,9 +159,9 @@ constexpr int kMamba2ReplayBlocks =
 // kSplit: the log's part of y and the decays come from the scratch that
 // mamba2_replay_log (mamba2_replay_log.cu) wrote, and a block decodes a
 // fork group (the sequences group_start[k] .. group_start[k+1] − 1, sharing
-// a checkpoint): the checkpoint is read once for all of them. The log is read only to
-// fold (a sequence alone in its group). Without kSplit: one sequence, its
-// log's part computed here.
+// a checkpoint): the checkpoint is read once for all of them. The log is
+// read only to fold (a sequence alone in its group). Without kSplit: one
+// sequence, its log's part computed here.
 template <typename TileT, bool kSplit>
 __global__ void __launch_bounds__(32 * kMamba2Warps, kMamba2ReplayBlocks<TileT, kSplit>) mamba2_replay_kernel(
     Mamba2DecodeArgs a) {
@@ -195,7 +195,7 @@ __global__ void __launch_bounds__(32 * kMamba2Warps, kMamba2ReplayBlocks<TileT, 
   float* sF = sDt + W4;         // (W) fold coefficients
   float* sWt = sF + W4;         // (T, W) output weights
   float* sX = sWt + T * W4;     // (W, P) x_s
-  float* sU = sX + W * P4;      // (P, W4) fold rows F_s·x_s[p]
+  float* sU = sX + W * P4;      // (P, W4) fold rows F_s·x_s[p] (split path only)
 
   const float* S = a.state + (int64_t(a.slot[b]) * a.H + h) * P * N;
   TileT cur;
