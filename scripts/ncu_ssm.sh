@@ -6,6 +6,9 @@
 # per kernel, averaged over its launches (the standard step, the replay
 # cycle's kernels): time, DRAM and L2 traffic, instructions, occupancy and
 # where warps stall. Clocks are left as they are (--clock-control none).
+# NCU_KERNEL (a regex, default "mamba2|gdn"), NCU_EXTRA (more ncu options,
+# e.g. "--launch-skip 15 --launch-count 1": the AR cycle's fold step) and
+# NCU_SUMMARY (per-kernel, or none: each launch) narrow it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="$1"; shift
@@ -23,7 +26,8 @@ smsp__issue_active.avg.pct_of_peak_sustained_active$stalls"
 for w in "$@"; do
   set -- $w
   f="$out/ncu_$1_$2_$3${4:+_$4}.txt"
-  "$ncu" --clock-control none -k regex:"mamba2|gdn" --metrics "$metrics" --print-summary per-kernel \
+  "$ncu" --clock-control none -k regex:"${NCU_KERNEL:-mamba2|gdn}" ${NCU_EXTRA:-} --metrics "$metrics" \
+    --print-summary "${NCU_SUMMARY:-per-kernel}" \
     .gpu/replayssm_ssm_bench --profile "$@" >"$f" 2>&1
   echo "== $w"
   grep -vE "^==PROF==|fill_uniform" "$f" | grep -E "mamba2|gdn|Invocations|duration|dram__bytes|inst_executed|warps_active|registers|issue_active|stalled_(long|short|barrier|lg|mio|wait|math|not_sel)" \
