@@ -10,7 +10,12 @@
 //            replay: outputs for the 4 drafts from checkpoint + log, no state
 //            write, the committed log folded every 7 steps (14 tokens).
 //   beam8  — Mamba2, 8 beams sharing a checkpoint (a fork group), AR:
-//            replay reads the shared checkpoint once per group per step.
+//            replay reads the shared checkpoint once per group per step
+//            (mamba2-fma: the groups' pass on FMAs instead of tensor cores).
+// Beside the batch ≥ 64 rows: the replay cycle's last two steps alone (the
+// longest log without a fold, then the fold step), and Mamba2's state
+// stream alone (a one-entry log). Steps without a fold get no fold arrays,
+// as the decoder plans them.
 // For each it counts the bytes that must move, times the kernels with CUDA
 // events (median of 7 runs after 3 warm-ups), and prints µs per step, GB/s,
 // the fraction of the measured device copy bandwidth, and replay/standard
@@ -156,6 +161,27 @@ std::vector<Plan> cycle(Arena& ar, int batch, bool verify, bool fold_new_token) 
   return c;
 }
 
+// Diagnostic (batch ≥ 64): the replay cycle's last two steps timed alone —
+// the longest log without a fold, and the fold step — beside the standard step.
+template <typename AtFn, typename ReplayFn>
+void print_last_steps(const char* family, bool verify, int batch, const std::vector<Plan>& plan, AtFn&& at,
+                      double std_us, ReplayFn&& replay) {
+  if (g_profile || batch < 64) return;
+  auto step_us = [&](const Plan& p) {
+    return median_us(
+        [&](int i) {
+          auto r = at(i);
+          r.n_log = p.n_log, r.fold = p.f ? p.fold : nullptr, r.max_fold = p.f ? r.W : 0;
+          CK(replay(r));
+        },
+        20);
+  };
+  const Plan &last = plan.back(), &before = plan[plan.size() - 2];
+  std::printf("  (%s %s replay, batch %d: a %d-entry log, no fold %.1f us; the fold step (%d folded) %.1f us; "
+              "standard %.1f us)\n",
+              family, verify ? "verify" : "ar", batch, before.n, step_us(before), last.f, step_us(last), std_us);
+}
+
 // Mamba2 arguments at Nemotron-H-8B shapes over zeroed device buffers:
 // `state_slots` states, T tokens per sequence, log capacity W.
 replayssm::ops::cuda::Mamba2DecodeArgs mamba2_args(Arena& ar, int batch, int T, int W, size_t state_slots) {
@@ -183,7 +209,8 @@ std::pair<double, double> time_standard_and_replay(AtFn&& at, const std::vector<
       [&](int i) {
         auto r = at(i);
         for (const Plan& p : plan) {
-          r.n_log = p.n_log, r.fold = p.fold;
+          // As the decoder plans a step: no fold arrays where none folds.
+          r.n_log = p.n_log, r.fold = p.f ? p.fold : nullptr, r.max_fold = p.f ? r.W : 0;
           CK(replay(r, p));
         }
       },
@@ -220,12 +247,15 @@ Row run_mamba2(int batch, bool verify, int variant, bool exact = false) {
       [](const Mamba2DecodeArgs& r, const Plan&) { return replayssm::ops::cuda::mamba2_replay_cuda(r, nullptr); });
   double rep_bytes = 0;
   for (const Plan& p : plan) rep_bytes += S + p.n * entry + T * (G * N * 2.0 + H * P * 2.0) + (p.f ? S : 0);
+  if (variant == 0 && !exact)
+    print_last_steps("mamba2", verify, batch, plan, at, std_us,
+                     [](const Mamba2DecodeArgs& r) { return replayssm::ops::cuda::mamba2_replay_cuda(r, nullptr); });
   if (!verify && variant == 0 && !exact && !g_profile) {  // diagnostic: the state stream alone (a log of one entry, no fold)
     const Plan one = cycle(ar, batch, false, true)[0];
     const double us = median_us(
         [&](int i) {
           Mamba2DecodeArgs r = at(i);
-          r.n_log = one.n_log, r.fold = one.fold;
+          r.n_log = one.n_log, r.fold = nullptr, r.max_fold = 0;
           CK(replayssm::ops::cuda::mamba2_replay_cuda(r, nullptr));
         },
         20);
@@ -235,7 +265,7 @@ Row run_mamba2(int batch, bool verify, int variant, bool exact = false) {
     Mamba2DecodeArgs c = at(0);
     c.early = c.release_early = false;  // every launch here rereads the slots the one before wrote
     c.state = ar.uniform(size_t(batch) * H * P * N, -1.0f, 1.0f);
-    c.slot = ar.ints(seq), c.fold_slot = c.slot, c.n_log = one.n_log, c.fold = one.fold;
+    c.slot = ar.ints(seq), c.fold_slot = c.slot, c.n_log = one.n_log, c.fold = nullptr, c.max_fold = 0;
     const double us_c = median_us([&](int) { CK(replayssm::ops::cuda::mamba2_replay_cuda(c, nullptr)); }, 20);
     c.out_slot = c.slot;
     const double us_s = median_us([&](int) { CK(replayssm::ops::cuda::mamba2_step_cuda(c, nullptr)); }, 20);
@@ -252,7 +282,7 @@ Row run_mamba2(int batch, bool verify, int variant, bool exact = false) {
 // shared checkpoint once per group on the 15 steps without a fold, and on
 // the step whose window fills every beam folds into its own checkpoint
 // (each block reads the shared checkpoint and writes its beam's).
-Row run_mamba2_beams(int batch) {
+Row run_mamba2_beams(int batch, int variant = 0) {
   using replayssm::ops::cuda::Mamba2DecodeArgs;
   constexpr int kBeams = 8;
   const int H = 128, P = 64, N = 128, G = 8, W = kW;
@@ -290,14 +320,14 @@ Row run_mamba2_beams(int batch) {
       [&](Mamba2DecodeArgs r, const Plan& p) {
         r.group_start = p.f == 0 ? groups : nullptr;  // a filling window: every beam folds alone
         r.n_groups = p.f == 0 ? int(gs.size()) - 1 : 0, r.max_group = kBeams;
-        r.variant = p.f == 0 ? 0 : 2;
+        r.variant = variant != 0 ? variant : p.f == 0 ? 0 : 2;
         return replayssm::ops::cuda::mamba2_replay_cuda(r, nullptr);
       });
   double rep_bytes = 0;  // per cycle, the whole batch
   for (const Plan& p : plan)
     rep_bytes += p.f == 0 ? batch / kBeams * S + batch * (p.n * entry + G * N * 2.0 + H * P * 2.0)
                           : batch * (2 * S + p.n * entry + G * N * 2.0 + H * P * 2.0);
-  return {"mamba2", "beam8", batch, std_us, batch * (2 * S + in_tok), rep_us, rep_bytes / plan.size()};
+  return {variant == 2 ? "mamba2-fma" : "mamba2", "beam8", batch, std_us, batch * (2 * S + in_tok), rep_us, rep_bytes / plan.size()};
 }
 
 // slice, rows: the streaming blocks' shape (GdnDecodeArgs; 0: the launchers' choice).
@@ -330,6 +360,9 @@ Row run_gdn(int batch, bool verify, int slice = 0, int rows = 0) {
   const auto [std_us, rep_us] = time_standard_and_replay(
       at, plan, [](const GdnDecodeArgs& r) { return replayssm::ops::cuda::gdn_step_cuda(r, nullptr); },
       [](const GdnDecodeArgs& r, const Plan&) { return replayssm::ops::cuda::gdn_replay_cuda(r, nullptr); });
+  if (slice == 0 && rows == 0)
+    print_last_steps("gdn", verify, batch, plan, at, std_us,
+                     [](const GdnDecodeArgs& r) { return replayssm::ops::cuda::gdn_replay_cuda(r, nullptr); });
   double rep_bytes = 0;
   for (const Plan& p : plan) rep_bytes += S + p.n * entry + T * (qv + Hv * dv * 4.0) + (p.f ? S : 0);
   return {"gdn", verify ? "verify" : "ar", batch, std_us, batch * ((1 + T) * S + T * in_tok), rep_us,
@@ -426,6 +459,8 @@ int main(int argc, char** argv) {
     first = false;
   };
   for (int batch : {8, 64, 256, 512}) print_row(run_mamba2_beams(batch));
+  // mamba2-fma: the fork groups' pass on FMAs (variant 2), as before the tensor cores.
+  for (int batch : {64, 256, 512}) print_row(run_mamba2_beams(batch, 2));
   // mamba2-ex: exact replay (the sequential recurrence, n_log × a step's
   // FLOPs, no dual form) where a batch is too small to stream the state at
   // bandwidth: is it the faster replay there?
