@@ -33,7 +33,8 @@ struct Shape {
 void PrintTo(const Shape& s, std::ostream* os);
 void PrintTo(const std::tuple<Shape, int>& p, std::ostream* os) {
   PrintTo(std::get<0>(p), os);
-  static const char* const kName[] = {"", "_one_kernel", "_split", "_fork_groups", "_wide"};
+  static const char* const kName[] = {"", "_one_kernel", "_split", "_fork_groups", "_wide", "_tensor_cores",
+                                      "_fork_groups_tensor_cores"};
   *os << kName[std::get<1>(p)];
 }
 void PrintTo(const Shape& s, std::ostream* os) {
@@ -56,7 +57,10 @@ std::vector<float> raw_of(const float* dt, int H) {
 
 // Every replay variant (1: one kernel; 2: the log's part split into its
 // own kernel over scratch; 3: fork groups sharing checkpoints; 4: the
-// sequential recurrence in wide blocks, a head per pass) on every shape.
+// sequential recurrence in wide blocks, a head per pass; 5: the split
+// path's pass on tensor cores; 6: fork groups on tensor cores) on every
+// shape (5 and 6 fall back to the FMA split pass where N % 16 ≠ 0 or a
+// block has more than 8 outputs).
 class Mamba2CudaReplay : public ::testing::TestWithParam<std::tuple<Shape, int>> {
  protected:
   void SetUp() override {
@@ -84,7 +88,8 @@ TEST_P(Mamba2CudaReplay, ReplayWithFoldsMatchesTheCpuScan) {
   // member's checkpoint; only a sequence alone in its group folds.
   const int variant = std::get<1>(GetParam());
   std::vector<int32_t> group_start{0};
-  if (variant == 3) {
+  const bool groups = variant == 3 || variant == 6;
+  if (groups) {
     for (int b = 0, k = 0; b < B; ++k) {
       const int members = std::min(B - b, k % 3 == 0 ? 3 : (k % 3 == 1 ? 1 : 2));
       for (int m = 0; m < members; ++m) {
@@ -110,10 +115,10 @@ TEST_P(Mamba2CudaReplay, ReplayWithFoldsMatchesTheCpuScan) {
   a.A_log = dA.p, a.D = dD.p, a.dt_bias = dbias.p, a.state = dstate.p, a.slot = dslot.p, a.Cm = dC.p, a.y = dy.p;
   a.n_log = dn.p, a.log_x = dlx.p, a.log_B = dlB.p, a.log_dt = dlogdt.p;
   a.fold = dfold.p, a.fold_slot = dfslot.p, a.max_fold = W;
-  a.variant = variant == 3 ? 0 : variant == 4 ? 3 : variant;
+  a.variant = variant == 3 ? 0 : variant == 4 ? 3 : variant >= 5 ? 4 : variant;
   Dev<float> scratch(std::vector<float>(ops::cuda::mamba2_replay_scratch_floats(B, T, H, P)));
-  if (variant == 2 || variant == 3) a.scratch = scratch.p;
-  if (variant == 3) a.group_start = dgroups.p, a.n_groups = int(group_start.size()) - 1, a.max_group = 3;
+  if (variant == 2 || variant == 3 || variant >= 5) a.scratch = scratch.p;
+  if (groups) a.group_start = dgroups.p, a.n_groups = int(group_start.size()) - 1, a.max_group = 3;
   // early: the checkpoint's first pass and the older log entries read
   // before the PDL wait (here a plain launch: the same results by contract).
   for (const bool early : {false, true}) {
@@ -304,7 +309,9 @@ TEST(Mamba2CudaArgs, OutOfRangeShapesAreRefused) {
   EXPECT_EQ(ops::cuda::mamba2_replay_cuda(a, nullptr), cudaErrorInvalidValue);
   a.group_start = nullptr, a.n_groups = 0, a.variant = 2;  // split without scratch
   EXPECT_EQ(ops::cuda::mamba2_replay_cuda(a, nullptr), cudaErrorInvalidValue);
-  a.variant = 4;  // no such variant
+  a.variant = 4;  // tensor cores without scratch
+  EXPECT_EQ(ops::cuda::mamba2_replay_cuda(a, nullptr), cudaErrorInvalidValue);
+  a.variant = 5;  // no such variant
   EXPECT_EQ(ops::cuda::mamba2_replay_cuda(a, nullptr), cudaErrorInvalidValue);
   float scratch = 0.0f;  // never reached: refused before the device is asked anything
   a.variant = 3, a.scratch = &scratch, a.group_start = groups, a.n_groups = 1, a.max_group = 1;  // fork groups, wide blocks
@@ -324,9 +331,10 @@ const auto kShapes = ::testing::Values(Shape{3, 6, 5, 11, 3, 4, 1},       // odd
                                            Shape{2, 128, 64, 128, 8, 16, 1},  // Nemotron-H-8B
                                            Shape{2, 128, 64, 128, 8, 20, 4},  // its verify, T = 4
                                            Shape{2, 96, 80, 128, 8, 16, 1},
-                                           Shape{3, 6, 20, 100, 3, 10, 5});   // N % 32 ≠ 0 with 16-byte rows
+                                           Shape{3, 6, 20, 100, 3, 10, 5},    // N % 32 ≠ 0 with 16-byte rows
+                                           Shape{4, 4, 20, 48, 2, 40, 3});    // N ≡ 16 (mod 32), folds of 3 × 16 entries
 INSTANTIATE_TEST_SUITE_P(Shapes, Mamba2Cuda, kShapes);
-INSTANTIATE_TEST_SUITE_P(Shapes, Mamba2CudaReplay, ::testing::Combine(kShapes, ::testing::Values(1, 2, 3, 4)));
+INSTANTIATE_TEST_SUITE_P(Shapes, Mamba2CudaReplay, ::testing::Combine(kShapes, ::testing::Values(1, 2, 3, 4, 5, 6)));
 
 }  // namespace
 }  // namespace replayssm

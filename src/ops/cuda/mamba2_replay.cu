@@ -25,6 +25,11 @@ cudaError_t mamba2_replay_wide(const Mamba2DecodeArgs& a, cudaStream_t stream);
 // The log's part of y and the decays into scratch, per (group, sequence):
 // the split path's first kernel (mamba2_replay_log.cu).
 cudaError_t mamba2_replay_log(const Mamba2DecodeArgs& a, cudaStream_t stream);
+// The split path's per-head pass on tensor cores (mamba2_replay_mma.cu),
+// where N % 16 == 0 and a block has at most 8 outputs (…_fits): the log
+// kernel, then the pass.
+bool mamba2_replay_mma_fits(const Mamba2DecodeArgs& a);
+cudaError_t mamba2_replay_mma(const Mamba2DecodeArgs& a, cudaStream_t stream);
 
 namespace {
 
@@ -280,7 +285,8 @@ cudaError_t mamba2_replay_cuda(const Mamba2DecodeArgs& a, cudaStream_t stream) {
   if (a.batch < 0 || a.G <= 0 || a.H % a.G != 0 || a.P <= 0 || a.T < 1 || a.T > kMamba2MaxT || a.W < a.T ||
       a.W > kMamba2MaxW || a.max_fold < 0 || a.max_fold > a.W || (a.fold != nullptr && a.fold_slot == nullptr))
     return cudaErrorInvalidValue;
-  if (a.variant < 0 || a.variant > 3 || (a.variant == 2 && a.scratch == nullptr) || a.N < 1 || a.N > kMaxTileCols ||
+  if (a.variant < 0 || a.variant > 4 || ((a.variant == 2 || a.variant == 4) && a.scratch == nullptr) || a.N < 1 ||
+      a.N > kMaxTileCols ||
       (a.group_start != nullptr && (a.scratch == nullptr || a.variant == 1 || a.variant == 3 || a.exact || a.n_groups < 1 ||
                                     a.max_group < 1 || a.max_group > kMamba2MaxGroup)) ||
       (a.tile_rows != 0 && a.tile_rows != 2 && a.tile_rows != kMamba2Rows))
@@ -294,10 +300,16 @@ cudaError_t mamba2_replay_cuda(const Mamba2DecodeArgs& a, cudaStream_t stream) {
     if (cudaError_t e = mamba2_replay_wide(a, stream); e != cudaErrorNotSupported) return e;
   }
   if (a.exact) return mamba2_replay_exact(a, stream);
+  // Fork groups on tensor cores: a block's several outputs cost two mma
+  // per 8 columns instead of a butterfly per 4 (H200: beams of 8 at batch
+  // 64–512 3.5–8% faster). Not a verify or plain decoding: there the FMA
+  // pass measured faster (the state read by 16-row tiles; docs/perf).
+  if ((a.variant == 4 || (a.variant == 0 && a.group_start != nullptr)) && mamba2_replay_mma_fits(a))
+    return mamba2_replay_mma(a, stream);
   // Split when there is scratch and enough (head, sequence) blocks that the
   // second launch pays back (H200, H = 128: slower at batch 8, faster from
   // batch 64; docs/perf).
-  const bool split = a.variant == 2 || a.group_start != nullptr ||
+  const bool split = a.variant == 2 || a.variant == 4 || a.group_start != nullptr ||
                      (a.variant == 0 && a.scratch != nullptr && int64_t(a.batch) * a.H >= 16 * int64_t(sms));
   const int W4 = (a.W + 3) & ~3, P4 = (a.P + 3) & ~3, N4 = (a.N + 3) & ~3;
   if (split)
@@ -307,7 +319,7 @@ cudaError_t mamba2_replay_cuda(const Mamba2DecodeArgs& a, cudaStream_t stream) {
     const int nw = mamba2_warps(a.P, TileT::kRows);
     const int n_out = (a.group_start != nullptr ? a.max_group : 1) * a.T, O4 = (n_out + 3) & ~3;
     const size_t shm = sizeof(float) * (2 * O4 + n_out * N4 + O4 + n_out * P4 + a.W * N4 + 3 * W4 + a.T * W4 +
-                                         a.W * P4 + a.P * W4);
+                                         a.W * P4 + (split ? a.P * W4 : 0));  // sU: the split path's only
     const int blocks_y = a.group_start != nullptr ? a.n_groups : a.batch;
     auto launch = [&](auto kernel) {
       if (cudaError_t e = allow_dynamic_smem(kernel, shm); e != cudaSuccess) return e;
