@@ -28,7 +28,8 @@ constexpr int kGdnReplaySlice = 128;  // the launcher's slice width (docs/perf)
 
 // Blocks an SM the compiler must fit: 7 for one token's 2 register
 // partials and 4 rows a pass (71 registers, no spills; unbounded 80 and 6
-// blocks: AR at batch 256–512 3% faster on the H200). A verify's 8 vectors
+// blocks: AR at batch 256–512 3% faster on the H200; 64 registers since its
+// fold reads precomputed row coefficients). A verify's 8 vectors
 // bounded to 5 blocks (96 registers) measured the same as 4 (128): 0, no
 // bound, elsewhere.
 template <typename TileT, int kQ>
@@ -71,6 +72,8 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ>) g
   float* sEG = sBeta + ((T + 3) & ~3);  // (T) e^{G_t} of the new tokens
   float* sXT = sEG + ((T + 3) & ~3);    // (dk, kQ) k_t then q_t for each row, zero past 2T
   float* sPart = sXT + dk * kQ;         // (nw, kQ, W4) the key dots' partial sums, with kQ > 0
+  const int F4 = (a.max_fold + 3) & ~3;
+  float* sKF = sPart + nw * kQ * W4;  // (dk, F4) with kQ = 2: a fold's row coefficients e^{G_{f−1}−G_s}·k_s[i]
 
   const float* S = a.state + (int64_t(a.slot[b]) * a.Hv + h) * dk * dv + c0;
   TileT cur;
@@ -101,6 +104,17 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ>) g
   if (f > 0) {  // block-uniform
     log_in();
     for (int s = threadIdx.x; s < f; s += blockDim.x) sF[s] = expf(sG[f - 1] - sG[s]);
+    // Each row's coefficients, once per block, zero past f to a multiple of
+    // 4: a pass reads them 2 entries an 8-byte load (H200: a fold step's
+    // loop took a key load, a widening and a product per entry and row).
+    // One token's kernel only (kQ = 2): a verify's (126 registers, 4 blocks
+    // an SM) measured slower with it. sKF is 8-byte aligned: dk·kQ is even.
+    if constexpr (kQ == 2) {
+      __syncthreads();
+      const int f4 = (f + 3) & ~3;
+      for (int i = threadIdx.x; i < dk; i += blockDim.x)
+        for (int s = 0; s < f4; ++s) sKF[i * F4 + s] = s < f ? sF[s] * key(s, i) : 0.0f;
+    }
   }
   __syncthreads();
   if constexpr (kQ > 0) {
@@ -164,7 +178,28 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ>) g
         for (int j = 0; j < TileT::kColChunks; ++j)
 #pragma unroll
           for (int e = 0; e < TileT::kVec; ++e) cur.v[r][j][e] *= fold_decay;
-      for (int s = 0; s < f; ++s) {
+      for (int s0 = 0; kQ == 2 && s0 < f; s0 += 2) {  // pairs: the kernel stays in 64 registers
+        float c[TileT::kRows][2];
+#pragma unroll
+        for (int r = 0; r < TileT::kRows; ++r) {
+          const int i = min(TileT::row(w, nw, r), rows - 1);  // rows past the pass are never stored
+          const float2 x = *reinterpret_cast<const float2*>(sKF + (p0 + i) * F4 + s0);
+          c[r][0] = x.x, c[r][1] = x.y;
+        }
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+          if (s0 + k >= f) break;  // block-uniform
+          float Uc[TileT::kColChunks][TileT::kVec];
+          TileT::columns(sU + (s0 + k) * V4, cw, lane, Uc);
+#pragma unroll
+          for (int r = 0; r < TileT::kRows; ++r)
+#pragma unroll
+            for (int j = 0; j < TileT::kColChunks; ++j)
+#pragma unroll
+              for (int e = 0; e < TileT::kVec; ++e) cur.v[r][j][e] += c[r][k] * Uc[j][e];
+        }
+      }
+      for (int s = 0; kQ != 2 && s < f; ++s) {
         float Uc[TileT::kColChunks][TileT::kVec];
         TileT::columns(sU + s * V4, cw, lane, Uc);
 #pragma unroll
@@ -300,7 +335,8 @@ cudaError_t gdn_replay_cuda(const GdnDecodeArgs& a, cudaStream_t stream) {
     // Register partials for the launcher's 128-column slices (T ≤ 4).
     const int kq = TileT::kVec == 4 && TileT::kColChunks == 1 ? (a.T == 1 ? 2 : a.T <= 4 ? 8 : 0) : 0;
     const size_t shm = sizeof(float) * (a.W * V4 + a.T * V4 + 2 * a.T * V4 + 2 * a.T * nw * V4 + a.W * (KB + 4) +
-                                        2 * a.T * K4 + 2 * W4 + 2 * a.T * W4 + 2 * T4 + a.dk * kq + nw * kq * W4);
+                                        2 * a.T * K4 + 2 * W4 + 2 * a.T * W4 + 2 * T4 + a.dk * kq + nw * kq * W4 +
+                                        (kq == 2 ? a.dk * ((a.max_fold + 3) & ~3) : 0));
     auto go = [&](auto kernel) {
       if (cudaError_t e = allow_dynamic_smem(kernel, shm); e != cudaSuccess) return e;
       const dim3 grid((a.dv + TileT::kCols - 1) / TileT::kCols, a.Hv, a.batch);
