@@ -23,9 +23,10 @@ struct Shape {
   int batch, Hk, Hv, dk, dv, W, T;
 };
 
-// A kernel variant (GdnDecodeArgs::variant) and the streaming blocks' shape.
+// A kernel variant (GdnDecodeArgs::variant), the streaming blocks' shape
+// and fold_rows (1: a one-token fold's row coefficients precomputed).
 struct Kernel {
-  int variant, slice_cols, tile_rows;
+  int variant, slice_cols, tile_rows, fold_rows = 0;
 };
 
 void PrintTo(const Shape& s, std::ostream* os);
@@ -33,10 +34,10 @@ void PrintTo(const std::tuple<Shape, Kernel>& p, std::ostream* os) {
   PrintTo(std::get<0>(p), os);
   const Kernel k = std::get<1>(p);
   if (k.variant == 2) *os << "_sliced";
-  else *os << "_streaming" << k.slice_cols << "x" << k.tile_rows;
+  else *os << "_streaming" << k.slice_cols << "x" << k.tile_rows << (k.fold_rows > 0 ? "_fold_rows" : "");
 }
 void set_kernel(ops::cuda::GdnDecodeArgs& a, const Kernel& k) {
-  a.variant = k.variant, a.slice_cols = k.slice_cols, a.tile_rows = k.tile_rows;
+  a.variant = k.variant, a.slice_cols = k.slice_cols, a.tile_rows = k.tile_rows, a.fold_rows = k.fold_rows;
 }
 void PrintTo(const Shape& s, std::ostream* os) {
   *os << "B" << s.batch << "_Hk" << s.Hk << "_Hv" << s.Hv << "_dk" << s.dk << "_dv" << s.dv << "_W" << s.W << "_T"
@@ -217,6 +218,8 @@ TEST(GdnCudaArgs, OutOfRangeShapesAreRefused) {
   EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
   a.W = 8, a.T = 9;  // T > 8
   EXPECT_EQ(ops::cuda::gdn_step_cuda(a, nullptr), cudaErrorInvalidValue);
+  a.T = 1, a.fold_rows = 2;  // 1, 0 or −1
+  EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
 }
 
 const auto kShapes = ::testing::Values(Shape{3, 2, 6, 12, 10, 5, 1},       // odd sizes, generic tile
@@ -230,7 +233,7 @@ const auto kShapes = ::testing::Values(Shape{3, 2, 6, 12, 10, 5, 1},       // od
 INSTANTIATE_TEST_SUITE_P(Shapes, GdnCuda,
                          ::testing::Combine(kShapes, ::testing::Values(Kernel{1, 0, 0}, Kernel{2, 0, 0}, Kernel{1, 64, 4},
                                                                        Kernel{1, 64, 8}, Kernel{1, 128, 4},
-                                                                       Kernel{1, 256, 8})));
+                                                                       Kernel{1, 256, 8}, Kernel{1, 128, 4, 1})));
 
 }  // namespace
 }  // namespace replayssm

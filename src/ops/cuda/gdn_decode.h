@@ -59,6 +59,10 @@ struct GdnDecodeArgs {
   // 256; one slice of all dv ≤ 256 where it does not divide dv) and rows
   // per warp per pass (4 or 8); 0: the launcher's choice.
   int slice_cols = 0, tile_rows = 0;
+  // A one-token fold's row coefficients precomputed once per block
+  // (streaming replay, 128-column slices, T = 1; tuning, tests): 1 always,
+  // −1 never, 0 the launcher's choice (where the blocks are ≥ 4 an SM).
+  int fold_rows = 0;
 };
 
 cudaError_t gdn_step_cuda(const GdnDecodeArgs& a, cudaStream_t stream);

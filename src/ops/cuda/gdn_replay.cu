@@ -27,9 +27,8 @@ constexpr int kGdnWarps = 4;
 constexpr int kGdnReplaySlice = 128;  // the launcher's slice width (docs/perf)
 
 // Blocks an SM the compiler must fit: 7 for one token's 2 register
-// partials and 4 rows a pass (71 registers, no spills; unbounded 80 and 6
-// blocks: AR at batch 256–512 3% faster on the H200; 64 registers since its
-// fold reads precomputed row coefficients). A verify's 8 vectors
+// partials and 4 rows a pass (71 registers, no spills, 64 with kFoldRows;
+// unbounded 80 and 6 blocks: AR at batch 256–512 3% faster on the H200). A verify's 8 vectors
 // bounded to 5 blocks (96 registers) measured the same as 4 (128): 0, no
 // bound, elsewhere.
 template <typename TileT, int kQ>
@@ -42,7 +41,12 @@ constexpr int kGdnReplayBlocks = kQ == 2 && TileT::kRows == 4 ? 7 : 0;
 // partials into shared memory (any T, any tile).
 // Why (H200, ncu): the per-pass shared read-modify-write, 4 scalar loads
 // and stores per vector and pass, doubled a verify pass's instructions.
-template <typename TileT, int kQ>
+// kFoldRows (with kQ = 2): a fold's row coefficients e^{G_{f−1}−G_s}·k_s[i]
+// once per block into shared memory, read 2 entries an 8-byte load by the
+// passes, instead of a key load, a widening and a product per entry and
+// row (H200: AR 5–8% faster at batch ≥ 64, 64 registers; at batch 8, one
+// wave, 23% slower: the launcher's choice by blocks).
+template <typename TileT, int kQ, bool kFoldRows = false>
 __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ>) gdn_replay_kernel(GdnDecodeArgs a) {
   pdl_begin();
   const int h = blockIdx.y, b = blockIdx.z, kh = h / (a.Hv / a.Hk);
@@ -73,7 +77,7 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ>) g
   float* sXT = sEG + ((T + 3) & ~3);    // (dk, kQ) k_t then q_t for each row, zero past 2T
   float* sPart = sXT + dk * kQ;         // (nw, kQ, W4) the key dots' partial sums, with kQ > 0
   const int F4 = (a.max_fold + 3) & ~3;
-  float* sKF = sPart + nw * kQ * W4;  // (dk, F4) with kQ = 2: a fold's row coefficients e^{G_{f−1}−G_s}·k_s[i]
+  float* sKF = sPart + nw * kQ * W4;  // (dk, F4) with kFoldRows: a fold's row coefficients
 
   const float* S = a.state + (int64_t(a.slot[b]) * a.Hv + h) * dk * dv + c0;
   TileT cur;
@@ -104,12 +108,10 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ>) g
   if (f > 0) {  // block-uniform
     log_in();
     for (int s = threadIdx.x; s < f; s += blockDim.x) sF[s] = expf(sG[f - 1] - sG[s]);
-    // Each row's coefficients, once per block, zero past f to a multiple of
-    // 4: a pass reads them 2 entries an 8-byte load (H200: a fold step's
-    // loop took a key load, a widening and a product per entry and row).
-    // One token's kernel only (kQ = 2): a verify's (126 registers, 4 blocks
-    // an SM) measured slower with it. sKF is 8-byte aligned: dk·kQ is even.
-    if constexpr (kQ == 2) {
+    // Each row's coefficients, zero past f to a multiple of 4. One token's
+    // kernel only: a verify's (126 registers, 4 blocks an SM) measured
+    // slower with them. sKF is 8-byte aligned: dk·kQ is even.
+    if constexpr (kFoldRows) {
       __syncthreads();
       const int f4 = (f + 3) & ~3;
       for (int i = threadIdx.x; i < dk; i += blockDim.x)
@@ -178,7 +180,7 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ>) g
         for (int j = 0; j < TileT::kColChunks; ++j)
 #pragma unroll
           for (int e = 0; e < TileT::kVec; ++e) cur.v[r][j][e] *= fold_decay;
-      for (int s0 = 0; kQ == 2 && s0 < f; s0 += 2) {  // pairs: the kernel stays in 64 registers
+      for (int s0 = 0; kFoldRows && s0 < f; s0 += 2) {  // pairs: the kernel stays in 64 registers
         float c[TileT::kRows][2];
 #pragma unroll
         for (int r = 0; r < TileT::kRows; ++r) {
@@ -199,7 +201,7 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ>) g
               for (int e = 0; e < TileT::kVec; ++e) cur.v[r][j][e] += c[r][k] * Uc[j][e];
         }
       }
-      for (int s = 0; kQ != 2 && s < f; ++s) {
+      for (int s = 0; !kFoldRows && s < f; ++s) {
         float Uc[TileT::kColChunks][TileT::kVec];
         TileT::columns(sU + s * V4, cw, lane, Uc);
 #pragma unroll
@@ -308,7 +310,8 @@ cudaError_t gdn_replay_cuda(const GdnDecodeArgs& a, cudaStream_t stream) {
   if (a.batch < 0 || a.Hk <= 0 || a.Hv % a.Hk != 0 || a.dk < 1 || a.dv < 1 || a.T < 1 || a.T > kGdnMaxT || a.W < a.T ||
       a.W > kGdnMaxW || a.max_fold < 0 || a.max_fold > a.W || (a.fold != nullptr && a.fold_slot == nullptr) ||
       (a.tile_rows != 0 && a.tile_rows != 4 && a.tile_rows != 8) ||
-      (a.slice_cols != 0 && a.slice_cols != 64 && a.slice_cols != 128 && a.slice_cols != 256))
+      (a.slice_cols != 0 && a.slice_cols != 64 && a.slice_cols != 128 && a.slice_cols != 256) || a.fold_rows < -1 ||
+      a.fold_rows > 1)
     return cudaErrorInvalidValue;
   // Every refusal before the device is asked anything.
   const int slice = gdn_slice_cols(a.dv, a.slice_cols != 0 ? a.slice_cols : kGdnReplaySlice);
@@ -334,9 +337,12 @@ cudaError_t gdn_replay_cuda(const GdnDecodeArgs& a, cudaStream_t stream) {
     const int KB = ((a.dk + 7) & ~7) / 2, T4 = (a.T + 3) & ~3;
     // Register partials for the launcher's 128-column slices (T ≤ 4).
     const int kq = TileT::kVec == 4 && TileT::kColChunks == 1 ? (a.T == 1 ? 2 : a.T <= 4 ? 8 : 0) : 0;
+    // The fold's row coefficients where the blocks are several waves (≥ 4 an SM).
+    const int64_t blocks = int64_t((a.dv + TileT::kCols - 1) / TileT::kCols) * a.Hv * a.batch;
+    const bool fold_rows = kq == 2 && (a.fold_rows > 0 || (a.fold_rows == 0 && blocks >= 4 * int64_t(sms)));
     const size_t shm = sizeof(float) * (a.W * V4 + a.T * V4 + 2 * a.T * V4 + 2 * a.T * nw * V4 + a.W * (KB + 4) +
                                         2 * a.T * K4 + 2 * W4 + 2 * a.T * W4 + 2 * T4 + a.dk * kq + nw * kq * W4 +
-                                        (kq == 2 ? a.dk * ((a.max_fold + 3) & ~3) : 0));
+                                        (fold_rows ? a.dk * ((a.max_fold + 3) & ~3) : 0));
     auto go = [&](auto kernel) {
       if (cudaError_t e = allow_dynamic_smem(kernel, shm); e != cudaSuccess) return e;
       const dim3 grid((a.dv + TileT::kCols - 1) / TileT::kCols, a.Hv, a.batch);
@@ -344,7 +350,7 @@ cudaError_t gdn_replay_cuda(const GdnDecodeArgs& a, cudaStream_t stream) {
       return cudaGetLastError();
     };
     if constexpr (TileT::kVec == 4 && TileT::kColChunks == 1) {
-      if (kq == 2) return go(gdn_replay_kernel<TileT, 2>);
+      if (kq == 2) return fold_rows ? go(gdn_replay_kernel<TileT, 2, true>) : go(gdn_replay_kernel<TileT, 2>);
       if (kq == 8) return go(gdn_replay_kernel<TileT, 8>);
     }
     return go(gdn_replay_kernel<TileT, 0>);
