@@ -28,9 +28,9 @@ constexpr int kGdnReplaySlice = 128;  // the launcher's slice width (docs/perf)
 
 // Blocks an SM the compiler must fit: 7 for one token's 2 register
 // partials and 4 rows a pass (71 registers, no spills, 64 with kFoldRows;
-// unbounded 80 and 6 blocks: AR at batch 256–512 3% faster on the H200). A verify's 8 vectors
-// bounded to 5 blocks (96 registers) measured the same as 4 (128): 0, no
-// bound, elsewhere.
+// unbounded 80 and 6 blocks: AR at batch 256–512 3% faster on the H200).
+// A verify's 8 vectors bounded to 5 blocks (96 registers) measured the
+// same as 4 (128): 0, no bound, elsewhere.
 template <typename TileT, int kQ>
 constexpr int kGdnReplayBlocks = kQ == 2 && TileT::kRows == 4 ? 7 : 0;
 
@@ -44,7 +44,7 @@ constexpr int kGdnReplayBlocks = kQ == 2 && TileT::kRows == 4 ? 7 : 0;
 // kFoldRows (with kQ = 2): a fold's row coefficients e^{G_{f−1}−G_s}·k_s[i]
 // once per block into shared memory, read 2 entries an 8-byte load by the
 // passes, instead of a key load, a widening and a product per entry and
-// row (H200: AR 5–8% faster at batch ≥ 64, 64 registers; at batch 8, one
+// row (H200: AR 7% faster at batch 64, 1–3% at 256–512; at batch 8, one
 // wave, 23% slower: the launcher's choice by blocks).
 template <typename TileT, int kQ, bool kFoldRows = false>
 __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ>) gdn_replay_kernel(GdnDecodeArgs a) {

@@ -302,7 +302,7 @@ cudaError_t mamba2_replay_cuda(const Mamba2DecodeArgs& a, cudaStream_t stream) {
   if (a.exact) return mamba2_replay_exact(a, stream);
   // Fork groups on tensor cores: a block's several outputs cost two mma
   // per 8 columns instead of a butterfly per 4 (H200: beams of 8 at batch
-  // 64–512 3.5–8% faster). Not a verify or plain decoding: there the FMA
+  // 64–512 5–12% faster). Not a verify or plain decoding: there the FMA
   // pass measured faster (the state read by 16-row tiles; docs/perf).
   if ((a.variant == 4 || (a.variant == 0 && a.group_start != nullptr)) && mamba2_replay_mma_fits(a))
     return mamba2_replay_mma(a, stream);
