@@ -41,6 +41,7 @@ struct ReplayLog {
   const float* decay;    // (n_out) e^{L_t}
   const float* Y;        // (n_out, ld) the log's part of y, with D·x
   const int64_t* yoff;   // (n_out) where output u's row of y starts
+  float* Acc;            // (n_out, ld) the split path's S_c·C_t, combined once the scratch has come
   int n_out;
   const float* L;   // (W) L_s of the folding sequence
   const float* F;   // (W) fold coefficients e^{L_{f−1}−L_s}·dt_s
@@ -80,8 +81,10 @@ __device__ __forceinline__ void replay_pass(const Mamba2DecodeArgs& a, TileT& cu
       }
       TileT::row_sums(acc, lane);
       const int i = TileT::row(w, nw, TileT::summed_row(lane));
-      if (TileT::row_writer(lane) && i < rows)
-        put_bf(a.y, lg.yoff[t] + p0 + i, lg.decay[t] * acc[0] + lg.Y[t * lg.ld + p0 + i]);
+      if (TileT::row_writer(lane) && i < rows) {
+        if constexpr (kGrouped) lg.Acc[t * lg.ld + p0 + i] = acc[0];
+        else put_bf(a.y, lg.yoff[t] + p0 + i, lg.decay[t] * acc[0] + lg.Y[t * lg.ld + p0 + i]);
+      }
     }
   } else {
     for (int t0 = 0; t0 < lg.n_out; t0 += kG) {
@@ -103,8 +106,7 @@ __device__ __forceinline__ void replay_pass(const Mamba2DecodeArgs& a, TileT& cu
       transposed_sums<kM>(acc, lane);
       const int v = summed_index<kM>(lane);  // the (output, row) whose sum this lane holds
       const int t = t0 + v / TileT::kRows, i = TileT::row(w, nw, v % TileT::kRows);
-      if (sum_writer<kM>(lane) && t < lg.n_out && i < rows)
-        put_bf(a.y, lg.yoff[t] + p0 + i, lg.decay[t] * acc[0] + lg.Y[t * lg.ld + p0 + i]);
+      if (sum_writer<kM>(lane) && t < lg.n_out && i < rows) lg.Acc[t * lg.ld + p0 + i] = acc[0];
     }
   }
   if (lg.f == 0) return;  // block-uniform
@@ -170,14 +172,16 @@ constexpr int kMamba2ReplayBlocks =
 template <typename TileT, bool kSplit>
 __global__ void __launch_bounds__(32 * kMamba2Warps, kMamba2ReplayBlocks<TileT, kSplit>) mamba2_replay_kernel(
     Mamba2DecodeArgs a) {
-  // The checkpoint's first pass before the wait: on the split path always
-  // (the kernel just before, the log's part, writes only scratch, and every
-  // kernel before it has finished: launch.cuh), on the one-kernel path
-  // under `early`. Not the log's older entries: loading them there held
-  // back the release of the next kernel (launch.cuh) and cost 20% at
-  // batch 8 (docs/perf).
+  // The one-kernel path: the checkpoint's first pass before the wait under
+  // `early`. Not the log's older entries: loading them there held back the
+  // release of the next kernel (launch.cuh) and cost 20% at batch 8
+  // (docs/perf). The split path waits only before its last pass: the
+  // kernel just before, the log's part, writes only the scratch, which is
+  // read last, and every kernel before that one has finished (launch.cuh),
+  // so the checkpoint streams while the log's part still runs.
   const bool early = kSplit || a.early;
   if (!early) pdl_begin();
+  if (kSplit && a.release_early) pdl_release();
   const int h = blockIdx.x, g = h / (a.H / a.G);
   const int nw = blockDim.x / 32, w = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int P = a.P, N = a.N, T = a.T, W = a.W, pass_rows = nw * TileT::kRows;
@@ -201,22 +205,13 @@ __global__ void __launch_bounds__(32 * kMamba2Warps, kMamba2ReplayBlocks<TileT, 
   float* sWt = sF + W4;         // (T, W) output weights
   float* sX = sWt + T * W4;     // (W, P) x_s
   float* sU = sX + W * P4;      // (P, W4) fold rows F_s·x_s[p] (split path only)
+  float* sAcc = sU + P * W4;    // (n_out, P) S_c·C_t (split path only)
 
   const float* S = a.state + (int64_t(a.slot[b]) * a.H + h) * P * N;
   TileT cur;
   cur.load(S, min(pass_rows, P), N, N, w, nw, lane);
 
-  if (early) pdl_begin();  // the log's newest entries and C (and the scratch) come from the kernels before
-  if constexpr (kSplit) {
-    // The log's part of y and the decays, by cp.async: in flight together
-    // with the loads below, one round trip (H200, ncu: the prologue's
-    // dependent loads had warps waiting at its barrier in 26% of samples).
-    // Output u is row b·T + u of the scratch (member u / T, token u % T).
-    copy_async_rows(sY, a.scratch + int64_t(b) * T * a.H * P + int64_t(h) * P, n_out, P, int64_t(a.H) * P, P4);
-    const float* dec = a.scratch + int64_t(a.batch) * T * a.H * P + int64_t(b) * T * a.H + h;
-    for (int u = threadIdx.x; u < n_out; u += blockDim.x) cp_async<4>(sDecay + u, dec + int64_t(u) * a.H);
-    cp_async_commit();
-  }
+  if (!kSplit && early) pdl_begin();  // the log's newest entries and C come from the kernel before
   // The log rows: all of them to compute y here, or the folded ones only.
   const int rows_needed = kSplit ? f : n_log;
   const float A = -expf(a.A_log[h]);
@@ -231,7 +226,6 @@ __global__ void __launch_bounds__(32 * kMamba2Warps, kMamba2ReplayBlocks<TileT, 
     load_bf_rows(sC + m * T * N4, a.Cm + (int64_t(b + m) * T * a.G + g) * N, T, N, int64_t(a.G) * N, N4);
   for (int u = threadIdx.x; u < n_out; u += blockDim.x)
     sYoff[u] = ((int64_t(b + u / T) * T + u % T) * a.H + h) * P;
-  if constexpr (kSplit) cp_async_wait<0>();
   __syncthreads();
   if (rows_needed > 0) {  // block-uniform
     if (w == 0) warp_prefix_sum(sL, rows_needed, lane);
@@ -267,14 +261,34 @@ __global__ void __launch_bounds__(32 * kMamba2Warps, kMamba2ReplayBlocks<TileT, 
     __syncthreads();
   }
 
-  const ReplayLog lg{sC, sDecay, sY, sYoff, n_out, sL, sF, sX, sU, sB, P4, W4, f};
+  const ReplayLog lg{sC, sDecay, sY, sYoff, sAcc, n_out, sL, sF, sX, sU, sB, P4, W4, f};
   float* Sf = f > 0 ? a.state + (int64_t(a.fold_slot[b]) * a.H + h) * P * N : nullptr;
   for (int p0 = 0; p0 < P; p0 += pass_rows) {
     const int rows = min(pass_rows, P - p0);
     TileT nxt;
-    if (p0 + pass_rows < P) nxt.load(S + int64_t(p0 + pass_rows) * N, min(pass_rows, P - p0 - pass_rows), N, N, w, nw, lane);
+    if (p0 + pass_rows < P) {
+      nxt.load(S + int64_t(p0 + pass_rows) * N, min(pass_rows, P - p0 - pass_rows), N, N, w, nw, lane);
+    } else if constexpr (kSplit) {
+      // The log's part of y and the decays, by cp.async, in flight during
+      // the last pass. Output u is row b·T + u of the scratch (member
+      // u / T, token u % T).
+      pdl_wait();
+      if (!a.release_early) pdl_release();
+      copy_async_rows(sY, a.scratch + int64_t(b) * T * a.H * P + int64_t(h) * P, n_out, P, int64_t(a.H) * P, P4);
+      const float* dec = a.scratch + int64_t(a.batch) * T * a.H * P + int64_t(b) * T * a.H + h;
+      for (int u = threadIdx.x; u < n_out; u += blockDim.x) cp_async<4>(sDecay + u, dec + int64_t(u) * a.H);
+      cp_async_commit();
+    }
     replay_pass<TileT, kSplit>(a, cur, lg, Sf, p0, rows, nw, w, lane);
     cur = nxt;
+  }
+  if constexpr (kSplit) {  // y = e^{L_t}·S_c·C_t + the log's part, a row of each output by the block
+    cp_async_wait<0>();
+    __syncthreads();
+    for (int i = threadIdx.x; i < n_out * P; i += blockDim.x) {
+      const int u = i / P, p = i % P;
+      put_bf(a.y, sYoff[u] + p, sDecay[u] * sAcc[u * P4 + p] + sY[u * P4 + p]);
+    }
   }
 }
 
@@ -319,7 +333,7 @@ cudaError_t mamba2_replay_cuda(const Mamba2DecodeArgs& a, cudaStream_t stream) {
     const int nw = mamba2_warps(a.P, TileT::kRows);
     const int n_out = (a.group_start != nullptr ? a.max_group : 1) * a.T, O4 = (n_out + 3) & ~3;
     const size_t shm = sizeof(float) * (2 * O4 + n_out * N4 + O4 + n_out * P4 + a.W * N4 + 3 * W4 + a.T * W4 +
-                                         a.W * P4 + (split ? a.P * W4 : 0));  // sU: the split path's only
+                                         a.W * P4 + (split ? a.P * W4 + n_out * P4 : 0));  // sU, sAcc: the split path's only
     const int blocks_y = a.group_start != nullptr ? a.n_groups : a.batch;
     auto launch = [&](auto kernel) {
       if (cudaError_t e = allow_dynamic_smem(kernel, shm); e != cudaSuccess) return e;
