@@ -11,10 +11,11 @@
 //
 // A block of 4 warps per (head, fork group); warp w takes the head's 16-row
 // tiles w, w + 4, … and streams each in passes of 16·kB columns, the next
-// pass loading while this one computes (the first before the PDL wait, as
-// on the FMA path: the kernel before writes only scratch). The outputs'
-// accumulators live across a tile's passes; a fold rewrites each pass in
-// registers and stores it, so the flush costs one state write.
+// pass loading while this one computes. As on the FMA path, the PDL wait
+// comes only at a warp's last pass (the kernel before writes only the
+// scratch, read last). The outputs' accumulators live across a tile's
+// passes; a fold rewrites each pass in registers and stores it, so the
+// flush costs one state write.
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/mamba2_decode.h"
 #include "ops/cuda/mma_tf32.cuh"
@@ -101,19 +102,26 @@ __global__ void __launch_bounds__(32 * kWarps, kMinBlocks) mamba2_replay_mma_ker
   float* sF = sDt + F4;                               // (Fm) fold coefficients e^{L_{f−1}−L_s}·dt_s
   float* sU = sF + F4;                                // (P, ldu) F_s·x_s[p], 0 for s ≥ f
   float* sBt = sU + P * ldu;                          // (F16 / 16, N, 16) B_s[n] by 16 entries, 0 for s ≥ f
+  float* sAcc = sBt + round16(Fm) * N;                // (n_out, P4) S_c·C_t
 
   const float* S = a.state + (int64_t(a.slot[b]) * a.H + h) * P * N;
   MmaRows<kB> cur;
   if (tasks > 0) cur.load(S, P, N, r0_of(0), c0_of(0), g, t);
+  if (a.release_early) pdl_release();
+  // The scratch comes from the kernel just before: requested after the
+  // wait, once by every thread, at its warp's last pass.
+  auto request_scratch = [&] {
+    pdl_wait();
+    if (!a.release_early) pdl_release();
+    copy_async_rows(sY, a.scratch + int64_t(b) * T * a.H * P + int64_t(h) * P, n_out, P, int64_t(a.H) * P, P4);
+    const float* dec = a.scratch + int64_t(a.batch) * T * a.H * P + int64_t(b) * T * a.H + h;
+    for (int u = threadIdx.x; u < n_out; u += blockDim.x) cp_async<4>(sDecay + u, dec + int64_t(u) * a.H);
+    cp_async_commit();
+  };
 
-  pdl_begin();  // the scratch comes from the kernel just before
   // The staging below repeats mamba2_replay_kernel's with this kernel's
   // strides. Shared through one inline function it left that file's N > 128
   // and N % 4 ≠ 0 tiles 22–32 registers more (ptxas: 94 → 116, 96 → 128).
-  copy_async_rows(sY, a.scratch + int64_t(b) * T * a.H * P + int64_t(h) * P, n_out, P, int64_t(a.H) * P, P4);
-  const float* dec = a.scratch + int64_t(a.batch) * T * a.H * P + int64_t(b) * T * a.H + h;
-  for (int u = threadIdx.x; u < n_out; u += blockDim.x) cp_async<4>(sDecay + u, dec + int64_t(u) * a.H);
-  cp_async_commit();
   const float A = -expf(a.A_log[h]);
   for (int s = threadIdx.x; s < f; s += blockDim.x) {
     const float dt = a.log_dt[(int64_t(b) * W + s) * a.H + h];
@@ -126,7 +134,6 @@ __global__ void __launch_bounds__(32 * kWarps, kMinBlocks) mamba2_replay_mma_ker
     load_bf_rows(sC + m * T * ldc, a.Cm + (int64_t(b + m) * T * a.G + grp) * N, T, N, int64_t(a.G) * N, ldc);
   for (int i = n_out * ldc + threadIdx.x; i < kMaxOut * ldc; i += blockDim.x) sC[i] = 0.0f;
   for (int u = threadIdx.x; u < n_out; u += blockDim.x) sYoff[u] = ((int64_t(b + u / T) * T + u % T) * a.H + h) * P;
-  cp_async_wait<0>();
   __syncthreads();
   const int f16 = round16(f);
   if (f > 0) {  // block-uniform: the fold's operands, once per block
@@ -152,6 +159,7 @@ __global__ void __launch_bounds__(32 * kWarps, kMinBlocks) mamba2_replay_mma_ker
     const int r0 = r0_of(k), c0 = c0_of(k);
     MmaRows<kB> nxt;
     if (k + 1 < tasks) nxt.load(S, P, N, r0_of(k + 1), c0_of(k + 1), g, t);
+    else request_scratch();
     // Outputs: acc (16 rows × 8 outputs) += S_c[rows, cols]·C[outputs, cols]ᵀ.
 #pragma unroll
     for (int j = 0; j < kB; ++j) {
@@ -164,7 +172,7 @@ __global__ void __launch_bounds__(32 * kWarps, kMinBlocks) mamba2_replay_mma_ker
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int row = r0 + g + 8 * (i >> 1), u = 2 * t + (i & 1);
-        if (u < n_out && row < P) put_bf(a.y, sYoff[u] + row, sDecay[u] * acc[i] + sY[u * P4 + row]);
+        if (u < n_out && row < P) sAcc[u * P4 + row] = acc[i];
         acc[i] = 0.0f;
       }
     }
@@ -204,6 +212,13 @@ __global__ void __launch_bounds__(32 * kWarps, kMinBlocks) mamba2_replay_mma_ker
     }
     cur = nxt;
   }
+  if (tasks == 0) request_scratch();
+  cp_async_wait<0>();
+  __syncthreads();
+  for (int i = threadIdx.x; i < n_out * P; i += blockDim.x) {  // y, a row of each output by the block
+    const int u = i / P, p = i % P;
+    put_bf(a.y, sYoff[u] + p, sDecay[u] * sAcc[u * P4 + p] + sY[u * P4 + p]);
+  }
 }
 
 }  // namespace
@@ -220,7 +235,7 @@ cudaError_t mamba2_replay_mma(const Mamba2DecodeArgs& a, cudaStream_t stream) {
   const int P4 = (a.P + 3) & ~3, N4 = (a.N + 3) & ~3, Fm = a.max_fold, F4 = (Fm + 3) & ~3, F16 = round16(Fm);
   const size_t floats = 2 * kMaxOut + size_t(kMaxOut) * stride16(a.N) + kMaxOut + size_t(n_out) * P4 +
                         ((Fm * (N4 + 1) + 3) & ~3) + ((Fm * (P4 + 1) + 3) & ~3) + 3 * F4 +
-                        size_t(a.P) * fold_ld(Fm) + size_t(F16) * a.N;
+                        size_t(a.P) * fold_ld(Fm) + size_t(F16) * a.N + size_t(n_out) * P4;
   const int blocks_y = a.group_start != nullptr ? a.n_groups : a.batch;
   // 32 columns a pass, 6 blocks an SM (80 registers): the fastest of 64
   // columns at 4 or 5 blocks (128 and 96 registers, both spilling) and 32
