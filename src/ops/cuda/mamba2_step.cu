@@ -31,6 +31,14 @@ __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_step_kernel(Mamba2De
   const float* S = a.state + (int64_t(a.slot[b]) * a.H + h) * P * N;
   TileT cur;
   cur.load(S + int64_t(p_lo) * N, min(pass_rows, p_hi - p_lo), N, N, w, nw, lane);
+  // One token: passes stream one ahead in registers, and L2 is asked for
+  // the pass after that too (rows contiguous). H200: 1–1.5% faster at batch
+  // 64–512; with T = 4 (four state writes a pass) 5% slower, so not there.
+  const bool pf = T == 1 && N % 4 == 0;
+  auto prefetch_pass = [&](int p0) {
+    if (pf && threadIdx.x == 0 && p0 < p_hi) prefetch_l2(S + int64_t(p0) * N, 4u * unsigned(min(pass_rows, p_hi - p0) * N));
+  };
+  prefetch_pass(p_lo + pass_rows);
   if (a.early) pdl_begin();  // the token's inputs come from the kernel before
 
   load_bf_rows(sB, a.Bm + (int64_t(b) * T * a.G + g) * N, T, N, int64_t(a.G) * N);
@@ -49,8 +57,10 @@ __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_step_kernel(Mamba2De
   for (int p0 = p_lo; p0 < p_hi; p0 += pass_rows) {
     const int rows = min(pass_rows, p_hi - p0);
     TileT nxt;
-    if (p0 + pass_rows < p_hi)
+    if (p0 + pass_rows < p_hi) {
       nxt.load(S + int64_t(p0 + pass_rows) * N, min(pass_rows, p_hi - p0 - pass_rows), N, N, w, nw, lane);
+      prefetch_pass(p0 + 2 * pass_rows);
+    }
     for (int t = 0; t < T; ++t) {
       const float dA = sDA[t], dt = sDt[t];
       float Bc[TileT::kColChunks][TileT::kVec], Cc[TileT::kColChunks][TileT::kVec], acc[TileT::kRows];
