@@ -22,7 +22,12 @@
 //      wait; `release_early` — a kernel whose launch after reads before
 //      its wait nothing the launch before writes releases it at its start
 //      (that launch may then start while the kernel two back still runs).
-// Both are no-ops when a kernel is launched without the attribute.
+//   And one by construction: the Mamba2 replay's per-head pass, whose
+//   launch before (its log kernel) writes only a scratch that the pass
+//   reads last and reads nothing the pass writes, waits just before
+//   reading that scratch; by 2. everything else it reads was finished when
+//   it started (mamba2_replay.cu).
+// All are no-ops when a kernel is launched without the attribute.
 // REPLAYSSM_PDL=0 in the environment launches without it (for measuring
 // the gain, and for ruling PDL out when a result looks wrong).
 #pragma once

@@ -73,18 +73,19 @@ struct Mamba2DecodeArgs {
   // The kernel launched just after this one reads, before its PDL wait,
   // nothing that the kernel launched just before this one writes (the
   // decoder's: the gated norm or the log move, which read only weights
-  // there). The standard step and the wide replay then release it at their
-  // start rather than after their wait, so it is scheduled while their own
-  // early part runs (launch.cuh).
+  // there). The standard step, the wide replay and the split replay's
+  // per-head pass then release it at their start rather than after their
+  // wait, so it is scheduled while their own early part runs (launch.cuh).
   bool release_early = false;
 
   // Replay: the log's part of the outputs can run as a kernel of its own,
   // one block per (group, sequence) — per chunk of a group's heads when a
   // long log of wide heads would not fit — so the B·C dots shared by a
   // group's heads are computed once and the per-head pass only streams the
-  // checkpoint, its first pass requested before its PDL wait whatever
-  // `early` says (the kernel before it writes only scratch). Needs scratch
-  // of mamba2_replay_scratch_floats() floats.
+  // checkpoint, waiting (PDL) for that kernel only at its last pass
+  // whatever `early` says (the kernel before it writes only the scratch,
+  // which the pass reads last). Needs scratch of
+  // mamba2_replay_scratch_floats() floats.
   float* scratch = nullptr;
   // 0 picks: when batch·H ≤ 2 × SMs, the sequential recurrence in wide
   // blocks, a head per pass (bit-identical to stepping, like `exact`);
