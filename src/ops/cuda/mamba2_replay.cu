@@ -12,6 +12,7 @@
 #include "ops/cuda/mamba2_decode.h"
 #include "ops/cuda/mamba2_launch.h"
 #include "ops/cuda/launch.cuh"
+#include "ops/cuda/mamba2_replay_scratch.cuh"
 #include "ops/cuda/tile.cuh"
 
 namespace replayssm::ops::cuda {
@@ -158,10 +159,14 @@ __device__ __forceinline__ void replay_pass(const Mamba2DecodeArgs& a, TileT& cu
 
 // Blocks an SM the compiler must fit: 7 (≤ 72 registers) for the split
 // path's 128-column tile of 4 rows, whose grouped outputs and fold
-// otherwise take 86 (5 blocks); 0 (no bound) elsewhere.
+// otherwise take 86 (5 blocks); 4 (≤ 128) for its 256-column tile, which
+// ptxas otherwise put at 125–153 as unrelated code moved (4 or 3 blocks);
+// 0 (no bound) elsewhere.
 template <typename TileT, bool kSplit>
 constexpr int kMamba2ReplayBlocks =
-    kSplit && TileT::kVec == 4 && TileT::kColChunks == 1 && TileT::kRows == 4 ? 7 : 0;
+    kSplit && TileT::kVec == 4 && TileT::kColChunks == 1 && TileT::kRows == 4   ? 7
+    : kSplit && TileT::kVec == 4 && TileT::kColChunks == 2 && TileT::kRows == 4 ? 4
+                                                                                : 0;
 
 // kSplit: the log's part of y and the decays come from the scratch that
 // mamba2_replay_log (mamba2_replay_log.cu) wrote, and a block decodes a
@@ -269,27 +274,12 @@ __global__ void __launch_bounds__(32 * kMamba2Warps, kMamba2ReplayBlocks<TileT, 
     if (p0 + pass_rows < P) {
       nxt.load(S + int64_t(p0 + pass_rows) * N, min(pass_rows, P - p0 - pass_rows), N, N, w, nw, lane);
     } else if constexpr (kSplit) {
-      // The log's part of y and the decays, by cp.async, in flight during
-      // the last pass. Output u is row b·T + u of the scratch (member
-      // u / T, token u % T).
-      pdl_wait();
-      if (!a.release_early) pdl_release();
-      copy_async_rows(sY, a.scratch + int64_t(b) * T * a.H * P + int64_t(h) * P, n_out, P, int64_t(a.H) * P, P4);
-      const float* dec = a.scratch + int64_t(a.batch) * T * a.H * P + int64_t(b) * T * a.H + h;
-      for (int u = threadIdx.x; u < n_out; u += blockDim.x) cp_async<4>(sDecay + u, dec + int64_t(u) * a.H);
-      cp_async_commit();
+      request_replay_scratch(a, b, h, n_out, sY, sDecay, P4);  // in flight during the last pass
     }
     replay_pass<TileT, kSplit>(a, cur, lg, Sf, p0, rows, nw, w, lane);
     cur = nxt;
   }
-  if constexpr (kSplit) {  // y = e^{L_t}·S_c·C_t + the log's part, a row of each output by the block
-    cp_async_wait<0>();
-    __syncthreads();
-    for (int i = threadIdx.x; i < n_out * P; i += blockDim.x) {
-      const int u = i / P, p = i % P;
-      put_bf(a.y, sYoff[u] + p, sDecay[u] * sAcc[u * P4 + p] + sY[u * P4 + p]);
-    }
-  }
+  if constexpr (kSplit) write_replay_outputs(a, sYoff, sDecay, sAcc, sY, n_out, P4);
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 // flush costs one state write.
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/mamba2_decode.h"
+#include "ops/cuda/mamba2_replay_scratch.cuh"
 #include "ops/cuda/mma_tf32.cuh"
 #include "ops/cuda/tile.cuh"
 
@@ -108,16 +109,9 @@ __global__ void __launch_bounds__(32 * kWarps, kMinBlocks) mamba2_replay_mma_ker
   MmaRows<kB> cur;
   if (tasks > 0) cur.load(S, P, N, r0_of(0), c0_of(0), g, t);
   if (a.release_early) pdl_release();
-  // The scratch comes from the kernel just before: requested after the
-  // wait, once by every thread, at its warp's last pass.
-  auto request_scratch = [&] {
-    pdl_wait();
-    if (!a.release_early) pdl_release();
-    copy_async_rows(sY, a.scratch + int64_t(b) * T * a.H * P + int64_t(h) * P, n_out, P, int64_t(a.H) * P, P4);
-    const float* dec = a.scratch + int64_t(a.batch) * T * a.H * P + int64_t(b) * T * a.H + h;
-    for (int u = threadIdx.x; u < n_out; u += blockDim.x) cp_async<4>(sDecay + u, dec + int64_t(u) * a.H);
-    cp_async_commit();
-  };
+  // The scratch comes from the kernel just before: requested once by
+  // every thread, at its warp's last pass.
+  auto request_scratch = [&] { request_replay_scratch(a, b, h, n_out, sY, sDecay, P4); };
 
   // The staging below repeats mamba2_replay_kernel's with this kernel's
   // strides. Shared through one inline function it left that file's N > 128
@@ -213,12 +207,7 @@ __global__ void __launch_bounds__(32 * kWarps, kMinBlocks) mamba2_replay_mma_ker
     cur = nxt;
   }
   if (tasks == 0) request_scratch();
-  cp_async_wait<0>();
-  __syncthreads();
-  for (int i = threadIdx.x; i < n_out * P; i += blockDim.x) {  // y, a row of each output by the block
-    const int u = i / P, p = i % P;
-    put_bf(a.y, sYoff[u] + p, sDecay[u] * sAcc[u * P4 + p] + sY[u * P4 + p]);
-  }
+  write_replay_outputs(a, sYoff, sDecay, sAcc, sY, n_out, P4);
 }
 
 }  // namespace
