@@ -47,7 +47,7 @@ struct ReplayLog {
   const float* L;   // (W) L_s of the folding sequence
   const float* F;   // (W) fold coefficients e^{L_{f−1}−L_s}·dt_s
   const float* X;   // (W, ld) x_s
-  const float* U;   // (P, ldu) the split path's fold rows F_s·x_s[p], 4 entries a 16-byte load
+  const float* U;   // (P, ldu) the split path's fold rows F_s·x_s[p], zeros past f to a multiple of 4 entries
   const float* B;   // (W, N4) B_s
   int ld;           // row stride of Y and X (P rounded up to 4)
   int ldu;          // row stride of U (W rounded up to 4)
@@ -133,25 +133,37 @@ __device__ __forceinline__ void replay_pass(const Mamba2DecodeArgs& a, TileT& cu
       }
     }
   }
-  for (int s0 = 0; kGrouped && s0 < lg.f; s0 += 4) {
-    float u[TileT::kRows][4];
+  if constexpr (kGrouped) {
+    // U and B hold zeros past f up to a multiple of 4 entries, so the
+    // chunks run whole with no bound checked, and every lane loads its
+    // columns of B unmasked (TileT::columns_unmasked). H200, ncu at batch
+    // 64: the fold step was issue-bound, with 50 address, bound and
+    // branch instructions for every 64 FMAs here. Two entries a chunk:
+    // four held the 16-row tile's B loads of a chunk at once and spilled
+    // at 7 blocks an SM.
+    constexpr int kE = 2;
+    const float* u0 = lg.U + p0 * lg.ldu;
+    const int f4 = (lg.f + 3) & ~3;
+    for (int s0 = 0; s0 < f4; s0 += kE) {
+      float u[TileT::kRows][kE];
 #pragma unroll
-    for (int r = 0; r < TileT::kRows; ++r) {
-      const int i = min(TileT::row(w, nw, r), rows - 1);  // rows past the pass are never stored
-      const float4 x = *reinterpret_cast<const float4*>(lg.U + (p0 + i) * lg.ldu + s0);
-      u[r][0] = x.x, u[r][1] = x.y, u[r][2] = x.z, u[r][3] = x.w;
-    }
+      for (int r = 0; r < TileT::kRows; ++r) {
+        const int i = min(TileT::row(w, nw, r), rows - 1);  // rows past the pass are never stored
+        const float2 x = *reinterpret_cast<const float2*>(u0 + i * lg.ldu + s0);
+        u[r][0] = x.x, u[r][1] = x.y;
+      }
+      const float* b = lg.B + s0 * N4;
 #pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      if (s0 + k >= lg.f) break;  // block-uniform
-      float Bc[TileT::kColChunks][TileT::kVec];
-      TileT::columns(lg.B + (s0 + k) * N4, N, lane, Bc);
+      for (int k = 0; k < kE; ++k, b += N4) {
+        float Bc[TileT::kColChunks][TileT::kVec];
+        TileT::columns_unmasked(b, N4, lane, Bc);
 #pragma unroll
-      for (int r = 0; r < TileT::kRows; ++r)
+        for (int r = 0; r < TileT::kRows; ++r)
 #pragma unroll
-        for (int j = 0; j < TileT::kColChunks; ++j)
+          for (int j = 0; j < TileT::kColChunks; ++j)
 #pragma unroll
-          for (int e = 0; e < TileT::kVec; ++e) cur.v[r][j][e] += u[r][k] * Bc[j][e];
+            for (int e = 0; e < TileT::kVec; ++e) cur.v[r][j][e] += u[r][k] * Bc[j][e];
+      }
     }
   }
   cur.store(Sf + int64_t(p0) * N, rows, N, N, w, nw, lane);
@@ -203,8 +215,8 @@ __global__ void __launch_bounds__(32 * kMamba2Warps, kMamba2ReplayBlocks<TileT, 
   float* sC = shm + 2 * O4;     // (n_out, N) C of each output's token
   float* sDecay = sC + n_out * N4;  // (n_out) e^{L_t}
   float* sY = sDecay + O4;      // (n_out, P)
-  float* sB = sY + n_out * P4;  // (W, N) B_s
-  float* sL = sB + W * N4;      // (W) L_s
+  float* sB = sY + n_out * P4;  // (W4, N) B_s
+  float* sL = sB + W4 * N4;     // (W) L_s
   float* sDt = sL + W4;         // (W) dt_s
   float* sF = sDt + W4;         // (W) fold coefficients
   float* sWt = sF + W4;         // (T, W) output weights
@@ -252,7 +264,17 @@ __global__ void __launch_bounds__(32 * kMamba2Warps, kMamba2ReplayBlocks<TileT, 
   for (int s = threadIdx.x; s < f; s += blockDim.x) sF[s] = expf(sL[f - 1] - sL[s]) * sDt[s];
   __syncthreads();
   if (kSplit && f > 0) {  // block-uniform: the products the fold's rows take, once per block
-    for (int i = threadIdx.x; i < P * f; i += blockDim.x) sU[i / f * W4 + i % f] = sF[i % f] * sX[i % f * P4 + i / f];
+    // By 4 entries, zeros past f (and in B's rows there) for the fold's
+    // whole chunks (replay_pass); a 16-byte store a thread.
+    const int f4 = (f + 3) & ~3;
+    for (int i = threadIdx.x; i < P * f4 / 4; i += blockDim.x) {
+      const int p = i % P, s = i / P * 4;
+      float v[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) v[e] = s + e < f ? sF[s + e] * sX[(s + e) * P4 + p] : 0.0f;
+      *reinterpret_cast<float4*>(sU + p * W4 + s) = make_float4(v[0], v[1], v[2], v[3]);
+    }
+    for (int i = f * N4 + threadIdx.x; i < f4 * N4; i += blockDim.x) sB[i] = 0.0f;
     __syncthreads();
   }
   if constexpr (!kSplit) {
@@ -322,7 +344,7 @@ cudaError_t mamba2_replay_cuda(const Mamba2DecodeArgs& a, cudaStream_t stream) {
     using TileT = decltype(tag);
     const int nw = mamba2_warps(a.P, TileT::kRows);
     const int n_out = (a.group_start != nullptr ? a.max_group : 1) * a.T, O4 = (n_out + 3) & ~3;
-    const size_t shm = sizeof(float) * (2 * O4 + n_out * N4 + O4 + n_out * P4 + a.W * N4 + 3 * W4 + a.T * W4 +
+    const size_t shm = sizeof(float) * (2 * O4 + n_out * N4 + O4 + n_out * P4 + W4 * N4 + 3 * W4 + a.T * W4 +
                                          a.W * P4 + (split ? a.P * W4 + n_out * P4 : 0));  // sU, sAcc: the split path's only
     const int blocks_y = a.group_start != nullptr ? a.n_groups : a.batch;
     auto launch = [&](auto kernel) {

@@ -192,6 +192,28 @@ struct Tile {
     }
   }
 
+  // As columns, every lane loading without a bound or zeros: a lane whose
+  // columns lie past the row reads the row's last kV values instead (v's
+  // rows n4 ≥ kV apart, n4 a multiple of kV), so its products must go
+  // unused. For loops whose loads would otherwise each carry a predicate
+  // and the zeroing of their registers.
+  __device__ static void columns_unmasked(const float* v, int n4, int lane, float (&out)[kJ][kV]) {
+#pragma unroll
+    for (int j = 0; j < kJ; ++j) {
+      const int c = min(col(lane, j, 0), n4 - kV);
+      if constexpr (kV == 4) {
+        const float4 x = *reinterpret_cast<const float4*>(v + c);
+        out[j][0] = x.x, out[j][1] = x.y, out[j][2] = x.z, out[j][3] = x.w;
+      } else if constexpr (kV == 2) {
+        const float2 x = *reinterpret_cast<const float2*>(v + c);
+        out[j][0] = x.x, out[j][1] = x.y;
+      } else {
+#pragma unroll
+        for (int e = 0; e < kV; ++e) out[j][e] = v[c + e];
+      }
+    }
+  }
+
   // Sums of acc[r] over the warp for every r at once (a transposed
   // butterfly, as transposed_sums). This loop form is kept for the row
   // tiles: with the recursive one the 4-warp replay took 8 more registers
