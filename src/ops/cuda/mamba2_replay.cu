@@ -134,8 +134,8 @@ __device__ __forceinline__ void replay_pass(const Mamba2DecodeArgs& a, TileT& cu
     }
   }
   if constexpr (kGrouped) {
-    // U and B hold zeros past f up to a multiple of 4 entries, so the
-    // chunks run whole with no bound checked, and every lane loads its
+    // U and B hold zeros past f up to a multiple of 4 entries (of kE
+    // here), so the chunks run whole with no bound checked, and every lane loads its
     // columns of B unmasked (TileT::columns_unmasked). H200, ncu at batch
     // 64: the fold step was issue-bound, with 50 address, bound and
     // branch instructions for every 64 FMAs here. Two entries a chunk:
@@ -143,8 +143,8 @@ __device__ __forceinline__ void replay_pass(const Mamba2DecodeArgs& a, TileT& cu
     // at 7 blocks an SM.
     constexpr int kE = 2;
     const float* u0 = lg.U + p0 * lg.ldu;
-    const int f4 = (lg.f + 3) & ~3;
-    for (int s0 = 0; s0 < f4; s0 += kE) {
+    const int fe = (lg.f + kE - 1) / kE * kE;  // not to 4: a verify's 14 entries would run 16
+    for (int s0 = 0; s0 < fe; s0 += kE) {
       float u[TileT::kRows][kE];
 #pragma unroll
       for (int r = 0; r < TileT::kRows; ++r) {
