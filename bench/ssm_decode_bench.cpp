@@ -22,6 +22,8 @@
 // from the same run. State slots rotate over ≥ 512 MB, well past the 60 MB L2.
 //
 // Usage: replayssm_ssm_bench [JSON_OUT]
+//        replayssm_ssm_bench --only mamba2|gdn [--gdn-mma 1|0|-1]   (one family's rows, no JSON;
+//                                                                  GdnDecodeArgs::mma for A/B runs)
 //        replayssm_ssm_bench --gdn-shapes   (the GDN kernels at each block shape)
 //        replayssm_ssm_bench --profile mamba2|gdn ar|verify BATCH [VARIANT]   (untimed, for ncu)
 #include <cuda_runtime_api.h>
@@ -42,6 +44,7 @@ namespace {
 
 // --profile: each workload runs twice, untimed, for a profiler.
 bool g_profile = false;
+int g_gdn_mma = 0;  // GdnDecodeArgs::mma of the replay rows (--gdn-mma)
 
 // Median µs of one call of run(i), over 7 timed runs of `iters` calls.
 double median_us(const std::function<void(int)>& run, int iters) {
@@ -340,7 +343,7 @@ Row run_gdn(int batch, bool verify, int slice = 0, int rows = 0) {
   Slots sl = make_slots(ar, batch, S);
   GdnDecodeArgs a;
   a.batch = batch, a.Hk = Hk, a.Hv = Hv, a.dk = dk, a.dv = dv, a.T = T, a.W = W, a.max_fold = W;
-  a.slice_cols = slice, a.tile_rows = rows;
+  a.slice_cols = slice, a.tile_rows = rows, a.mma = g_gdn_mma;
   // Keys of norm ≈ 0.65 and decays in (e^−0.5, 1]: the delta rule stays bounded.
   a.state = ar.uniform(size_t(sl.rot) * batch * (1 + kT) * Hv * dk * dv, -1.0f, 1.0f);
   a.q = ar.uniform_bf16(size_t(batch) * T * Hk * dk, 0.1f), a.k = ar.uniform_bf16(size_t(batch) * T * Hk * dk, 0.1f);
@@ -410,6 +413,19 @@ int gdn_shapes(double copy_gbs) {
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "--profile") return profile(argc, argv);
   const bool shapes = argc > 1 && std::string(argv[1]) == "--gdn-shapes";
+  const std::string only = argc > 2 && std::string(argv[1]) == "--only" ? argv[2] : "";
+  if (argc > 1 && std::string(argv[1]) == "--only") {
+    if (only != "mamba2" && only != "gdn") {
+      std::fprintf(stderr, "--only: mamba2 or gdn, not '%s'\n", argc > 2 ? argv[2] : "");
+      return 2;
+    }
+    const bool mma_arg = argc == 5 && std::string(argv[3]) == "--gdn-mma";
+    if (mma_arg) g_gdn_mma = std::atoi(argv[4]);
+    if (g_gdn_mma < -1 || g_gdn_mma > 1 || (argc > 3 && !mma_arg)) {
+      std::fprintf(stderr, "usage: replayssm_ssm_bench --only mamba2|gdn [--gdn-mma 1|0|-1]\n");
+      return 2;
+    }
+  }
   cudaDeviceProp prop{};
   CK(cudaGetDeviceProperties(&prop, 0));
   // Copy bandwidth: device-to-device, counting read + write.
@@ -458,23 +474,27 @@ int main(int argc, char** argv) {
     json += row;
     first = false;
   };
-  for (int batch : {8, 64, 256, 512}) print_row(run_mamba2_beams(batch));
-  // mamba2-fma: the fork groups' pass on FMAs (variant 2), as before the tensor cores.
-  for (int batch : {64, 256, 512}) print_row(run_mamba2_beams(batch, 2));
+  if (only.empty()) {
+    for (int batch : {8, 64, 256, 512}) print_row(run_mamba2_beams(batch));
+    // mamba2-fma: the fork groups' pass on FMAs (variant 2), as before the tensor cores.
+    for (int batch : {64, 256, 512}) print_row(run_mamba2_beams(batch, 2));
+  }
   // mamba2-ex: exact replay (the sequential recurrence, n_log × a step's
   // FLOPs, no dual form) where a batch is too small to stream the state at
   // bandwidth: is it the faster replay there?
   for (bool verify : {false, true})
-    for (int batch : {1, 2, 8, 32}) print_row(run_mamba2(batch, verify, 0, true));
+    for (int batch : {1, 2, 8, 32})
+      if (only.empty()) print_row(run_mamba2(batch, verify, 0, true));
   for (const char* family : {"mamba2", "mamba2-1k", "gdn"})
     for (bool verify : {false, true})
       for (int batch : {1, 8, 64, 256, 512}) {
         const std::string fam = family;
+        if (!only.empty() && fam != only) continue;
         const Row r = fam == "gdn" ? run_gdn(batch, verify) : run_mamba2(batch, verify, fam == "mamba2" ? 0 : 1);
         print_row(r);
       }
   json += "\n]}\n";
-  if (argc > 1) {
+  if (argc > 1 && only.empty()) {
     FILE* f = std::fopen(argv[1], "w");
     if (f == nullptr) {
       std::fprintf(stderr, "cannot write %s\n", argv[1]);

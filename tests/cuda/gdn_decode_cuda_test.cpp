@@ -23,10 +23,11 @@ struct Shape {
   int batch, Hk, Hv, dk, dv, W, T;
 };
 
-// A kernel variant (GdnDecodeArgs::variant), the streaming blocks' shape
-// and fold_rows (1: a one-token fold's row coefficients precomputed).
+// A kernel variant (GdnDecodeArgs::variant), the streaming blocks' shape,
+// fold_rows (1: a one-token fold's row coefficients precomputed) and mma
+// (1: the passes on tensor cores, −1: on FMAs, 0: the launcher's choice).
 struct Kernel {
-  int variant, slice_cols, tile_rows, fold_rows = 0;
+  int variant, slice_cols, tile_rows, fold_rows = 0, mma = 0;
 };
 
 void PrintTo(const Shape& s, std::ostream* os);
@@ -34,10 +35,13 @@ void PrintTo(const std::tuple<Shape, Kernel>& p, std::ostream* os) {
   PrintTo(std::get<0>(p), os);
   const Kernel k = std::get<1>(p);
   if (k.variant == 2) *os << "_sliced";
-  else *os << "_streaming" << k.slice_cols << "x" << k.tile_rows << (k.fold_rows > 0 ? "_fold_rows" : "");
+  else
+    *os << "_streaming" << k.slice_cols << "x" << k.tile_rows << (k.fold_rows > 0 ? "_fold_rows" : "")
+        << (k.mma > 0 ? "_mma" : k.mma < 0 ? "_fma" : "");
 }
 void set_kernel(ops::cuda::GdnDecodeArgs& a, const Kernel& k) {
-  a.variant = k.variant, a.slice_cols = k.slice_cols, a.tile_rows = k.tile_rows, a.fold_rows = k.fold_rows;
+  a.variant = k.variant, a.slice_cols = k.slice_cols, a.tile_rows = k.tile_rows, a.fold_rows = k.fold_rows,
+  a.mma = k.mma;
 }
 void PrintTo(const Shape& s, std::ostream* os) {
   *os << "B" << s.batch << "_Hk" << s.Hk << "_Hv" << s.Hv << "_dk" << s.dk << "_dv" << s.dv << "_W" << s.W << "_T"
@@ -220,6 +224,8 @@ TEST(GdnCudaArgs, OutOfRangeShapesAreRefused) {
   EXPECT_EQ(ops::cuda::gdn_step_cuda(a, nullptr), cudaErrorInvalidValue);
   a.T = 1, a.fold_rows = 2;  // 1, 0 or −1
   EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
+  a.fold_rows = 0, a.mma = -2;  // 1, 0 or −1
+  EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
 }
 
 const auto kShapes = ::testing::Values(Shape{3, 2, 6, 12, 10, 5, 1},       // odd sizes, generic tile
@@ -227,13 +233,15 @@ const auto kShapes = ::testing::Values(Shape{3, 2, 6, 12, 10, 5, 1},       // od
                                        Shape{3, 2, 4, 64, 128, 12, 1},     // 128-column tile
                                        Shape{2, 1, 2, 48, 256, 10, 4},     // wide values
                                        Shape{2, 2, 2, 200, 70, 6, 2},      // tall keys, partial slice
+                                       Shape{3, 1, 2, 37, 128, 7, 3},      // odd keys, 128-column slice
                                        Shape{2, 16, 32, 128, 128, 16, 1},  // Qwen3-Next
                                        Shape{2, 16, 32, 128, 128, 20, 4},  // its verify, T = 4
                                        Shape{2, 16, 48, 128, 128, 16, 2});  // Qwen3.5-27B
 INSTANTIATE_TEST_SUITE_P(Shapes, GdnCuda,
                          ::testing::Combine(kShapes, ::testing::Values(Kernel{1, 0, 0}, Kernel{2, 0, 0}, Kernel{1, 64, 4},
                                                                        Kernel{1, 64, 8}, Kernel{1, 128, 4},
-                                                                       Kernel{1, 256, 8}, Kernel{1, 128, 4, 1})));
+                                                                       Kernel{1, 256, 8}, Kernel{1, 128, 4, 1},
+                                                                       Kernel{1, 128, 4, 0, 1}, Kernel{1, 128, 4, 0, -1})));
 
 }  // namespace
 }  // namespace replayssm

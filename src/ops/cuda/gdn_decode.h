@@ -63,6 +63,12 @@ struct GdnDecodeArgs {
   // (streaming replay, 128-column slices, T = 1; tuning, tests): 1 always,
   // −1 never, 0 the launcher's choice (where the blocks are ≥ 4 an SM).
   int fold_rows = 0;
+  // The passes' two products — S_cᵀ over the new keys and queries, and a
+  // fold — on tensor cores at fp32 accuracy (streaming replay, 128-column
+  // slices, 4 rows a pass, T ≤ 4; elsewhere it does not apply; tuning,
+  // tests): 1 always, −1 never, 0 the launcher's choice (a verify; one
+  // token's step stays on FMAs, its fold too: docs/perf).
+  int mma = 0;
 };
 
 cudaError_t gdn_step_cuda(const GdnDecodeArgs& a, cudaStream_t stream);

@@ -12,7 +12,9 @@
 #include "ops/cuda/gdn_decode.h"
 
 #include <algorithm>
+#include <type_traits>
 
+#include "ops/cuda/gdn_replay_mma.cuh"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/tile.cuh"
 
@@ -31,8 +33,30 @@ constexpr int kGdnReplaySlice = 128;  // the launcher's slice width (docs/perf)
 // unbounded 80 and 6 blocks: AR at batch 256–512 3% faster on the H200).
 // A verify's 8 vectors bounded to 5 blocks (96 registers) measured the
 // same as 4 (128): 0, no bound, elsewhere.
-template <typename TileT, int kQ>
-constexpr int kGdnReplayBlocks = kQ == 2 && TileT::kRows == 4 ? 7 : 0;
+template <typename TileT, int kQ, bool kMma, bool kFold>
+constexpr int kGdnReplayBlocks = kMma || (kQ == 2 && TileT::kRows == 4) ? (kFold ? 7 : 8) : 0;
+
+// A streaming block's shared memory, in floats, every array a multiple of
+// 4 floats from the start (16-byte aligned): the kernel's pointers and the
+// launcher's size from one place. nq: the sums S_cᵀx (kQ with register
+// partials, else 2T); kf: fold entries of kFoldRows' coefficients (0: none).
+// With kQ > 0 the new tokens' keys and queries are read only to build sXT,
+// and the key dots' partials come after the passes: they share floats; and
+// the new tokens' u stay in registers: u_s has rows for the older entries
+// only (H200: a verify's block 33 → 29 KB, 6 → 7 blocks an SM).
+struct GdnReplayShm {
+  int U, V, Sx, Red, Kb, Kt, Q, G, F, Co, Beta, EG, XT, Part, KF, total;
+  __host__ __device__ GdnReplayShm(int W, int T, int dk, int cw, int nw, int kQ, bool mma, int kf) {
+    const int W4 = (W + 3) & ~3, K4 = (dk + 3) & ~3, V4 = (cw + 3) & ~3, T4 = (T + 3) & ~3;
+    const int KB = ((dk + 7) & ~7) / 2 + 4, nq = kQ > 0 ? kQ : 2 * T, part = nw * kQ * W4;
+    int at = 0;
+    auto take = [&](int n) { const int o = at; at += n; return o; };
+    U = take((kQ > 0 ? W - T : W) * V4), V = take(T * V4), Sx = take(nq * V4), Red = take(mma ? 0 : nq * nw * V4);
+    Kb = take(W * KB), Kt = take(2 * T * K4 > part ? 2 * T * K4 : part), Q = Kt + T * K4, Part = Kt;
+    G = take(W4), F = take(W4), Co = take(nq * W4), Beta = take(T4), EG = take(T4);
+    XT = take(kQ > 0 ? ((dk + 15) & ~15) * kQ : 0), KF = take(kf > 0 ? dk * ((kf + 3) & ~3) : 0), total = at;
+  }
+};
 
 // kQ > 0 (kQ ≥ 2T): this thread's column partials of the 2T sums S_cᵀk_t,
 // S_cᵀq_t stay in registers across the passes and meet once, at the end,
@@ -46,42 +70,63 @@ constexpr int kGdnReplayBlocks = kQ == 2 && TileT::kRows == 4 ? 7 : 0;
 // passes, instead of a key load, a widening and a product per entry and
 // row (H200: AR 7% faster at batch 64, 1–3% at 256–512; at batch 8, one
 // wave, 23% slower: the launcher's choice by blocks).
-template <typename TileT, int kQ, bool kFoldRows = false>
-__global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ>) gdn_replay_kernel(GdnDecodeArgs a) {
+// kMma (with kQ = 8, 128-column slices): the passes' products on tensor
+// cores (gdn_replay_mma.cuh), the state in GdnMmaTile's layout; the log,
+// the key dots and the outputs as above.
+// kFold: the fold's code, for steps that may fold (a.fold set); without it
+// the steps that do not keep fewer registers (H200: the fold's code made the
+// shared instance 72 registers, 7 blocks an SM, where 8 fit without it).
+template <typename TileT, int kQ, bool kFoldRows, bool kMma, bool kFold>
+__global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ, kMma, kFold>) gdn_replay_kernel(GdnDecodeArgs a) {
+  static_assert(!kMma || (kQ == GdnMmaTile::kVectors && TileT::kCols == 128 && !kFoldRows));
+  static_assert(kFold || !kFoldRows);
+  using StateT = std::conditional_t<kMma, GdnMmaTile, TileT>;
   pdl_begin();
   const int h = blockIdx.y, b = blockIdx.z, kh = h / (a.Hv / a.Hk);
   constexpr int nw = kGdnWarps;  // a constant: see docs/perf (GDN block shapes)
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int dk = a.dk, dv = a.dv, T = a.T, W = a.W, pass_rows = nw * TileT::kRows;
+  const int dk = a.dk, dv = a.dv, T = a.T, W = a.W, pass_rows = kMma ? GdnMmaTile::kPassRows : nw * TileT::kRows;
   // This block's value columns [c0, c0 + cw) (as gdn_step.cu; dv: the row stride).
   const int c0 = blockIdx.x * TileT::kCols, cw = dv - c0 < TileT::kCols ? dv - c0 : TileT::kCols;
   const int n_log = min(max(a.n_log[b], T), W), base = n_log - T;
-  const int f = a.fold != nullptr ? min(max(a.fold[b], 0), min(base, a.max_fold)) : 0;
+  const int f = kFold && a.fold != nullptr ? min(max(a.fold[b], 0), min(base, a.max_fold)) : 0;
   // KB: floats a key row takes as bf16, 4 more than dk needs so that lanes
   // reading one row each (the dots below) meet 4 to a bank, not 32.
   const int W4 = (W + 3) & ~3, K4 = (dk + 3) & ~3, V4 = (cw + 3) & ~3, KB = ((dk + 7) & ~7) / 2 + 4;
-  extern __shared__ float shm[];  // every array a multiple of 4 floats from the start: 16-byte aligned
-  float* sU = shm;                 // (W, cw) u_s (the new tokens' filled here)
-  float* sV = sU + W * V4;         // (T, cw)
-  float* sSx = sV + T * V4;        // (2T, cw) S_cᵀk_t, then S_cᵀq_t
-  float* sRed = sSx + 2 * T * V4;  // (2T, nw, cw) per-warp partials
-  uint16_t* sKb = reinterpret_cast<uint16_t*>(sRed + 2 * T * nw * V4);  // (W, dk) k_s as bf16, KB floats a row
-  float* sKt = sRed + 2 * T * nw * V4 + W * KB;  // (T, dk) the new tokens' keys
-  float* sQ = sKt + T * K4;        // (T, dk)
-  float* sG = sQ + T * K4;         // (W) G_s
-  float* sF = sG + W4;             // (W) fold coefficients e^{G_{f−1}−G_s}
-  float* sKK = sF + W4;            // (T, W) k_s·k_t
-  float* sKQ = sKK + T * W4;       // (T, W) k_s·q_t
-  float* sBeta = sKQ + T * W4;     // (T)
-  float* sEG = sBeta + ((T + 3) & ~3);  // (T) e^{G_t} of the new tokens
-  float* sXT = sEG + ((T + 3) & ~3);    // (dk, kQ) k_t then q_t for each row, zero past 2T
-  float* sPart = sXT + dk * kQ;         // (nw, kQ, W4) the key dots' partial sums, with kQ > 0
+  // The vectors x of the sums S_cᵀx, with kQ > 0: k_t at t, q_t at kT + t
+  // (zero where t ≥ T); else k_t at t, q_t at T + t.
+  constexpr int kT = kQ / 2;
+  const GdnReplayShm L(W, T, dk, cw, nw, kQ, kMma, kFoldRows ? a.max_fold : 0);
+  extern __shared__ float shm[];
+  float* sU = shm + L.U;      // (W, cw) u_s (with kQ > 0: W − T rows, the older entries only)
+  float* sV = shm + L.V;      // (T, cw)
+  float* sSx = shm + L.Sx;    // (nq, cw) S_cᵀx
+  float* sRed = shm + L.Red;  // (nq, nw, cw) per-warp partials (not kMma: its warps own their columns)
+  uint16_t* sKb = reinterpret_cast<uint16_t*>(shm + L.Kb);  // (W, dk) k_s as bf16, KB floats a row
+  float* sKt = shm + L.Kt;    // (T, dk) the new tokens' keys
+  float* sQ = shm + L.Q;      // (T, dk)
+  float* sG = shm + L.G;      // (W) G_s
+  float* sF = shm + L.F;      // (W) fold coefficients e^{G_{f−1}−G_s}
+  // Output weights e^{G_t−G_s}(k_s·k_t), e^{G_t−G_s}(k_s·q_t): with kQ > 0
+  // (W, kQ) by entry, in the vectors' order; else (T, W) each, sKK then sKQ.
+  float* sCo = shm + L.Co;
+  float* sKK = sCo;
+  float* sKQ = sCo + T * W4;
+  float* sBeta = shm + L.Beta;  // (T)
+  float* sEG = shm + L.EG;      // (T) e^{G_t} of the new tokens
+  float* sXT = shm + L.XT;      // (dk rounded up to 16, kQ) the vectors by row, zero past dk
+  float* sPart = shm + L.Part;  // (nw, kQ, W4) the key dots' partial sums, with kQ > 0 (sKt, sQ's floats)
   const int F4 = (a.max_fold + 3) & ~3;
-  float* sKF = sPart + nw * kQ * W4;  // (dk, F4) with kFoldRows: a fold's row coefficients
+  float* sKF = shm + L.KF;  // (dk, F4) with kFoldRows: a fold's row coefficients
+  const int red = L.Kb - L.Red;  // floats of sRed
 
   const float* S = a.state + (int64_t(a.slot[b]) * a.Hv + h) * dk * dv + c0;
-  TileT cur;
-  cur.load(S, min(pass_rows, dk), cw, dv, w, nw, lane);
+  auto load_pass = [&](StateT& tile, int p0) {
+    if constexpr (kMma) tile.load(S + int64_t(p0) * dv, min(pass_rows, dk - p0), dv, w, lane);
+    else tile.load(S + int64_t(p0) * dv, min(pass_rows, dk - p0), cw, dv, w, nw, lane);
+  };
+  StateT cur;
+  load_pass(cur, 0);
   // Several tokens: passes stream one ahead in registers, and L2 is asked
   // for the pass after that too (whole rows: contiguous). H200: a verify
   // 3–5% faster at batch 64–512; one token 1–3% slower, so not there.
@@ -103,7 +148,7 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ>) g
   load_bf_rows(sQ, a.q + (int64_t(b) * T * a.Hk + kh) * dk, T, dk, int64_t(a.Hk) * dk, K4);
   load_bf_rows(sV, a.v + (int64_t(b) * T * a.Hv + h) * dv + c0, T, cw, int64_t(a.Hv) * dv, V4);
   for (int t = threadIdx.x; t < T; t += blockDim.x) sBeta[t] = a.beta[(int64_t(b) * T + t) * a.Hv + h];
-  for (int i = threadIdx.x; i < 2 * T * nw * V4; i += blockDim.x) sRed[i] = 0.0f;
+  for (int i = threadIdx.x; i < red; i += blockDim.x) sRed[i] = 0.0f;
   auto log_in = [&] {  // the log in shared memory for every thread, G_s summed
     cp_async_wait<0>();
     __syncthreads();
@@ -128,118 +173,133 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ>) g
   }
   __syncthreads();
   if constexpr (kQ > 0) {
-    for (int i = threadIdx.x; i < dk * kQ; i += blockDim.x) {
+    for (int i = threadIdx.x; i < ((dk + 15) & ~15) * kQ; i += blockDim.x) {
       const int row = i / kQ, q = i % kQ;
-      sXT[i] = q < T ? sKt[q * K4 + row] : q < 2 * T ? sQ[(q - T) * K4 + row] : 0.0f;
+      sXT[i] = row >= dk ? 0.0f : q < T ? sKt[q * K4 + row] : q >= kT && q < kT + T ? sQ[(q - kT) * K4 + row] : 0.0f;
     }
     __syncthreads();
   }
-  float acc[kQ > 0 ? kQ : 1][TileT::kColChunks][TileT::kVec] = {};
+  float acc[kQ > 0 && !kMma ? kQ : 1][TileT::kColChunks][TileT::kVec] = {};
+  float d[2][4] = {};  // kMma: the sums' mma tiles (GdnMmaTile::outputs)
 
   float* Sf = f > 0 ? a.state + (int64_t(a.fold_slot[b]) * a.Hv + h) * dk * dv + c0 : nullptr;
   const float fold_decay = f > 0 ? expf(sG[f - 1]) : 0.0f;
   for (int p0 = 0; p0 < dk; p0 += pass_rows) {
     const int rows = min(pass_rows, dk - p0);
-    TileT nxt;
+    StateT nxt;
     if (p0 + pass_rows < dk) {
-      nxt.load(S + int64_t(p0 + pass_rows) * dv, min(pass_rows, dk - p0 - pass_rows), cw, dv, w, nw, lane);
+      load_pass(nxt, p0 + pass_rows);
       prefetch_pass(p0 + 2 * pass_rows);
     }
-    // This pass's rows of S_cᵀx for the 2T vectors x, into this thread's partials.
-    if constexpr (kQ > 0) {
+    if constexpr (kMma) {
+      cur.outputs(d, sXT, p0, lane);
+      if (f > 0) {  // block-uniform
+        cur.scale(fold_decay);
+        cur.fold(sU, V4, sF, f, key, p0, dk, w, lane);
+        cur.store(Sf + int64_t(p0) * dv, rows, dv, w, lane);
+      }
+    } else {
+      // This pass's rows of S_cᵀx for the 2T vectors x, into this thread's partials.
+      if constexpr (kQ > 0) {
 #pragma unroll
-      for (int r = 0; r < TileT::kRows; ++r) {
-        // Rows past dk read row dk − 1: their state values are zeros.
-        const float* xr = sXT + min(p0 + TileT::row(w, nw, r), dk - 1) * kQ;
-        float x[kQ];
+        for (int r = 0; r < TileT::kRows; ++r) {
+          // Rows past dk read row dk − 1: their state values are zeros.
+          const float* xr = sXT + min(p0 + TileT::row(w, nw, r), dk - 1) * kQ;
+          float x[kQ];
 #pragma unroll
-        for (int q = 0; q < kQ; q += 2) {
-          const float2 v = *reinterpret_cast<const float2*>(xr + q);
-          x[q] = v.x, x[q + 1] = v.y;
+          for (int q = 0; q < kQ; q += 2) {
+            const float2 v = *reinterpret_cast<const float2*>(xr + q);
+            x[q] = v.x, x[q + 1] = v.y;
+          }
+#pragma unroll
+          for (int q = 0; q < kQ; ++q)
+#pragma unroll
+            for (int j = 0; j < TileT::kColChunks; ++j)
+#pragma unroll
+              for (int e = 0; e < TileT::kVec; ++e) acc[q][j][e] += cur.v[r][j][e] * x[q];
         }
+      }
+      for (int q = 0; q < (kQ > 0 ? 0 : 2 * T); ++q) {
+        const float* x = q < T ? sKt + q * K4 : sQ + (q - T) * K4;
+        float part[TileT::kColChunks][TileT::kVec] = {};
 #pragma unroll
-        for (int q = 0; q < kQ; ++q)
+        for (int r = 0; r < TileT::kRows; ++r) {
+          const int i = TileT::row(w, nw, r);
+          const float xi = i < rows ? x[p0 + i] : 0.0f;
 #pragma unroll
           for (int j = 0; j < TileT::kColChunks; ++j)
 #pragma unroll
-            for (int e = 0; e < TileT::kVec; ++e) acc[q][j][e] += cur.v[r][j][e] * x[q];
-      }
-    }
-    for (int q = 0; q < (kQ > 0 ? 0 : 2 * T); ++q) {
-      const float* x = q < T ? sKt + q * K4 : sQ + (q - T) * K4;
-      float part[TileT::kColChunks][TileT::kVec] = {};
-#pragma unroll
-      for (int r = 0; r < TileT::kRows; ++r) {
-        const int i = TileT::row(w, nw, r);
-        const float xi = i < rows ? x[p0 + i] : 0.0f;
+            for (int e = 0; e < TileT::kVec; ++e) part[j][e] += cur.v[r][j][e] * xi;
+        }
+        float* red = sRed + (q * nw + w) * V4;
 #pragma unroll
         for (int j = 0; j < TileT::kColChunks; ++j)
 #pragma unroll
-          for (int e = 0; e < TileT::kVec; ++e) part[j][e] += cur.v[r][j][e] * xi;
+          for (int e = 0; e < TileT::kVec; ++e)
+            if (TileT::col(lane, j, e) < cw) red[TileT::col(lane, j, e)] += part[j][e];
       }
-      float* red = sRed + (q * nw + w) * V4;
+      if (f > 0) {  // block-uniform
+#pragma unroll
+        for (int r = 0; r < TileT::kRows; ++r)
+#pragma unroll
+          for (int j = 0; j < TileT::kColChunks; ++j)
+#pragma unroll
+            for (int e = 0; e < TileT::kVec; ++e) cur.v[r][j][e] *= fold_decay;
+        for (int s0 = 0; kFoldRows && s0 < f; s0 += 2) {  // pairs: the kernel stays in 64 registers
+          float c[TileT::kRows][2];
+#pragma unroll
+          for (int r = 0; r < TileT::kRows; ++r) {
+            const int i = min(TileT::row(w, nw, r), rows - 1);  // rows past the pass are never stored
+            const float2 x = *reinterpret_cast<const float2*>(sKF + (p0 + i) * F4 + s0);
+            c[r][0] = x.x, c[r][1] = x.y;
+          }
+          // No bound per entry (as the Mamba2 fold's: checks and zeroing
+          // outnumbered the products there): past f the coefficients are
+          // zeros and the entry reads u_{f−1}, finite; lanes past cw read a
+          // live column, never stored. H200: the fold step 106 → 100 µs at
+          // batch 64 (docs/perf), in an instance of its own (kFold).
+#pragma unroll
+          for (int k = 0; k < 2; ++k) {
+            float Uc[TileT::kColChunks][TileT::kVec];
+            TileT::columns_unmasked(sU + min(s0 + k, f - 1) * V4, V4, lane, Uc);
+#pragma unroll
+            for (int r = 0; r < TileT::kRows; ++r)
+#pragma unroll
+              for (int j = 0; j < TileT::kColChunks; ++j)
+#pragma unroll
+                for (int e = 0; e < TileT::kVec; ++e) cur.v[r][j][e] += c[r][k] * Uc[j][e];
+          }
+        }
+        for (int s = 0; !kFoldRows && s < f; ++s) {
+          float Uc[TileT::kColChunks][TileT::kVec];
+          TileT::columns(sU + s * V4, cw, lane, Uc);
+#pragma unroll
+          for (int r = 0; r < TileT::kRows; ++r) {
+            const int i = min(TileT::row(w, nw, r), rows - 1);  // rows past the pass are never stored
+            const float c = sF[s] * key(s, p0 + i);
+#pragma unroll
+            for (int j = 0; j < TileT::kColChunks; ++j)
+#pragma unroll
+              for (int e = 0; e < TileT::kVec; ++e) cur.v[r][j][e] += c * Uc[j][e];
+          }
+        }
+        cur.store(Sf + int64_t(p0) * dv, rows, cw, dv, w, nw, lane);
+      }
+    }
+    cur = nxt;
+  }
+  if constexpr (kMma) {
+    gdn_mma_write_sums(d, sSx, V4, kQ, w, lane);
+  } else if constexpr (kQ > 0) {
+#pragma unroll
+    for (int q = 0; q < kQ; ++q) {
+      if (q % kT >= T) continue;  // a vector not in use
+      float* rq = sRed + (q * nw + w) * V4;
 #pragma unroll
       for (int j = 0; j < TileT::kColChunks; ++j)
 #pragma unroll
         for (int e = 0; e < TileT::kVec; ++e)
-          if (TileT::col(lane, j, e) < cw) red[TileT::col(lane, j, e)] += part[j][e];
-    }
-    if (f > 0) {  // block-uniform
-#pragma unroll
-      for (int r = 0; r < TileT::kRows; ++r)
-#pragma unroll
-        for (int j = 0; j < TileT::kColChunks; ++j)
-#pragma unroll
-          for (int e = 0; e < TileT::kVec; ++e) cur.v[r][j][e] *= fold_decay;
-      for (int s0 = 0; kFoldRows && s0 < f; s0 += 2) {  // pairs: the kernel stays in 64 registers
-        float c[TileT::kRows][2];
-#pragma unroll
-        for (int r = 0; r < TileT::kRows; ++r) {
-          const int i = min(TileT::row(w, nw, r), rows - 1);  // rows past the pass are never stored
-          const float2 x = *reinterpret_cast<const float2*>(sKF + (p0 + i) * F4 + s0);
-          c[r][0] = x.x, c[r][1] = x.y;
-        }
-#pragma unroll
-        for (int k = 0; k < 2; ++k) {
-          if (s0 + k >= f) break;  // block-uniform
-          float Uc[TileT::kColChunks][TileT::kVec];
-          TileT::columns(sU + (s0 + k) * V4, cw, lane, Uc);
-#pragma unroll
-          for (int r = 0; r < TileT::kRows; ++r)
-#pragma unroll
-            for (int j = 0; j < TileT::kColChunks; ++j)
-#pragma unroll
-              for (int e = 0; e < TileT::kVec; ++e) cur.v[r][j][e] += c[r][k] * Uc[j][e];
-        }
-      }
-      for (int s = 0; !kFoldRows && s < f; ++s) {
-        float Uc[TileT::kColChunks][TileT::kVec];
-        TileT::columns(sU + s * V4, cw, lane, Uc);
-#pragma unroll
-        for (int r = 0; r < TileT::kRows; ++r) {
-          const int i = min(TileT::row(w, nw, r), rows - 1);  // rows past the pass are never stored
-          const float c = sF[s] * key(s, p0 + i);
-#pragma unroll
-          for (int j = 0; j < TileT::kColChunks; ++j)
-#pragma unroll
-            for (int e = 0; e < TileT::kVec; ++e) cur.v[r][j][e] += c * Uc[j][e];
-        }
-      }
-      cur.store(Sf + int64_t(p0) * dv, rows, cw, dv, w, nw, lane);
-    }
-    cur = nxt;
-  }
-  if constexpr (kQ > 0) {
-    for (int q = 0; q < 2 * T; ++q) {  // kQ ≥ 2T
-      float* red = sRed + (q * nw + w) * V4;
-#pragma unroll
-      for (int k = 0; k < kQ; ++k)
-        if (k == q)  // acc indexed by constants only: a run-time index would put it in local memory
-#pragma unroll
-          for (int j = 0; j < TileT::kColChunks; ++j)
-#pragma unroll
-            for (int e = 0; e < TileT::kVec; ++e)
-              if (TileT::col(lane, j, e) < cw) red[TileT::col(lane, j, e)] = acc[k][j][e];
+          if (TileT::col(lane, j, e) < cw) rq[TileT::col(lane, j, e)] = acc[q][j][e];
     }
   }
   if (f == 0) log_in();  // block-uniform
@@ -263,13 +323,15 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ>) g
       for (int q = 0; q < kQ; ++q) sPart[(w * kQ + q) * W4 + s] = part[q];
     }
     __syncthreads();
-    for (int i = threadIdx.x; i < T * n_log; i += blockDim.x) {
+    for (int i = threadIdx.x; i < kT * n_log; i += blockDim.x) {
       const int t = i / n_log, s = i % n_log;
-      if (s > base + t) continue;
-      float dkk = 0.0f, dkq = 0.0f;
-      for (int k = 0; k < nw; ++k) dkk += sPart[(k * kQ + t) * W4 + s], dkq += sPart[(k * kQ + T + t) * W4 + s];
-      const float e = expf(sG[base + t] - sG[s]);  // 1 at s = base + t
-      sKK[t * W4 + s] = dkk * e, sKQ[t * W4 + s] = dkq * e;
+      float dkk = 0.0f, dkq = 0.0f;  // zeros for the outputs' loop where t ≥ T or s > base + t
+      if (t < T && s <= base + t) {
+        for (int k = 0; k < nw; ++k) dkk += sPart[(k * kQ + t) * W4 + s], dkq += sPart[(k * kQ + kT + t) * W4 + s];
+        const float e = expf(sG[base + t] - sG[s]);  // 1 at s = base + t
+        dkk *= e, dkq *= e;
+      }
+      sCo[s * kQ + t] = dkk, sCo[s * kQ + kT + t] = dkq;
     }
   }
   for (int kx = w; kQ == 0 && kx < T * n_log; kx += nw) {
@@ -287,7 +349,7 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ>) g
   }
   for (int t = threadIdx.x; t < T; t += blockDim.x) sEG[t] = expf(sG[base + t]);
   __syncthreads();
-  for (int i = threadIdx.x; i < 2 * T * cw; i += blockDim.x) {
+  for (int i = threadIdx.x; !kMma && i < (kQ > 0 ? kQ : 2 * T) * cw; i += blockDim.x) {
     const int q = i / cw, c = i % cw;
     float sum = 0.0f;
     for (int k = 0; k < nw; ++k) sum += sRed[(q * nw + k) * V4 + c];
@@ -295,21 +357,61 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ>) g
   }
   __syncthreads();
 
-  // The new tokens in order, one thread per column: u_t is written and
-  // later read by the same thread.
-  for (int c = threadIdx.x; c < cw; c += blockDim.x) {
-    for (int t = 0; t < T; ++t) {
-      const int tt = base + t;
-      float mem = sEG[t] * sSx[t * V4 + c], out = sEG[t] * sSx[(T + t) * V4 + c];
-      for (int s = 0; s < tt; ++s) {
+  if constexpr (kQ > 0) {
+    // One thread per column. The older entries first, for every token at
+    // once: each u_s[c] read once, into two sets of sums (independent
+    // chains; H200, ncu: one token's chain at a time over the entries was
+    // a quarter of a verify block's stalls). Then the new tokens in order,
+    // their u in registers.
+    for (int c = threadIdx.x; c < cw; c += blockDim.x) {
+      float part[2][kQ] = {};
+      auto add = [&](int k, int s) {
         const float us = sU[s * V4 + c];
-        mem += sKK[t * W4 + s] * us;
-        out += sKQ[t * W4 + s] * us;
+        const float* co = sCo + s * kQ;
+#pragma unroll
+        for (int q = 0; q < kQ; q += 2) {
+          const float2 x = *reinterpret_cast<const float2*>(co + q);
+          part[k][q] += x.x * us, part[k][q + 1] += x.y * us;
+        }
+      };
+      int s = 0;
+      for (; s + 1 < base; s += 2) add(0, s), add(1, s + 1);
+      if (s < base) add(0, s);
+      float un[kT];
+#pragma unroll
+      for (int t = 0; t < kT; ++t) {
+        if (t >= T) break;
+        const int tt = base + t;
+        float mem = part[0][t] + part[1][t] + sEG[t] * sSx[t * V4 + c];
+        float out = part[0][kT + t] + part[1][kT + t] + sEG[t] * sSx[(kT + t) * V4 + c];
+#pragma unroll
+        for (int t2 = 0; t2 < t; ++t2) {
+          mem += sCo[(base + t2) * kQ + t] * un[t2];
+          out += sCo[(base + t2) * kQ + kT + t] * un[t2];
+        }
+        const float u = (sV[t * V4 + c] - mem) * sBeta[t];
+        un[t] = u;
+        a.log_u[((int64_t(b) * W + tt) * a.Hv + h) * dv + c0 + c] = u;
+        put_bf(a.o, ((int64_t(b) * T + t) * a.Hv + h) * dv + c0 + c, out + sCo[tt * kQ + kT + t] * u);
       }
-      const float u = (sV[t * V4 + c] - mem) * sBeta[t];
-      sU[tt * V4 + c] = u;
-      a.log_u[((int64_t(b) * W + tt) * a.Hv + h) * dv + c0 + c] = u;
-      put_bf(a.o, ((int64_t(b) * T + t) * a.Hv + h) * dv + c0 + c, out + sKQ[t * W4 + tt] * u);
+    }
+  } else {
+    // The new tokens in order, one thread per column: u_t is written and
+    // later read by the same thread.
+    for (int c = threadIdx.x; c < cw; c += blockDim.x) {
+      for (int t = 0; t < T; ++t) {
+        const int tt = base + t;
+        float mem = sEG[t] * sSx[t * V4 + c], out = sEG[t] * sSx[(T + t) * V4 + c];
+        for (int s = 0; s < tt; ++s) {
+          const float us = sU[s * V4 + c];
+          mem += sKK[t * W4 + s] * us;
+          out += sKQ[t * W4 + s] * us;
+        }
+        const float u = (sV[t * V4 + c] - mem) * sBeta[t];
+        sU[tt * V4 + c] = u;
+        a.log_u[((int64_t(b) * W + tt) * a.Hv + h) * dv + c0 + c] = u;
+        put_bf(a.o, ((int64_t(b) * T + t) * a.Hv + h) * dv + c0 + c, out + sKQ[t * W4 + tt] * u);
+      }
     }
   }
 }
@@ -322,7 +424,7 @@ cudaError_t gdn_replay_cuda(const GdnDecodeArgs& a, cudaStream_t stream) {
       a.W > kGdnMaxW || a.max_fold < 0 || a.max_fold > a.W || (a.fold != nullptr && a.fold_slot == nullptr) ||
       (a.tile_rows != 0 && a.tile_rows != 4 && a.tile_rows != 8) ||
       (a.slice_cols != 0 && a.slice_cols != 64 && a.slice_cols != 128 && a.slice_cols != 256) || a.fold_rows < -1 ||
-      a.fold_rows > 1)
+      a.fold_rows > 1 || a.mma < -1 || a.mma > 1)
     return cudaErrorInvalidValue;
   // Every refusal before the device is asked anything.
   const int slice = gdn_slice_cols(a.dv, a.slice_cols != 0 ? a.slice_cols : kGdnReplaySlice);
@@ -344,16 +446,18 @@ cudaError_t gdn_replay_cuda(const GdnDecodeArgs& a, cudaStream_t stream) {
   auto launch = [&](auto tag) {
     using TileT = decltype(tag);
     const int nw = kGdnWarps;
-    const int W4 = (a.W + 3) & ~3, K4 = (a.dk + 3) & ~3, V4 = (std::min(TileT::kCols, a.dv) + 3) & ~3;
-    const int KB = ((a.dk + 7) & ~7) / 2, T4 = (a.T + 3) & ~3;
-    // Register partials for the launcher's 128-column slices (T ≤ 4).
-    const int kq = TileT::kVec == 4 && TileT::kColChunks == 1 ? (a.T == 1 ? 2 : a.T <= 4 ? 8 : 0) : 0;
+    // Register partials for the launcher's 128-column slices (T ≤ 4); of
+    // those with 4 rows a pass, a verify and a fold on tensor cores.
+    const bool slice128 = TileT::kVec == 4 && TileT::kColChunks == 1;
+    const bool mma = slice128 && TileT::kRows == 4 && a.T <= 4 &&
+                     (a.mma > 0 || (a.mma == 0 && a.T > 1));
+    const int kq = mma ? GdnMmaTile::kVectors : slice128 ? (a.T == 1 ? 2 : a.T <= 4 ? 8 : 0) : 0;
     // The fold's row coefficients where the blocks are several waves (≥ 4 an SM).
     const int64_t blocks = int64_t((a.dv + TileT::kCols - 1) / TileT::kCols) * a.Hv * a.batch;
-    const bool fold_rows = kq == 2 && (a.fold_rows > 0 || (a.fold_rows == 0 && blocks >= 4 * int64_t(sms)));
-    const size_t shm = sizeof(float) * (a.W * V4 + a.T * V4 + 2 * a.T * V4 + 2 * a.T * nw * V4 + a.W * (KB + 4) +
-                                        2 * a.T * K4 + 2 * W4 + 2 * a.T * W4 + 2 * T4 + a.dk * kq + nw * kq * W4 +
-                                        (fold_rows ? a.dk * ((a.max_fold + 3) & ~3) : 0));
+    const bool folds = a.fold != nullptr;
+    const bool fold_rows = folds && kq == 2 && (a.fold_rows > 0 || (a.fold_rows == 0 && blocks >= 4 * int64_t(sms)));
+    const size_t shm =
+        sizeof(float) * GdnReplayShm(a.W, a.T, a.dk, std::min(TileT::kCols, a.dv), nw, kq, mma, fold_rows ? a.max_fold : 0).total;
     auto go = [&](auto kernel) {
       if (cudaError_t e = allow_dynamic_smem(kernel, shm); e != cudaSuccess) return e;
       const dim3 grid((a.dv + TileT::kCols - 1) / TileT::kCols, a.Hv, a.batch);
@@ -361,10 +465,17 @@ cudaError_t gdn_replay_cuda(const GdnDecodeArgs& a, cudaStream_t stream) {
       return cudaGetLastError();
     };
     if constexpr (TileT::kVec == 4 && TileT::kColChunks == 1) {
-      if (kq == 2) return fold_rows ? go(gdn_replay_kernel<TileT, 2, true>) : go(gdn_replay_kernel<TileT, 2>);
-      if (kq == 8) return go(gdn_replay_kernel<TileT, 8>);
+      constexpr int kV = GdnMmaTile::kVectors;
+      if constexpr (TileT::kRows == 4)
+        if (mma) return folds ? go(gdn_replay_kernel<TileT, kV, false, true, true>)
+                              : go(gdn_replay_kernel<TileT, kV, false, true, false>);
+      if (kq == 2)
+        return !folds     ? go(gdn_replay_kernel<TileT, 2, false, false, false>)
+               : fold_rows ? go(gdn_replay_kernel<TileT, 2, true, false, true>)
+                           : go(gdn_replay_kernel<TileT, 2, false, false, true>);
+      if (kq == 8) return go(gdn_replay_kernel<TileT, 8, false, false, true>);
     }
-    return go(gdn_replay_kernel<TileT, 0>);
+    return go(gdn_replay_kernel<TileT, 0, false, false, true>);
   };
   return tile_rows == 8 ? with_gdn_slice_tile<8>(a.dv, slice, launch) : with_gdn_slice_tile<4>(a.dv, slice, launch);
 }
