@@ -174,9 +174,9 @@ __device__ __forceinline__ void replay_pass(const Mamba2DecodeArgs& a, TileT& cu
 // otherwise take 86 (5 blocks); 4 (≤ 128) for its 256-column tile, which
 // ptxas otherwise put at 125–153 as unrelated code moved (4 or 3 blocks);
 // 0 (no bound) elsewhere.
-template <typename TileT, bool kSplit>
+template <typename TileT, bool kSplit, bool kFold>
 constexpr int kMamba2ReplayBlocks =
-    kSplit && TileT::kVec == 4 && TileT::kColChunks == 1 && TileT::kRows == 4   ? 7
+    kSplit && TileT::kVec == 4 && TileT::kColChunks == 1 && TileT::kRows == 4   ? (kFold ? 7 : 8)
     : kSplit && TileT::kVec == 4 && TileT::kColChunks == 2 && TileT::kRows == 4 ? 4
                                                                                 : 0;
 
@@ -186,8 +186,8 @@ constexpr int kMamba2ReplayBlocks =
 // a checkpoint): the checkpoint is read once for all of them. The log is
 // read only to fold (a sequence alone in its group). Without kSplit: one
 // sequence, its log's part computed here.
-template <typename TileT, bool kSplit>
-__global__ void __launch_bounds__(32 * kMamba2Warps, kMamba2ReplayBlocks<TileT, kSplit>) mamba2_replay_kernel(
+template <typename TileT, bool kSplit, bool kFold>
+__global__ void __launch_bounds__(32 * kMamba2Warps, kMamba2ReplayBlocks<TileT, kSplit, kFold>) mamba2_replay_kernel(
     Mamba2DecodeArgs a) {
   // The one-kernel path: the checkpoint's first pass before the wait under
   // `early`. Not the log's older entries: loading them there held back the
@@ -208,7 +208,7 @@ __global__ void __launch_bounds__(32 * kMamba2Warps, kMamba2ReplayBlocks<TileT, 
                           : 1;
   const int b = first, n_out = members * T;
   const int n_log = min(max(a.n_log[b], T), W), base = n_log - T;
-  const int f = a.fold != nullptr && members == 1 ? min(max(a.fold[b], 0), min(n_log, a.max_fold)) : 0;
+  const int f = kFold && a.fold != nullptr && members == 1 ? min(max(a.fold[b], 0), min(n_log, a.max_fold)) : 0;
   extern __shared__ float shm[];  // every array a multiple of 4 floats from the start: 16-byte aligned
   const int W4 = (W + 3) & ~3, P4 = (P + 3) & ~3, N4 = (N + 3) & ~3, O4 = (n_out + 3) & ~3;
   int64_t* sYoff = reinterpret_cast<int64_t*>(shm);  // (n_out)
@@ -352,7 +352,8 @@ cudaError_t mamba2_replay_cuda(const Mamba2DecodeArgs& a, cudaStream_t stream) {
       launch_kernel(kernel, dim3(a.H, blocks_y), 32 * nw, shm, stream, a);
       return cudaGetLastError();
     };
-    return split ? launch(mamba2_replay_kernel<TileT, true>) : launch(mamba2_replay_kernel<TileT, false>);
+    if (!split) return launch(mamba2_replay_kernel<TileT, false, true>);
+    return a.fold != nullptr ? launch(mamba2_replay_kernel<TileT, true, true>) : launch(mamba2_replay_kernel<TileT, true, false>);
   });
 }
 
