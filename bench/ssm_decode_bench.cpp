@@ -22,8 +22,8 @@
 // from the same run. State slots rotate over ≥ 512 MB, well past the 60 MB L2.
 //
 // Usage: replayssm_ssm_bench [JSON_OUT]
-//        replayssm_ssm_bench --only mamba2|gdn [--gdn-mma 1|0|-1]   (one family's rows, no JSON;
-//                                                                  GdnDecodeArgs::mma for A/B runs)
+//        replayssm_ssm_bench --only mamba2|gdn [--gdn-mma 1|0|-1 | --mamba2-variant 0..4]
+//            (one family's rows, no JSON; GdnDecodeArgs::mma or Mamba2DecodeArgs::variant for A/B runs)
 //        replayssm_ssm_bench --gdn-shapes   (the GDN kernels at each block shape)
 //        replayssm_ssm_bench --profile mamba2|gdn ar|verify BATCH [VARIANT]   (untimed, for ncu)
 #include <cuda_runtime_api.h>
@@ -44,7 +44,8 @@ namespace {
 
 // --profile: each workload runs twice, untimed, for a profiler.
 bool g_profile = false;
-int g_gdn_mma = 0;  // GdnDecodeArgs::mma of the replay rows (--gdn-mma)
+int g_gdn_mma = 0;         // GdnDecodeArgs::mma of the replay rows (--gdn-mma)
+int g_mamba2_variant = 0;  // Mamba2DecodeArgs::variant of the "mamba2" rows (--mamba2-variant)
 
 // Median µs of one call of run(i), over 7 timed runs of `iters` calls.
 double median_us(const std::function<void(int)>& run, int iters) {
@@ -250,7 +251,7 @@ Row run_mamba2(int batch, bool verify, int variant, bool exact = false) {
       [](const Mamba2DecodeArgs& r, const Plan&) { return replayssm::ops::cuda::mamba2_replay_cuda(r, nullptr); });
   double rep_bytes = 0;
   for (const Plan& p : plan) rep_bytes += S + p.n * entry + T * (G * N * 2.0 + H * P * 2.0) + (p.f ? S : 0);
-  if (variant == 0 && !exact)
+  if (variant != 1 && !exact)  // not the one-kernel rows (mamba2-1k)
     print_last_steps("mamba2", verify, batch, plan, at, std_us,
                      [](const Mamba2DecodeArgs& r) { return replayssm::ops::cuda::mamba2_replay_cuda(r, nullptr); });
   if (!verify && variant == 0 && !exact && !g_profile) {  // diagnostic: the state stream alone (a log of one entry, no fold)
@@ -420,9 +421,12 @@ int main(int argc, char** argv) {
       return 2;
     }
     const bool mma_arg = argc == 5 && std::string(argv[3]) == "--gdn-mma";
+    const bool variant_arg = argc == 5 && std::string(argv[3]) == "--mamba2-variant";
     if (mma_arg) g_gdn_mma = std::atoi(argv[4]);
-    if (g_gdn_mma < -1 || g_gdn_mma > 1 || (argc > 3 && !mma_arg)) {
-      std::fprintf(stderr, "usage: replayssm_ssm_bench --only mamba2|gdn [--gdn-mma 1|0|-1]\n");
+    if (variant_arg) g_mamba2_variant = std::atoi(argv[4]);
+    if (g_gdn_mma < -1 || g_gdn_mma > 1 || g_mamba2_variant < 0 || g_mamba2_variant > 4 ||
+        (argc > 3 && !mma_arg && !variant_arg)) {
+      std::fprintf(stderr, "usage: replayssm_ssm_bench --only mamba2|gdn [--gdn-mma 1|0|-1 | --mamba2-variant 0..4]\n");
       return 2;
     }
   }
@@ -490,7 +494,8 @@ int main(int argc, char** argv) {
       for (int batch : {1, 8, 64, 256, 512}) {
         const std::string fam = family;
         if (!only.empty() && fam != only) continue;
-        const Row r = fam == "gdn" ? run_gdn(batch, verify) : run_mamba2(batch, verify, fam == "mamba2" ? 0 : 1);
+        const Row r =
+            fam == "gdn" ? run_gdn(batch, verify) : run_mamba2(batch, verify, fam == "mamba2" ? g_mamba2_variant : 1);
         print_row(r);
       }
   json += "\n]}\n";
