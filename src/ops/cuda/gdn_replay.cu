@@ -140,13 +140,14 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ, kM
   // streams: only a fold needs it before the passes; the dots and the
   // outputs come after them. The passes need the new keys and queries.
   const uint16_t* lk = a.log_k + (int64_t(b) * W * a.Hk + kh) * dk;
-  copy_async_rows(sG, a.log_g + int64_t(b) * W * a.Hv + h, n_log, 1, a.Hv, 1);
-  copy_async_bf_rows(sKb, lk, n_log, dk, int64_t(a.Hk) * dk, 2 * KB);
-  copy_async_rows(sU, a.log_u + (int64_t(b) * W * a.Hv + h) * dv + c0, base, cw, int64_t(a.Hv) * dv, V4);
+  // kMma: the copies' loops stepped (tile.cuh; its instances have the registers).
+  copy_async_rows<kMma>(sG, a.log_g + int64_t(b) * W * a.Hv + h, n_log, 1, a.Hv, 1);
+  copy_async_bf_rows<kMma>(sKb, lk, n_log, dk, int64_t(a.Hk) * dk, 2 * KB);
+  copy_async_rows<kMma>(sU, a.log_u + (int64_t(b) * W * a.Hv + h) * dv + c0, base, cw, int64_t(a.Hv) * dv, V4);
   cp_async_commit();
-  load_bf_rows(sKt, lk + int64_t(base) * a.Hk * dk, T, dk, int64_t(a.Hk) * dk, K4);
-  load_bf_rows(sQ, a.q + (int64_t(b) * T * a.Hk + kh) * dk, T, dk, int64_t(a.Hk) * dk, K4);
-  load_bf_rows(sV, a.v + (int64_t(b) * T * a.Hv + h) * dv + c0, T, cw, int64_t(a.Hv) * dv, V4);
+  load_bf_rows<kMma>(sKt, lk + int64_t(base) * a.Hk * dk, T, dk, int64_t(a.Hk) * dk, K4);
+  load_bf_rows<kMma>(sQ, a.q + (int64_t(b) * T * a.Hk + kh) * dk, T, dk, int64_t(a.Hk) * dk, K4);
+  load_bf_rows<kMma>(sV, a.v + (int64_t(b) * T * a.Hv + h) * dv + c0, T, cw, int64_t(a.Hv) * dv, V4);
   for (int t = threadIdx.x; t < T; t += blockDim.x) sBeta[t] = a.beta[(int64_t(b) * T + t) * a.Hv + h];
   for (int i = threadIdx.x; i < red; i += blockDim.x) sRed[i] = 0.0f;
   auto log_in = [&] {  // the log in shared memory for every thread, G_s summed
@@ -307,20 +308,25 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ, kM
   // outputs' loop below then needs no exponentials). With kQ > 0 a lane
   // per entry s and a warp per quarter of the rows, each row's 2T vector
   // entries one broadcast load (H200: a warp per (token, entry) pair with
-  // two warp sums each was about a third of a verify block's instructions).
+  // two warp sums each was about a third of a verify block's instructions);
+  // with kMma on tensor cores (gdn_mma_key_dots).
   if constexpr (kQ > 0) {
-    for (int s = lane; s < n_log; s += 32) {
-      float part[kQ] = {};
-      for (int i = w; i < dk; i += nw) {
-        const float ks = key(s, i);
+    if constexpr (kMma) {
+      gdn_mma_key_dots(sPart + w * kQ * W4, W4, sXT, n_log, dk, key, w, nw, lane);
+    } else {
+      for (int s = lane; s < n_log; s += 32) {
+        float part[kQ] = {};
+        for (int i = w; i < dk; i += nw) {
+          const float ks = key(s, i);
 #pragma unroll
-        for (int q = 0; q < kQ; q += 2) {
-          const float2 x = *reinterpret_cast<const float2*>(sXT + i * kQ + q);
-          part[q] += ks * x.x, part[q + 1] += ks * x.y;
+          for (int q = 0; q < kQ; q += 2) {
+            const float2 x = *reinterpret_cast<const float2*>(sXT + i * kQ + q);
+            part[q] += ks * x.x, part[q + 1] += ks * x.y;
+          }
         }
-      }
 #pragma unroll
-      for (int q = 0; q < kQ; ++q) sPart[(w * kQ + q) * W4 + s] = part[q];
+        for (int q = 0; q < kQ; ++q) sPart[(w * kQ + q) * W4 + s] = part[q];
+      }
     }
     __syncthreads();
     for (int i = threadIdx.x; i < kT * n_log; i += blockDim.x) {

@@ -122,6 +122,35 @@ struct GdnMmaTile {
   }
 };
 
+// The key dots k_s·x for the log entries s < n and the 8 vectors x (xt as
+// in GdnMmaTile::outputs), this warp's share: the rows' k steps w,
+// w + nw, …, into part (8, ld) by vector, zeros where the warp has none.
+// A = the keys (m = entry, k = row; bf16, so exact), B = the vectors: one
+// mma per 16 entries and 8 rows, where FMAs took a product per entry, row
+// and vector (H200, ncu: an eighth of a verify block's instructions).
+template <typename Key>
+__device__ void gdn_mma_key_dots(float* part, int ld, const float* xt, int n, int dk, Key&& key, int w, int nw,
+                                 int lane) {
+  const int g = lane / 4, t = lane % 4;
+  for (int s0 = 0; s0 < n; s0 += 16) {
+    // Entries past n read entry n − 1 and rows past dk row dk − 1 (finite;
+    // xt is zero there): their sums are not stored.
+    const int sa = min(s0 + g, n - 1), sb = min(s0 + g + 8, n - 1);
+    float d[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int i0 = 8 * w; i0 < dk; i0 += 8 * nw) {
+      const int ia = min(i0 + t, dk - 1), ib = min(i0 + t + 4, dk - 1);
+      const float b0 = xt[(i0 + t) * GdnMmaTile::kVectors + g], b1 = xt[(i0 + t + 4) * GdnMmaTile::kVectors + g];
+      mma_tf32(d, __float_as_uint(key(sa, ia)), __float_as_uint(key(sb, ia)), __float_as_uint(key(sa, ib)),
+               __float_as_uint(key(sb, ib)), b0, b1);
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int s = s0 + g + 8 * (e / 2);  // c0..c3: (g, 2t), (g, 2t + 1), (g + 8, 2t), (g + 8, 2t + 1)
+      if (s < n) part[(2 * t + e % 2) * ld + s] = d[e];
+    }
+  }
+}
+
 // The sums d (GdnMmaTile::outputs) into out (n, ld): vector q's columns
 // 32w + 4g … + 3 as one 16-byte store, for the vectors q < n.
 __device__ __forceinline__ void gdn_mma_write_sums(const float (&d)[2][4], float* out, int ld, int n, int w, int lane) {

@@ -263,43 +263,63 @@ struct Tile {
   }
 };
 
+// Calls f(r, k) for every row r < n and chunk k < chunks, spread over the
+// block as the element r·chunks + k to thread (r·chunks + k) mod blockDim.x
+// (a loop over i = r·chunks + k by blockDim.x). kStepped: the row and chunk
+// stepped, not divided out of i per element — one division a thread (H200,
+// ncu: the log copies' divisions were a tenth of a GDN verify block's
+// instructions); not the default, as it cost kernels held at their
+// register bound 8–24 bytes of spills.
+template <bool kStepped, typename F>
+__device__ __forceinline__ void for_rows_chunks(int n, int chunks, F&& f) {
+  if constexpr (kStepped) {
+    const int dr = blockDim.x / chunks, dk = blockDim.x % chunks;
+    int r = threadIdx.x / chunks, k = threadIdx.x % chunks;
+    while (r < n) {
+      f(r, k);
+      r += dr, k += dk;
+      if (k >= chunks) k -= chunks, ++r;
+    }
+  } else {
+    for (int i = threadIdx.x; i < n * chunks; i += blockDim.x) f(i / chunks, i % chunks);
+  }
+}
+
 // n rows of `cols` bf16 values at src (row stride lds elements) into dst
 // as fp32 (row stride ldd, default cols), by the whole block: 16-byte
 // loads when the layout allows, so the log arrives in one or two rounds.
+template <bool kStepped = false>
 __device__ inline void load_bf_rows(float* dst, const uint16_t* src, int n, int cols, int64_t lds, int ldd = 0) {
   if (ldd == 0) ldd = cols;
   const bool vec = cols % 8 == 0 && lds % 8 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0;
   if (vec) {
-    const int chunks = cols / 8;
-    for (int i = threadIdx.x; i < n * chunks; i += blockDim.x) {
-      const int r = i / chunks, c = (i % chunks) * 8;
+    for_rows_chunks<kStepped>(n, cols / 8, [&](int r, int k) {
+      const int c = 8 * k;
       const uint4 x = *reinterpret_cast<const uint4*>(src + r * lds + c);
       const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&x);
       float* d = dst + r * ldd + c;
 #pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const float2 f = __bfloat1622float2(h[k]);
-        d[2 * k] = f.x, d[2 * k + 1] = f.y;
+      for (int q = 0; q < 4; ++q) {
+        const float2 f = __bfloat1622float2(h[q]);
+        d[2 * q] = f.x, d[2 * q + 1] = f.y;
       }
-    }
+    });
   } else {
-    for (int i = threadIdx.x; i < n * cols; i += blockDim.x) dst[(i / cols) * ldd + i % cols] = bf(src, (i / cols) * lds + i % cols);
+    for_rows_chunks<kStepped>(n, cols, [&](int r, int c) { dst[r * ldd + c] = bf(src, r * lds + c); });
   }
 }
 
 // n rows of `cols` fp32 at src (row stride lds) into shared memory at dst
 // (row stride ldd), by the whole block with cp.async — 16 bytes at a time
 // where the layout allows, else 4 — for the caller to commit and wait for.
+template <bool kStepped = false>
 __device__ inline void copy_async_rows(float* dst, const float* src, int n, int cols, int64_t lds, int ldd) {
   const bool vec = cols % 4 == 0 && lds % 4 == 0 && ldd % 4 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(dst) % 16 == 0;
   if (vec) {
-    const int chunks = cols / 4;
-    for (int i = threadIdx.x; i < n * chunks; i += blockDim.x)
-      cp_async<16>(dst + (i / chunks) * ldd + (i % chunks) * 4, src + (i / chunks) * lds + (i % chunks) * 4);
+    for_rows_chunks<kStepped>(n, cols / 4, [&](int r, int k) { cp_async<16>(dst + r * ldd + 4 * k, src + r * lds + 4 * k); });
   } else {
-    for (int i = threadIdx.x; i < n * cols; i += blockDim.x)
-      cp_async<4>(dst + (i / cols) * ldd + i % cols, src + (i / cols) * lds + i % cols);
+    for_rows_chunks<kStepped>(n, cols, [&](int r, int c) { cp_async<4>(dst + r * ldd + c, src + r * lds + c); });
   }
 }
 
@@ -316,26 +336,26 @@ __device__ __forceinline__ int bf_rows_chunk(const uint16_t* dst, const uint16_t
 // The same for bf16 rows, kept as bf16: 16 or 4 bytes at a time; a layout
 // that allows neither (odd widths) is copied with plain loads, visible
 // after the same wait and barrier.
+template <bool kStepped = false>
 __device__ inline void copy_async_bf_rows(uint16_t* dst, const uint16_t* src, int n, int cols, int64_t lds, int ldd) {
   const int k = bf_rows_chunk(dst, src, cols, lds, ldd);
-  const int chunks = cols / k;
-  for (int i = threadIdx.x; i < n * chunks; i += blockDim.x) {
-    uint16_t* d = dst + (i / chunks) * ldd + (i % chunks) * k;
-    const uint16_t* g = src + (i / chunks) * lds + (i % chunks) * k;
+  for_rows_chunks<kStepped>(n, cols / k, [&](int r, int j) {
+    uint16_t* d = dst + r * ldd + j * k;
+    const uint16_t* g = src + r * lds + j * k;
     if (k == 8) cp_async<16>(d, g);
     else if (k == 2) cp_async<4>(d, g);
     else *d = *g;
-  }
+  });
 }
 
 // The rows copy_async_bf_rows(stage, src, n, cols, lds, ldst) staged,
 // as fp32 into dst (row stride ldd). Each thread converts the chunks it
 // copied itself (the same loop), so after its own cp_async_wait it needs
 // no barrier; `k` is bf_rows_chunk of that copy.
+template <bool kStepped = false>
 __device__ inline void unstage_bf_rows(float* dst, int ldd, const uint16_t* stage, int ldst, int n, int cols, int k) {
-  const int chunks = cols / k;
-  for (int i = threadIdx.x; i < n * chunks; i += blockDim.x) {
-    const int r = i / chunks, c = (i % chunks) * k;
+  for_rows_chunks<kStepped>(n, cols / k, [&](int r, int j) {
+    const int c = j * k;
     float* d = dst + r * ldd + c;
     if (k == 8) {
       const uint4 x = *reinterpret_cast<const uint4*>(stage + r * ldst + c);
@@ -348,22 +368,21 @@ __device__ inline void unstage_bf_rows(float* dst, int ldd, const uint16_t* stag
     } else {
       for (int e = 0; e < k; ++e) d[e] = bf(stage, r * ldst + c + e);
     }
-  }
+  });
 }
 
 // Same for fp32 rows.
+template <bool kStepped = false>
 __device__ inline void load_f32_rows(float* dst, const float* src, int n, int cols, int64_t lds) {
   const bool vec = cols % 4 == 0 && lds % 4 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0;
   if (vec) {
-    const int chunks = cols / 4;
-    for (int i = threadIdx.x; i < n * chunks; i += blockDim.x) {
-      const int r = i / chunks, c = (i % chunks) * 4;
-      const float4 x = *reinterpret_cast<const float4*>(src + r * lds + c);
-      float* d = dst + r * cols + c;  // shared memory, not necessarily 16-byte aligned
+    for_rows_chunks<kStepped>(n, cols / 4, [&](int r, int k) {
+      const float4 x = *reinterpret_cast<const float4*>(src + r * lds + 4 * k);
+      float* d = dst + r * cols + 4 * k;  // shared memory, not necessarily 16-byte aligned
       d[0] = x.x, d[1] = x.y, d[2] = x.z, d[3] = x.w;
-    }
+    });
   } else {
-    for (int i = threadIdx.x; i < n * cols; i += blockDim.x) dst[i] = src[(i / cols) * lds + i % cols];
+    for_rows_chunks<kStepped>(n, cols, [&](int r, int c) { dst[r * cols + c] = src[r * lds + c]; });
   }
 }
 
