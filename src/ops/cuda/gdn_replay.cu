@@ -28,11 +28,13 @@ namespace {
 constexpr int kGdnWarps = 4;
 constexpr int kGdnReplaySlice = 128;  // the launcher's slice width (docs/perf)
 
-// Blocks an SM the compiler must fit: 7 for one token's 2 register
-// partials and 4 rows a pass (71 registers, no spills, 64 with kFoldRows;
-// unbounded 80 and 6 blocks: AR at batch 256–512 3% faster on the H200).
-// A verify's 8 vectors bounded to 5 blocks (96 registers) measured the
-// same as 4 (128): 0, no bound, elsewhere.
+// Blocks an SM the compiler must fit: for one token's 2 register partials
+// and 4 rows a pass, 8 without the fold's code (63 registers) and 7 with
+// it (72, no spills; unbounded 80 and 6 blocks: AR at batch 256–512 3%
+// faster on the H200 with the bound); 7 for the tensor-core pass (a
+// verify's shared memory allows 7). The FMA verify's 8 vectors bounded
+// to 5 blocks (96 registers) measured the same as 4 (128): 0, no bound,
+// elsewhere.
 template <typename TileT, int kQ, bool kMma, bool kFold>
 constexpr int kGdnReplayBlocks = kMma || (kQ == 2 && TileT::kRows == 4) ? (kFold ? 7 : 8) : 0;
 

@@ -171,7 +171,9 @@ __device__ __forceinline__ void replay_pass(const Mamba2DecodeArgs& a, TileT& cu
 
 // Blocks an SM the compiler must fit: 7 (≤ 72 registers) for the split
 // path's 128-column tile of 4 rows, whose grouped outputs and fold
-// otherwise take 86 (5 blocks); 4 (≤ 128) for its 256-column tile, which
+// otherwise take 86 (5 blocks), and 8 (64) for its instance without the
+// fold's code (kFold: the steps that do not fold, H200: AR 1.71 → 1.74×
+// at batch 64); 4 (≤ 128) for its 256-column tile, which
 // ptxas otherwise put at 125–153 as unrelated code moved (4 or 3 blocks);
 // 0 (no bound) elsewhere.
 template <typename TileT, bool kSplit, bool kFold>
@@ -180,7 +182,9 @@ constexpr int kMamba2ReplayBlocks =
     : kSplit && TileT::kVec == 4 && TileT::kColChunks == 2 && TileT::kRows == 4 ? 4
                                                                                 : 0;
 
-// kSplit: the log's part of y and the decays come from the scratch that
+// kFold: the fold's code, for steps given fold arrays; the launcher takes
+// the instance without it where none are (the decoder's steps that do not
+// fold). kSplit: the log's part of y and the decays come from the scratch that
 // mamba2_replay_log (mamba2_replay_log.cu) wrote, and a block decodes a
 // fork group (the sequences group_start[k] .. group_start[k+1] − 1, sharing
 // a checkpoint): the checkpoint is read once for all of them. The log is
