@@ -31,8 +31,9 @@ constexpr int kGdnReplaySlice = 128;  // the launcher's slice width (docs/perf)
 // Blocks an SM the compiler must fit: for one token's 2 register partials
 // and 4 rows a pass, 8 without the fold's code (63 registers) and 7 with
 // it (72, no spills; unbounded 80 and 6 blocks: AR at batch 256–512 3%
-// faster on the H200 with the bound); 7 for the tensor-core pass (a
-// verify's shared memory allows 7). The FMA verify's 8 vectors bounded
+// faster on the H200 with the bound); the same for the tensor-core pass
+// (63 and 72 registers; a verify's shared memory allows 7 blocks an SM
+// either way). The FMA verify's 8 vectors bounded
 // to 5 blocks (96 registers) measured the same as 4 (128): 0, no bound,
 // elsewhere.
 template <typename TileT, int kQ, bool kMma, bool kFold>
