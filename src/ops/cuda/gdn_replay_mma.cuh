@@ -17,7 +17,8 @@
 //                                          n = row), A = F_s·u_s (split hi + lo),
 //                                          B = the keys (bf16).
 // The rows a lane holds are k t and t + 4 of A in the first and n 2t and
-// 2t + 1 of D in the second: both are the same two registers.
+// 2t + 1 of D in the second: both are the same two registers. The key
+// dots k_s·x (gdn_mma_key_dots) are mma too, the keys as A.
 #pragma once
 
 #include <cstdint>
