@@ -82,7 +82,7 @@ struct GdnMmaTile {
       const float b0 = x[8 * j * kVectors], b1 = x[(8 * j + 4) * kVectors];
 #pragma unroll
       for (int k = 0; k < 2; ++k)
-        mma_f32_split<true>(d[k], v[j][0][2 * k], v[j][0][2 * k + 1], v[j][1][2 * k], v[j][1][2 * k + 1], b0, b1);
+        mma_f32_split(d[k], v[j][0][2 * k], v[j][0][2 * k + 1], v[j][1][2 * k], v[j][1][2 * k + 1], b0, b1);
     }
   }
 
@@ -102,8 +102,8 @@ struct GdnMmaTile {
         float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
         float Fs = 0.0f;
         if (s < f) x = *reinterpret_cast<const float4*>(u + s * ldu + c), Fs = F[s];
-        a[h][0] = tf32_split_trunc(Fs * x.x), a[h][1] = tf32_split_trunc(Fs * x.y);
-        a[h][2] = tf32_split_trunc(Fs * x.z), a[h][3] = tf32_split_trunc(Fs * x.w);
+        a[h][0] = tf32_split(Fs * x.x), a[h][1] = tf32_split(Fs * x.y);
+        a[h][2] = tf32_split(Fs * x.z), a[h][3] = tf32_split(Fs * x.w);
       }
       const int sa = s0 + t, sb = s0 + t + 4;
 #pragma unroll

@@ -159,8 +159,8 @@ __global__ void __launch_bounds__(32 * kWarps, kMinBlocks) mamba2_replay_mma_ker
     for (int j = 0; j < kB; ++j) {
       if (c0 + 16 * j >= N) break;  // block-uniform
       const float4 c = *reinterpret_cast<const float4*>(sC + g * ldc + c0 + 16 * j + 4 * t);
-      mma_f32_split<true>(acc, cur.v[0][j][0], cur.v[1][j][0], cur.v[0][j][1], cur.v[1][j][1], c.x, c.y);
-      mma_f32_split<true>(acc, cur.v[0][j][2], cur.v[1][j][2], cur.v[0][j][3], cur.v[1][j][3], c.z, c.w);
+      mma_f32_split(acc, cur.v[0][j][0], cur.v[1][j][0], cur.v[0][j][1], cur.v[1][j][1], c.x, c.y);
+      mma_f32_split(acc, cur.v[0][j][2], cur.v[1][j][2], cur.v[0][j][3], cur.v[1][j][3], c.z, c.w);
     }
     if (c0 + 16 * kB >= N) {  // the tile's last pass: acc[i] is row g + 8(i/2), output 2t + i%2
 #pragma unroll
@@ -182,10 +182,10 @@ __global__ void __launch_bounds__(32 * kWarps, kMinBlocks) mamba2_replay_mma_ker
         const float4 ua = *reinterpret_cast<const float4*>(sU + ra * ldu + 16 * m + 4 * t);
         const float4 ub = *reinterpret_cast<const float4*>(sU + rb * ldu + 16 * m + 4 * t);
         // k step q: k t ↔ entry 16m + 4t + 2q, k t + 4 ↔ 16m + 4t + 2q + 1.
-        const Tf32Pair u0 = tf32_split_trunc(ua.x), u1 = tf32_split_trunc(ub.x), u2 = tf32_split_trunc(ua.y),
-                       u3 = tf32_split_trunc(ub.y);
-        const Tf32Pair u4 = tf32_split_trunc(ua.z), u5 = tf32_split_trunc(ub.z), u6 = tf32_split_trunc(ua.w),
-                       u7 = tf32_split_trunc(ub.w);
+        const Tf32Pair u0 = tf32_split(ua.x), u1 = tf32_split(ub.x), u2 = tf32_split(ua.y),
+                       u3 = tf32_split(ub.y);
+        const Tf32Pair u4 = tf32_split(ua.z), u5 = tf32_split(ub.z), u6 = tf32_split(ua.w),
+                       u7 = tf32_split(ub.w);
 #pragma unroll
         for (int j = 0; j < kB; ++j) {
           if (c0 + 16 * j >= N) break;  // block-uniform

@@ -5,7 +5,7 @@
 // kernels' operands are an fp32 state (or fp32 fold coefficients) against
 // bf16 log vectors, which TF32 holds exactly; so the fp32 side is split
 // into hi + lo (both TF32) and multiplied twice: the product then misses
-// only lo's own rounding, ≤ 2^−22 of the value, where one TF32 product
+// only lo's own truncation, < 2^−20 of the value, where one TF32 product
 // would miss 2^−11 (outside the state tolerance of the CPU parity tests).
 //
 // Fragments (PTX ISA, mma.m16n8k8 .tf32), lane = 4·g + t:
@@ -21,27 +21,16 @@
 
 namespace replayssm::ops::cuda {
 
-__device__ __forceinline__ uint32_t tf32_rna(float x) {
-  uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
-  return r;
-}
-
-// x ≈ hi + lo, both TF32.
+// x ≈ hi + lo, both TF32 by truncation: three instructions, where
+// cvt.rna.tf32 is emulated on sm_90 (about five each: H200 SASS of the GDN
+// verify pass; rounding split this way cost 160 of a pass's 289
+// instructions). hi keeps x's top 10 mantissa bits, x − hi is exact in
+// fp32 and below 2^−10·|x|, and lo truncates that: hi + lo misses x by
+// under 2^−20·|x|.
 struct Tf32Pair {
   uint32_t hi, lo;
 };
 __device__ __forceinline__ Tf32Pair tf32_split(float x) {
-  const uint32_t hi = tf32_rna(x);
-  return {hi, tf32_rna(x - __uint_as_float(hi))};
-}
-
-// x ≈ hi + lo, both TF32 by truncation: three instructions, where
-// cvt.rna.tf32 is emulated on sm_90 (about five each: H200 SASS of the GDN
-// verify pass). hi keeps x's top 10 mantissa bits, x − hi is exact in
-// fp32 and below 2^−10·|x|, and lo truncates that: hi + lo misses x by
-// under 2^−20·|x|.
-__device__ __forceinline__ Tf32Pair tf32_split_trunc(float x) {
   constexpr uint32_t kMask = 0xffffe000u;  // sign, exponent, 10 mantissa bits
   const uint32_t hi = __float_as_uint(x) & kMask;
   return {hi, __float_as_uint(x - __uint_as_float(hi)) & kMask};
@@ -57,13 +46,10 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], uint32_t a0, uint32_t a1
 }
 
 // d += A·B with A given in fp32 (a0..a3 as the A fragment), at fp32
-// accuracy: A's hi and lo parts, two products. kTrunc: split by
-// truncation (tf32_split_trunc), not rounding.
-template <bool kTrunc = false>
+// accuracy: A's hi and lo parts, two products.
 __device__ __forceinline__ void mma_f32_split(float (&d)[4], float a0, float a1, float a2, float a3, float b0,
                                               float b1) {
-  auto split = [](float x) { return kTrunc ? tf32_split_trunc(x) : tf32_split(x); };
-  const Tf32Pair p0 = split(a0), p1 = split(a1), p2 = split(a2), p3 = split(a3);
+  const Tf32Pair p0 = tf32_split(a0), p1 = tf32_split(a1), p2 = tf32_split(a2), p3 = tf32_split(a3);
   mma_tf32(d, p0.hi, p1.hi, p2.hi, p3.hi, b0, b1);
   mma_tf32(d, p0.lo, p1.lo, p2.lo, p3.lo, b0, b1);
 }

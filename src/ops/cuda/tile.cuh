@@ -352,9 +352,8 @@ __device__ inline void copy_async_bf_rows(uint16_t* dst, const uint16_t* src, in
 // as fp32 into dst (row stride ldd). Each thread converts the chunks it
 // copied itself (the same loop), so after its own cp_async_wait it needs
 // no barrier; `k` is bf_rows_chunk of that copy.
-template <bool kStepped = false>
 __device__ inline void unstage_bf_rows(float* dst, int ldd, const uint16_t* stage, int ldst, int n, int cols, int k) {
-  for_rows_chunks<kStepped>(n, cols / k, [&](int r, int j) {
+  for_rows_chunks<false>(n, cols / k, [&](int r, int j) {
     const int c = j * k;
     float* d = dst + r * ldd + c;
     if (k == 8) {
@@ -372,17 +371,16 @@ __device__ inline void unstage_bf_rows(float* dst, int ldd, const uint16_t* stag
 }
 
 // Same for fp32 rows.
-template <bool kStepped = false>
 __device__ inline void load_f32_rows(float* dst, const float* src, int n, int cols, int64_t lds) {
   const bool vec = cols % 4 == 0 && lds % 4 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0;
   if (vec) {
-    for_rows_chunks<kStepped>(n, cols / 4, [&](int r, int k) {
+    for_rows_chunks<false>(n, cols / 4, [&](int r, int k) {
       const float4 x = *reinterpret_cast<const float4*>(src + r * lds + 4 * k);
       float* d = dst + r * cols + 4 * k;  // shared memory, not necessarily 16-byte aligned
       d[0] = x.x, d[1] = x.y, d[2] = x.z, d[3] = x.w;
     });
   } else {
-    for_rows_chunks<kStepped>(n, cols, [&](int r, int c) { dst[r * cols + c] = src[r * lds + c]; });
+    for_rows_chunks<false>(n, cols, [&](int r, int c) { dst[r * cols + c] = src[r * lds + c]; });
   }
 }
 
