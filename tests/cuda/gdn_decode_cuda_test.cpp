@@ -234,6 +234,7 @@ const auto kShapes = ::testing::Values(Shape{3, 2, 6, 12, 10, 5, 1},       // od
                                        Shape{2, 1, 2, 48, 256, 10, 4},     // wide values
                                        Shape{2, 2, 2, 200, 70, 6, 2},      // tall keys, partial slice
                                        Shape{3, 1, 2, 37, 128, 7, 3},      // odd keys, 128-column slice
+                                       Shape{2, 1, 2, 200, 128, 9, 4},     // tall keys, verify: k, q staged past sSx
                                        Shape{2, 16, 32, 128, 128, 16, 1},  // Qwen3-Next
                                        Shape{2, 16, 32, 128, 128, 20, 4},  // its verify, T = 4
                                        Shape{2, 16, 48, 128, 128, 16, 2});  // Qwen3.5-27B

@@ -48,17 +48,24 @@ constexpr int kGdnReplayBlocks = kMma || (kQ == 2 && TileT::kRows == 4) ? (kFold
 // the new tokens' u stay in registers: u_s has rows for the older entries
 // only (H200: a verify's block 33 → 29 KB, 6 → 7 blocks an SM).
 struct GdnReplayShm {
-  int U, V, Sx, Red, Kb, Kt, Q, G, F, Co, Beta, EG, XT, Part, KF, total;
-  __host__ __device__ GdnReplayShm(int W, int T, int dk, int cw, int nw, int kQ, bool mma, int kf) {
+  int U, V, Sx, Red, Kb, Kt, Q, G, F, Co, Beta, EG, XT, Part, KF, St, total;
+  __host__ __device__ GdnReplayShm(int W, int T, int dk, int cw, int nw, int kQ, bool mma, int kf, bool staged) {
     const int W4 = (W + 3) & ~3, K4 = (dk + 3) & ~3, V4 = (cw + 3) & ~3, T4 = (T + 3) & ~3;
     const int KB = ((dk + 7) & ~7) / 2 + 4, nq = kQ > 0 ? kQ : 2 * T, part = nw * kQ * W4;
+    // staged: the new tokens' k, q (T, stage_k) and v (T, stage_v) as bf16,
+    // in sSx's floats where they fit (the sums come after the passes).
+    const int stage = staged ? ((T * (2 * stage_k(dk) + stage_v(cw)) + 1) / 2 + 3) & ~3 : 0;
     int at = 0;
     auto take = [&](int n) { const int o = at; at += n; return o; };
     U = take((kQ > 0 ? W - T : W) * V4), V = take(T * V4), Sx = take(nq * V4), Red = take(mma ? 0 : nq * nw * V4);
     Kb = take(W * KB), Kt = take(2 * T * K4 > part ? 2 * T * K4 : part), Q = Kt + T * K4, Part = Kt;
     G = take(W4), F = take(W4), Co = take(nq * W4), Beta = take(T4), EG = take(T4);
-    XT = take(kQ > 0 ? ((dk + 15) & ~15) * kQ : 0), KF = take(kf > 0 ? dk * ((kf + 3) & ~3) : 0), total = at;
+    XT = take(kQ > 0 ? ((dk + 15) & ~15) * kQ : 0), KF = take(kf > 0 ? dk * ((kf + 3) & ~3) : 0);
+    St = stage <= nq * V4 ? Sx : take(stage), total = at;
   }
+  // Staged rows' strides in bf16 elements: 16-byte chunks where the rows allow.
+  __host__ __device__ static int stage_k(int dk) { return (dk + 7) & ~7; }
+  __host__ __device__ static int stage_v(int cw) { return (cw + 7) & ~7; }
 };
 
 // kQ > 0 (kQ ≥ 2T): this thread's column partials of the 2T sums S_cᵀk_t,
@@ -99,7 +106,8 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ, kM
   // The vectors x of the sums S_cᵀx, with kQ > 0: k_t at t, q_t at kT + t
   // (zero where t ≥ T); else k_t at t, q_t at T + t.
   constexpr int kT = kQ / 2;
-  const GdnReplayShm L(W, T, dk, cw, nw, kQ, kMma, kFoldRows ? a.max_fold : 0);
+  constexpr bool kStage = kMma && !kFold;  // the prologue below
+  const GdnReplayShm L(W, T, dk, cw, nw, kQ, kMma, kFoldRows ? a.max_fold : 0, kStage);
   extern __shared__ float shm[];
   float* sU = shm + L.U;      // (W, cw) u_s (with kQ > 0: W − T rows, the older entries only)
   float* sV = shm + L.V;      // (T, cw)
@@ -128,6 +136,34 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ, kM
     if constexpr (kMma) tile.load(S + int64_t(p0) * dv, min(pass_rows, dk - p0), dv, w, lane);
     else tile.load(S + int64_t(p0) * dv, min(pass_rows, dk - p0), cw, dv, w, nw, lane);
   };
+  // kStage (the tensor-core pass without a fold: a verify's steps between
+  // folds): the new tokens' keys, queries, values (bf16, staged) and β are
+  // requested first, then the first pass, then the log, and the prologue
+  // waits for the first group alone. Otherwise they are read after the
+  // log is requested, and the prologue waits behind it. H200 (docs/perf:
+  // per-block timestamps put a batch-64 block's prologue at 6 of its 21
+  // µs): that step 4% faster at batch 64 and 1–3% at 512 staged; one
+  // token's steps staged were 2–5% slower at 256–512, and fold steps,
+  // which wait for the log before their passes, slower too.
+  // The log (decays, keys, u) arrives while the checkpoint streams: only a
+  // fold needs it before the passes; the dots and the outputs come after.
+  // (T, SK) k, (T, SK) q, (T, SV) v as bf16, with kStage
+  const int SK = GdnReplayShm::stage_k(dk), SV = GdnReplayShm::stage_v(cw);
+  auto stage_ktqv = [&](auto&& copy) {  // copy(stage, src, cols, src row stride, stage row stride)
+    uint16_t* st = reinterpret_cast<uint16_t*>(shm + L.St);
+    const uint16_t* lk = a.log_k + (int64_t(b) * W * a.Hk + kh) * dk;
+    copy(st, lk + int64_t(base) * a.Hk * dk, dk, int64_t(a.Hk) * dk, SK);
+    copy(st + T * SK, a.q + (int64_t(b) * T * a.Hk + kh) * dk, dk, int64_t(a.Hk) * dk, SK);
+    copy(st + 2 * T * SK, a.v + (int64_t(b) * T * a.Hv + h) * dv + c0, cw, int64_t(a.Hv) * dv, SV);
+  };
+  if constexpr (kStage) {
+    // kMma: the copies' loops stepped (tile.cuh; its instances have the registers).
+    stage_ktqv([&](uint16_t* st, const uint16_t* src, int cols, int64_t lds, int ldst) {
+      copy_async_bf_rows<kMma>(st, src, T, cols, lds, ldst);
+    });
+    copy_async_rows<kMma>(sBeta, a.beta + int64_t(b) * T * a.Hv + h, T, 1, a.Hv, 1);
+    cp_async_commit();
+  }
   StateT cur;
   load_pass(cur, 0);
   // Several tokens: passes stream one ahead in registers, and L2 is asked
@@ -138,21 +174,28 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ, kM
     if (pf && threadIdx.x == 0 && p0 < dk) prefetch_l2(S + int64_t(p0) * dv, 4u * unsigned(min(pass_rows, dk - p0) * dv));
   };
   prefetch_pass(pass_rows);
-
-  // The log (decays, keys, u) arrives with cp.async while the checkpoint
-  // streams: only a fold needs it before the passes; the dots and the
-  // outputs come after them. The passes need the new keys and queries.
   const uint16_t* lk = a.log_k + (int64_t(b) * W * a.Hk + kh) * dk;
   // kMma: the copies' loops stepped (tile.cuh; its instances have the registers).
   copy_async_rows<kMma>(sG, a.log_g + int64_t(b) * W * a.Hv + h, n_log, 1, a.Hv, 1);
   copy_async_bf_rows<kMma>(sKb, lk, n_log, dk, int64_t(a.Hk) * dk, 2 * KB);
   copy_async_rows<kMma>(sU, a.log_u + (int64_t(b) * W * a.Hv + h) * dv + c0, base, cw, int64_t(a.Hv) * dv, V4);
   cp_async_commit();
-  load_bf_rows<kMma>(sKt, lk + int64_t(base) * a.Hk * dk, T, dk, int64_t(a.Hk) * dk, K4);
-  load_bf_rows<kMma>(sQ, a.q + (int64_t(b) * T * a.Hk + kh) * dk, T, dk, int64_t(a.Hk) * dk, K4);
-  load_bf_rows<kMma>(sV, a.v + (int64_t(b) * T * a.Hv + h) * dv + c0, T, cw, int64_t(a.Hv) * dv, V4);
-  for (int t = threadIdx.x; t < T; t += blockDim.x) sBeta[t] = a.beta[(int64_t(b) * T + t) * a.Hv + h];
-  for (int i = threadIdx.x; i < red; i += blockDim.x) sRed[i] = 0.0f;
+  if constexpr (kStage) {
+    for (int i = threadIdx.x; i < red; i += blockDim.x) sRed[i] = 0.0f;
+    cp_async_wait<1>();  // the first group; each thread converts what it copied
+    float* dst[3] = {sKt, sQ, sV};
+    int r = 0;
+    stage_ktqv([&](uint16_t* st, const uint16_t* src, int cols, int64_t lds, int ldst) {
+      unstage_bf_rows(dst[r], r < 2 ? K4 : V4, st, ldst, T, cols, bf_rows_chunk(st, src, cols, lds, ldst));
+      ++r;
+    });
+  } else {
+    load_bf_rows<kMma>(sKt, lk + int64_t(base) * a.Hk * dk, T, dk, int64_t(a.Hk) * dk, K4);
+    load_bf_rows<kMma>(sQ, a.q + (int64_t(b) * T * a.Hk + kh) * dk, T, dk, int64_t(a.Hk) * dk, K4);
+    load_bf_rows<kMma>(sV, a.v + (int64_t(b) * T * a.Hv + h) * dv + c0, T, cw, int64_t(a.Hv) * dv, V4);
+    for (int t = threadIdx.x; t < T; t += blockDim.x) sBeta[t] = a.beta[(int64_t(b) * T + t) * a.Hv + h];
+    for (int i = threadIdx.x; i < red; i += blockDim.x) sRed[i] = 0.0f;
+  }
   auto log_in = [&] {  // the log in shared memory for every thread, G_s summed
     cp_async_wait<0>();
     __syncthreads();
@@ -466,7 +509,8 @@ cudaError_t gdn_replay_cuda(const GdnDecodeArgs& a, cudaStream_t stream) {
     const bool folds = a.fold != nullptr;
     const bool fold_rows = folds && kq == 2 && (a.fold_rows > 0 || (a.fold_rows == 0 && blocks >= 4 * int64_t(sms)));
     const size_t shm =
-        sizeof(float) * GdnReplayShm(a.W, a.T, a.dk, std::min(TileT::kCols, a.dv), nw, kq, mma, fold_rows ? a.max_fold : 0).total;
+        sizeof(float) * GdnReplayShm(a.W, a.T, a.dk, std::min(TileT::kCols, a.dv), nw, kq, mma, fold_rows ? a.max_fold : 0,
+                                     mma && !folds).total;
     auto go = [&](auto kernel) {
       if (cudaError_t e = allow_dynamic_smem(kernel, shm); e != cudaSuccess) return e;
       const dim3 grid((a.dv + TileT::kCols - 1) / TileT::kCols, a.Hv, a.batch);
