@@ -58,7 +58,10 @@ struct GdnReplayShm {
     int at = 0;
     auto take = [&](int n) { const int o = at; at += n; return o; };
     U = take((kQ > 0 ? W - T : W) * V4), V = take(T * V4), Sx = take(nq * V4), Red = take(mma ? 0 : nq * nw * V4);
-    Kb = take(W * KB), Kt = take(2 * T * K4 > part ? 2 * T * K4 : part), Q = Kt + T * K4, Part = Kt;
+    // Staged, the new keys and queries go to XT from the stage: Kt holds
+    // the key dots' partials alone (H200: a verify's block 28.8 → 27.3 KB,
+    // 7 → 8 blocks an SM).
+    Kb = take(W * KB), Kt = take(!staged && 2 * T * K4 > part ? 2 * T * K4 : part), Q = Kt + T * K4, Part = Kt;
     G = take(W4), F = take(W4), Co = take(nq * W4), Beta = take(T4), EG = take(T4);
     XT = take(kQ > 0 ? ((dk + 15) & ~15) * kQ : 0), KF = take(kf > 0 ? dk * ((kf + 3) & ~3) : 0);
     St = stage <= nq * V4 ? Sx : take(stage), total = at;
@@ -114,8 +117,8 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ, kM
   float* sSx = shm + L.Sx;    // (nq, cw) S_cᵀx
   float* sRed = shm + L.Red;  // (nq, nw, cw) per-warp partials (not kMma: its warps own their columns)
   uint16_t* sKb = reinterpret_cast<uint16_t*>(shm + L.Kb);  // (W, dk) k_s as bf16, KB floats a row
-  float* sKt = shm + L.Kt;    // (T, dk) the new tokens' keys
-  float* sQ = shm + L.Q;      // (T, dk)
+  float* sKt = shm + L.Kt;    // (T, dk) the new tokens' keys (not kStage)
+  float* sQ = shm + L.Q;      // (T, dk) (not kStage)
   float* sG = shm + L.G;      // (W) G_s
   float* sF = shm + L.F;      // (W) fold coefficients e^{G_{f−1}−G_s}
   // Output weights e^{G_t−G_s}(k_s·k_t), e^{G_t−G_s}(k_s·q_t): with kQ > 0
@@ -182,12 +185,12 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ, kM
   cp_async_commit();
   if constexpr (kStage) {
     for (int i = threadIdx.x; i < red; i += blockDim.x) sRed[i] = 0.0f;
-    cp_async_wait<1>();  // the first group; each thread converts what it copied
-    float* dst[3] = {sKt, sQ, sV};
+    // The first group: v converted by the threads that copied it; k and q
+    // go from the stage straight into sXT, after the barrier below.
+    cp_async_wait<1>();
     int r = 0;
     stage_ktqv([&](uint16_t* st, const uint16_t* src, int cols, int64_t lds, int ldst) {
-      unstage_bf_rows(dst[r], r < 2 ? K4 : V4, st, ldst, T, cols, bf_rows_chunk(st, src, cols, lds, ldst));
-      ++r;
+      if (r++ == 2) unstage_bf_rows(sV, V4, st, ldst, T, cols, bf_rows_chunk(st, src, cols, lds, ldst));
     });
   } else {
     load_bf_rows<kMma>(sKt, lk + int64_t(base) * a.Hk * dk, T, dk, int64_t(a.Hk) * dk, K4);
@@ -222,7 +225,12 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ, kM
   if constexpr (kQ > 0) {
     for (int i = threadIdx.x; i < ((dk + 15) & ~15) * kQ; i += blockDim.x) {
       const int row = i / kQ, q = i % kQ;
-      sXT[i] = row >= dk ? 0.0f : q < T ? sKt[q * K4 + row] : q >= kT && q < kT + T ? sQ[(q - kT) * K4 + row] : 0.0f;
+      if constexpr (kStage) {
+        const uint16_t* st = reinterpret_cast<const uint16_t*>(shm + L.St);  // (T, SK) k, then (T, SK) q
+        sXT[i] = row >= dk ? 0.0f : q < T ? bf(st, q * SK + row) : q >= kT && q < kT + T ? bf(st, (T + q - kT) * SK + row) : 0.0f;
+      } else {
+        sXT[i] = row >= dk ? 0.0f : q < T ? sKt[q * K4 + row] : q >= kT && q < kT + T ? sQ[(q - kT) * K4 + row] : 0.0f;
+      }
     }
     __syncthreads();
   }
