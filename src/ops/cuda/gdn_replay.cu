@@ -32,10 +32,10 @@ constexpr int kGdnReplaySlice = 128;  // the launcher's slice width (docs/perf)
 // and 4 rows a pass, 8 without the fold's code (63 registers) and 7 with
 // it (72, no spills; unbounded 80 and 6 blocks: AR at batch 256–512 3%
 // faster on the H200 with the bound); the same for the tensor-core pass
-// (63 and 72 registers; a verify's shared memory allows 7 blocks an SM
-// either way). The FMA verify's 8 vectors bounded
-// to 5 blocks (96 registers) measured the same as 4 (128): 0, no bound,
-// elsewhere.
+// (64 and 72 registers; a verify's shared memory allows 8 blocks an SM
+// without the fold, its inputs staged, and 7 with it). The FMA verify's 8
+// vectors bounded to 5 blocks (96 registers) measured the same as 4
+// (128): 0, no bound, elsewhere.
 template <typename TileT, int kQ, bool kMma, bool kFold>
 constexpr int kGdnReplayBlocks = kMma || (kQ == 2 && TileT::kRows == 4) ? (kFold ? 7 : 8) : 0;
 
@@ -129,7 +129,7 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ, kM
   float* sBeta = shm + L.Beta;  // (T)
   float* sEG = shm + L.EG;      // (T) e^{G_t} of the new tokens
   float* sXT = shm + L.XT;      // (dk rounded up to 16, kQ) the vectors by row, zero past dk
-  float* sPart = shm + L.Part;  // (nw, kQ, W4) the key dots' partial sums, with kQ > 0 (sKt, sQ's floats)
+  float* sPart = shm + L.Part;  // (nw, kQ, W4) the key dots' partial sums, with kQ > 0 (sKt's floats)
   const int F4 = (a.max_fold + 3) & ~3;
   float* sKF = shm + L.KF;  // (dk, F4) with kFoldRows: a fold's row coefficients
   const int red = L.Kb - L.Red;  // floats of sRed
