@@ -183,8 +183,7 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ, kM
   copy_async_bf_rows<kMma>(sKb, lk, n_log, dk, int64_t(a.Hk) * dk, 2 * KB);
   copy_async_rows<kMma>(sU, a.log_u + (int64_t(b) * W * a.Hv + h) * dv + c0, base, cw, int64_t(a.Hv) * dv, V4);
   cp_async_commit();
-  if constexpr (kStage) {
-    for (int i = threadIdx.x; i < red; i += blockDim.x) sRed[i] = 0.0f;
+  if constexpr (kStage) {  // kMma: no sRed to zero
     // The first group: v converted by the threads that copied it; k and q
     // go from the stage straight into sXT, after the barrier below.
     cp_async_wait<1>();
