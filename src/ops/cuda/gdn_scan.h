@@ -1,0 +1,52 @@
+// Gated DeltaNet chunk scan on CUDA: a prompt chunk of T tokens per
+// sequence (any T) through the sequential delta rule of ops/cpu/gdn_scan.h,
+// the state held in registers for the whole chunk — read once, written
+// once, every token's output on the way. What a long prompt's GDN layers
+// run (the decode kernels take T ≤ 8: gdn_decode.h).
+//
+//   α = e^g;  u = β·(v − (αS)ᵀk);  S ← αS + k·uᵀ;  o = Sᵀq = α·(Sᵀ_old q) + u·(k·q)
+//
+// (the read and the output taken from the state before the token, as
+// gdn_step_cuda's streaming kernel does, so one pass over the rows serves
+// both). Replay: each sequence's log since its checkpoint (n_log[b]
+// entries of k, u, g — the logged form S ← αS + k·uᵀ) is applied first —
+// the fold a long chunk makes — and the state after the chunk goes to
+// out_slot[b] as the new checkpoint.
+//
+// Shapes: B batch, Hk key heads, Hv value heads (value head h reads key
+// head h/(Hv/Hk)), dk ≤ 512, any dv, W log capacity. q and k are
+// gdn_prepare's (L2-normalised, q scaled). Rows r = b·T + t, dense.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace replayssm::ops::cuda {
+
+struct GdnScanArgs {
+  int batch = 0, Hk = 0, Hv = 0, dk = 0, dv = 0, T = 0;
+  float* state = nullptr;             // (slots, Hv, dk, dv) fp32
+  const int32_t* slot = nullptr;      // (B) slot each sequence reads
+  const int32_t* out_slot = nullptr;  // (B) where its state after the chunk goes (may equal slot)
+  const uint16_t* q = nullptr;        // (B·T, Hk·dk) bf16
+  const uint16_t* k = nullptr;        // (B·T, Hk·dk) bf16
+  const uint16_t* v = nullptr;        // (B·T, Hv·dv) bf16
+  const float* g = nullptr;           // (B·T, Hv) log-decay
+  const float* beta = nullptr;        // (B·T, Hv)
+  uint16_t* o = nullptr;              // (B·T, Hv·dv) bf16
+
+  // Replay (n_log nullptr: none): sequence b's log entries 0..n_log[b]−1,
+  // applied before the chunk's tokens (gdn_decode.h's layout).
+  int W = 0;
+  const int32_t* n_log = nullptr;   // (B) 0..W
+  const uint16_t* log_k = nullptr;  // (B, W, Hk·dk) bf16
+  const float* log_u = nullptr;     // (B, W, Hv·dv) fp32
+  const float* log_g = nullptr;     // (B, W, Hv)
+};
+
+// T ≥ 1; batch = 0 is a no-op. A bad shape is cudaErrorInvalidValue before
+// anything reaches the device.
+cudaError_t gdn_scan_cuda(const GdnScanArgs& a, cudaStream_t stream);
+
+}  // namespace replayssm::ops::cuda

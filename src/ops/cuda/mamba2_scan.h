@@ -1,0 +1,63 @@
+// Mamba2 chunk scan on CUDA: a prompt chunk of T tokens per sequence (any
+// T) through the sequential recurrence of ops/cpu/mamba2_scan.h, the state
+// held in registers for the whole chunk — read once, written once, every
+// token's y on the way. What a long prompt's Mamba2 layers run (the decode
+// kernels take T ≤ 8: mamba2_decode.h).
+//
+//   S[h] ← e^{dt·A[h]}·S[h] + B_t ⊗ (dt·x_t[h]);  y_t[h] = S[h]·C_t + D[h]·x_t[h]
+//   dt = clamp(softplus(dt_raw + dt_bias), dt_min, dt_max)
+//
+// The per-token arithmetic is mamba2_step_cuda's (mamba2_token.cuh, the
+// same register tile), so T tokens here give the bits of T one-token
+// steps. Replay: each sequence's log since its checkpoint (n_log[b]
+// entries) is applied first — the fold a long chunk makes, since the chunk
+// does not fit the log — and the state after the chunk goes to out_slot[b]
+// as the new checkpoint.
+//
+// Shapes: B batch, H heads, P head dim, N state size (≤ 256), G groups
+// (head h reads group h/(H/G)), W log capacity. Rows of the chunk are
+// r = b·T + t, at explicit row strides (the post-conv rows x | B | C of a
+// projection, unsplit).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace replayssm::ops::cuda {
+
+struct Mamba2ScanArgs {
+  int batch = 0, H = 0, P = 0, N = 0, G = 0, T = 0;
+  const float* A_log = nullptr;    // (H)
+  const float* D = nullptr;        // (H)
+  const float* dt_bias = nullptr;  // (H)
+  float dt_min = 0.0f, dt_max = 3.4e38f;
+  float* state = nullptr;              // (slots, H, P, N) fp32
+  const int32_t* slot = nullptr;       // (B) slot each sequence reads
+  const int32_t* out_slot = nullptr;   // (B) where its state after the chunk goes (may equal slot)
+  const uint16_t* x = nullptr;         // (B·T, H·P) bf16 post-conv, row stride ldx
+  int64_t ldx = 0;
+  const uint16_t* Bm = nullptr;        // (B·T, G·N) bf16, row stride ldbc
+  const uint16_t* Cm = nullptr;        // (B·T, G·N) bf16, row stride ldbc
+  int64_t ldbc = 0;
+  const uint16_t* dt_raw = nullptr;    // (B·T, H) bf16 before softplus, row stride lddt
+  int64_t lddt = 0;
+  uint16_t* y = nullptr;               // (B·T, H·P) bf16 (incl. D·x), row stride ldy
+  int64_t ldy = 0;
+
+  // Replay (n_log nullptr: none): sequence b's log entries 0..n_log[b]−1,
+  // applied before the chunk's tokens, without outputs (mamba2_decode.h's layout).
+  int W = 0;
+  const int32_t* n_log = nullptr;     // (B) 0..W
+  const uint16_t* log_x = nullptr;    // (B, W, H·P) bf16
+  const uint16_t* log_B = nullptr;    // (B, W, G·N) bf16
+  const float* log_dt = nullptr;      // (B, W, H) after softplus and clamp
+
+  int tile_rows = 0;  // state rows per warp, 2 or 4 (0: 4, the step kernel's default)
+};
+
+// T ≥ 1; batch = 0 is a no-op. A bad shape or stride is
+// cudaErrorInvalidValue before anything reaches the device.
+cudaError_t mamba2_scan_cuda(const Mamba2ScanArgs& a, cudaStream_t stream);
+
+}  // namespace replayssm::ops::cuda

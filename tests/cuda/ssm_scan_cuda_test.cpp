@@ -1,0 +1,342 @@
+// CUDA chunk scans (mamba2_scan_cuda, gdn_scan_cuda) against the CPU
+// reference recurrences: odd and real sizes (every register tile), chunks
+// shorter and longer than a shared-memory tile of tokens, strided rows as
+// the decoder passes them, permuted slots written in place and elsewhere,
+// and replay's log applied before the chunk (none, some, a full window).
+// Outputs (bf16) and states (fp32) checked, the slot read left untouched
+// where the state goes elsewhere; the Mamba2 scan also bit for bit against
+// T one-token steps of mamba2_step_cuda. Skipped where no CUDA device
+// exists (CI); the refusals run everywhere.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cuda_test_util.h"
+#include "ops/cpu/activation.h"
+#include "ops/cpu/gdn_scan.h"
+#include "ops/cpu/mamba2_scan.h"
+#include "ops/cpu/ssm_step.h"
+#include "ops/cuda/gdn_scan.h"
+#include "ops/cuda/mamba2_decode.h"
+#include "ops/cuda/mamba2_scan.h"
+
+namespace replayssm {
+namespace {
+
+using test::Bf;
+using test::close;
+using test::Dev;
+
+std::vector<float> uniform(std::mt19937& g, size_t n, float lo, float hi) {
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> x(n);
+  for (float& v : x) v = u(g);
+  return x;
+}
+
+// Sequence b reads slot 2b + 1 and writes it in place (b % 3 == 0) or to 2b;
+// its log holds a spread of lengths 0..W.
+struct Slots {
+  std::vector<int32_t> slot, out, n_log;
+  Slots(int B, int W) {
+    for (int b = 0; b < B; ++b) {
+      slot.push_back(2 * b + 1), out.push_back(b % 3 == 0 ? 2 * b + 1 : 2 * b);
+      n_log.push_back(b % 4 == 1 ? 0 : b % 4 == 2 ? W : (3 * b + 1) % (W + 1));
+    }
+  }
+};
+
+// ---- Mamba2 ----
+
+struct MShape {
+  int batch, H, P, N, G, T, W, tile_rows = 0;
+};
+void PrintTo(const MShape& s, std::ostream* os) {
+  *os << "B" << s.batch << "_H" << s.H << "_P" << s.P << "_N" << s.N << "_G" << s.G << "_T" << s.T << "_W" << s.W
+      << (s.tile_rows ? "_rows" + std::to_string(s.tile_rows) : "");
+}
+
+// One random Mamba2 chunk in the decoder's layout: rows of x | B | C (plus
+// padding, so the row stride is not the width) and raw dt beside them.
+struct MCase {
+  MShape s;
+  int64_t ld, lddt;
+  std::vector<float> A_log, D, dt_bias, state, log_dt;
+  Bf xbc, dt_raw, log_x, log_B;
+  Slots sl;
+  float dt_min = 0.01f, dt_max = 1.5f;
+  explicit MCase(const MShape& sh) : s(sh), sl(sh.batch, sh.W) {
+    std::mt19937 g(11 + s.T + s.N);
+    const int64_t HP = int64_t(s.H) * s.P, GN = int64_t(s.G) * s.N, rows = int64_t(s.batch) * s.T;
+    ld = HP + 2 * GN + 8, lddt = s.H + 3;
+    A_log = uniform(g, size_t(s.H), -1.0f, 1.0f), D = uniform(g, size_t(s.H), -1.0f, 1.0f);
+    dt_bias = uniform(g, size_t(s.H), -1.0f, 0.5f);
+    state = uniform(g, size_t(2 * s.batch + 1) * HP * s.N, -0.3f, 0.3f);
+    xbc = test::bf_rand(g, size_t(rows * ld), 1.0f);
+    dt_raw = test::bf_of(uniform(g, size_t(rows * lddt), -4.0f, 3.0f));  // both clamps reached
+    log_x = test::bf_rand(g, size_t(s.batch) * s.W * HP, 1.0f), log_B = test::bf_rand(g, size_t(s.batch) * s.W * GN, 1.0f);
+    log_dt = uniform(g, size_t(s.batch) * s.W * s.H, 0.02f, 0.8f);
+  }
+};
+
+struct MDev {
+  Dev<float> A_log, D, bias, state, log_dt;
+  Dev<uint16_t> xbc, dt_raw, log_x, log_B, y;
+  Dev<int32_t> slot, out, n_log;
+  ops::cuda::Mamba2ScanArgs a;
+  MDev(const MCase& c, bool with_log)
+      : A_log(c.A_log), D(c.D), bias(c.dt_bias), state(c.state), log_dt(c.log_dt), xbc(c.xbc.bits), dt_raw(c.dt_raw.bits),
+        log_x(c.log_x.bits), log_B(c.log_B.bits),
+        y(std::vector<uint16_t>(size_t(c.s.batch) * c.s.T * c.s.H * c.s.P)), slot(c.sl.slot), out(c.sl.out),
+        n_log(c.sl.n_log) {
+    const MShape& s = c.s;
+    const int64_t HP = int64_t(s.H) * s.P, GN = int64_t(s.G) * s.N;
+    a.batch = s.batch, a.H = s.H, a.P = s.P, a.N = s.N, a.G = s.G, a.T = s.T, a.tile_rows = s.tile_rows;
+    a.A_log = A_log.p, a.D = D.p, a.dt_bias = bias.p, a.dt_min = c.dt_min, a.dt_max = c.dt_max;
+    a.state = state.p, a.slot = slot.p, a.out_slot = out.p;
+    a.x = xbc.p, a.ldx = c.ld, a.Bm = xbc.p + HP, a.Cm = xbc.p + HP + GN, a.ldbc = c.ld;
+    a.dt_raw = dt_raw.p, a.lddt = c.lddt, a.y = y.p, a.ldy = HP;
+    if (with_log) a.W = s.W, a.n_log = n_log.p, a.log_x = log_x.p, a.log_B = log_B.p, a.log_dt = log_dt.p;
+  }
+};
+
+class Mamba2ScanCuda : public ::testing::TestWithParam<MShape> {
+ protected:
+  void SetUp() override {
+    if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+TEST_P(Mamba2ScanCuda, MatchesTheCpuScanAfterTheLog) {
+  const MCase c(GetParam());
+  const MShape& s = c.s;
+  for (bool with_log : {false, true}) {
+    SCOPED_TRACE(with_log ? "replay: the log first" : "no log");
+    MDev d(c, with_log);
+    ASSERT_EQ(ops::cuda::mamba2_scan_cuda(d.a, nullptr), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<uint16_t> y = d.y.get();
+    const std::vector<float> after = d.state.get();
+    const int64_t HP = int64_t(s.H) * s.P, GN = int64_t(s.G) * s.N, hs = HP * s.N;
+    ops::Mamba2Params p;
+    p.n_heads = s.H, p.head_dim = s.P, p.state_size = s.N, p.n_groups = s.G;
+    p.A_log = c.A_log.data(), p.D = c.D.data(), p.dt_bias = c.dt_bias.data(), p.dt_min = c.dt_min, p.dt_max = c.dt_max;
+    size_t bad_y = 0, bad_s = 0;
+    for (int b = 0; b < s.batch; ++b) {
+      const size_t in = size_t(c.sl.slot[b]) * hs, out = size_t(c.sl.out[b]) * hs;
+      std::vector<float> S(c.state.begin() + int64_t(in), c.state.begin() + int64_t(in + hs));
+      if (c.sl.out[b] != c.sl.slot[b])
+        ASSERT_TRUE(std::equal(S.begin(), S.end(), after.begin() + int64_t(in))) << "the slot read by " << b << " written";
+      for (int e = 0; with_log && e < c.sl.n_log[b]; ++e) {
+        const size_t le = size_t(b) * s.W + e;
+        for (int h = 0; h < s.H; ++h) {
+          const float dt = c.log_dt[le * s.H + h];
+          ops::cpu::mamba2_update_head(S.data() + h * s.P * s.N, s.P, s.N, std::exp(dt * -std::exp(c.A_log[h])), dt,
+                                       c.log_B.f.data() + le * GN + (h / (s.H / s.G)) * s.N,
+                                       c.log_x.f.data() + le * HP + h * s.P);
+        }
+      }
+      const size_t r0 = size_t(b) * s.T;
+      std::vector<float> want(size_t(s.T) * HP);
+      const float* rows = c.xbc.f.data() + r0 * c.ld;
+      ops::cpu::mamba2_scan(p, S.data(), rows, c.ld, rows + HP, rows + HP + GN, c.ld, c.dt_raw.f.data() + r0 * c.lddt,
+                            c.lddt, s.T, want.data(), HP);
+      for (size_t i = 0; i < want.size(); ++i)
+        bad_y += !close(bf16_to_f32(y[r0 * HP + i]), want[i], test::kBf16Tol);
+      for (int64_t i = 0; i < hs; ++i) bad_s += !close(after[out + size_t(i)], S[size_t(i)], test::kStateTol);
+    }
+    EXPECT_EQ(bad_y, 0u) << "outputs off";
+    EXPECT_EQ(bad_s, 0u) << "states off";
+  }
+}
+
+// The scan's tokens are the step kernel's tokens: the same bits as T
+// launches of mamba2_step_cuda, in place, on the same inputs.
+TEST_P(Mamba2ScanCuda, IsBitIdenticalToOneTokenSteps) {
+  const MCase c(GetParam());
+  const MShape& s = c.s;
+  MDev d(c, false);
+  ASSERT_EQ(ops::cuda::mamba2_scan_cuda(d.a, nullptr), cudaSuccess);
+  const int64_t HP = int64_t(s.H) * s.P, GN = int64_t(s.G) * s.N;
+  // Token t of every sequence as a step's dense inputs.
+  Dev<float> state(c.state);
+  Dev<int32_t> out(c.sl.out);
+  std::vector<uint16_t> y_steps(size_t(s.batch) * s.T * HP);
+  for (int t = 0; t < s.T; ++t) {
+    std::vector<uint16_t> x(size_t(s.batch) * HP), Bm(size_t(s.batch) * GN), Cm(size_t(s.batch) * GN);
+    std::vector<float> dt(size_t(s.batch) * s.H);
+    for (int b = 0; b < s.batch; ++b) {
+      const uint16_t* row = c.xbc.bits.data() + (size_t(b) * s.T + t) * c.ld;
+      std::copy(row, row + HP, x.begin() + b * HP);
+      std::copy(row + HP, row + HP + GN, Bm.begin() + b * GN);
+      std::copy(row + HP + GN, row + HP + 2 * GN, Cm.begin() + b * GN);
+      for (int h = 0; h < s.H; ++h) dt[size_t(b) * s.H + h] = c.dt_raw.f[(size_t(b) * s.T + t) * c.lddt + h];
+    }
+    Dev<uint16_t> dx(x), dB(Bm), dC(Cm), dy(std::vector<uint16_t>(size_t(s.batch) * HP));
+    Dev<float> ddt(dt);
+    ops::cuda::Mamba2DecodeArgs a;
+    a.batch = s.batch, a.H = s.H, a.P = s.P, a.N = s.N, a.G = s.G, a.T = 1, a.tile_rows = s.tile_rows;
+    a.A_log = d.A_log.p, a.D = d.D.p, a.dt_bias = d.bias.p, a.dt_min = c.dt_min, a.dt_max = c.dt_max;
+    a.state = state.p, a.slot = t == 0 ? d.slot.p : out.p, a.out_slot = out.p;
+    a.x = dx.p, a.Bm = dB.p, a.Cm = dC.p, a.dt_raw = ddt.p, a.y = dy.p;
+    ASSERT_EQ(ops::cuda::mamba2_step_cuda(a, nullptr), cudaSuccess);
+    const std::vector<uint16_t> yt = dy.get();
+    for (int b = 0; b < s.batch; ++b)
+      std::copy(yt.begin() + b * HP, yt.begin() + (b + 1) * HP, y_steps.begin() + (int64_t(b) * s.T + t) * HP);
+  }
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(d.y.get(), y_steps);
+  const std::vector<float> scanned = d.state.get(), stepped = state.get();
+  const int64_t hs = HP * s.N;
+  for (int b = 0; b < s.batch; ++b) {
+    const int64_t o = int64_t(c.sl.out[b]) * hs;
+    EXPECT_TRUE(std::equal(scanned.begin() + o, scanned.begin() + o + hs, stepped.begin() + o)) << "state of " << b;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, Mamba2ScanCuda,
+                         ::testing::Values(MShape{3, 4, 37, 16, 2, 45, 8},       // scalar tile, two token tiles
+                                           MShape{2, 8, 64, 128, 1, 70, 16},     // 8B's tile, three token tiles
+                                           MShape{5, 6, 20, 256, 3, 33, 5},      // the widest tile
+                                           MShape{2, 4, 24, 128, 2, 9, 4, 2},    // two rows a warp
+                                           MShape{4, 2, 5, 7, 1, 1, 3}),         // one token, tiny heads
+                         [](const auto& i) {
+                           std::ostringstream os;
+                           PrintTo(i.param, &os);
+                           return os.str();
+                         });
+
+// ---- Gated DeltaNet ----
+
+struct GShape {
+  int batch, Hk, Hv, dk, dv, T, W;
+};
+void PrintTo(const GShape& s, std::ostream* os) {
+  *os << "B" << s.batch << "_Hk" << s.Hk << "_Hv" << s.Hv << "_dk" << s.dk << "_dv" << s.dv << "_T" << s.T << "_W" << s.W;
+}
+
+// Unit-norm rows of length d (then bf16-rounded), scaled: prepared keys and queries.
+Bf unit_rows(std::mt19937& g, size_t rows, int d, float scale) {
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  std::vector<float> x(rows * d);
+  for (size_t r = 0; r < rows; ++r) {
+    float ss = 0.0f;
+    for (int i = 0; i < d; ++i) ss += (x[r * d + i] = n(g)) * x[r * d + i];
+    for (int i = 0; i < d; ++i) x[r * d + i] *= scale / std::sqrt(ss);
+  }
+  return test::bf_of(x);
+}
+
+class GdnScanCuda : public ::testing::TestWithParam<GShape> {
+ protected:
+  void SetUp() override {
+    if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+TEST_P(GdnScanCuda, MatchesTheCpuScanAfterTheLog) {
+  const GShape s = GetParam();
+  const int B = s.batch, Hk = s.Hk, Hv = s.Hv, dk = s.dk, dv = s.dv, T = s.T, W = s.W, rep = Hv / Hk;
+  std::mt19937 g(3 + T + dk);
+  const Slots sl(B, W);
+  const int64_t hs = int64_t(dk) * dv, rows = int64_t(B) * T;
+  const std::vector<float> state = uniform(g, size_t(2 * B + 1) * Hv * hs, -0.3f, 0.3f);
+  const Bf q = unit_rows(g, size_t(rows) * Hk, dk, 1.0f / std::sqrt(float(dk))), k = unit_rows(g, size_t(rows) * Hk, dk, 1.0f);
+  const Bf v = test::bf_of(uniform(g, size_t(rows) * Hv * dv, -1.0f, 1.0f));
+  const std::vector<float> gg = uniform(g, size_t(rows) * Hv, -1.5f, -0.01f), beta = uniform(g, size_t(rows) * Hv, 0.05f, 0.95f);
+  const Bf lk = unit_rows(g, size_t(B) * W * Hk, dk, 1.0f);
+  const std::vector<float> lu = uniform(g, size_t(B) * W * Hv * dv, -0.5f, 0.5f), lg = uniform(g, size_t(B) * W * Hv, -1.0f, -0.01f);
+  for (bool with_log : {false, true}) {
+    SCOPED_TRACE(with_log ? "replay: the log first" : "no log");
+    Dev<float> dstate(state), dg(gg), dbeta(beta), dlu(lu), dlg(lg);
+    Dev<uint16_t> dq(q.bits), dk_(k.bits), dv_(v.bits), dlk(lk.bits), dout(std::vector<uint16_t>(size_t(rows) * Hv * dv));
+    Dev<int32_t> dslot(sl.slot), dos(sl.out), dn(sl.n_log);
+    ops::cuda::GdnScanArgs a;
+    a.batch = B, a.Hk = Hk, a.Hv = Hv, a.dk = dk, a.dv = dv, a.T = T;
+    a.state = dstate.p, a.slot = dslot.p, a.out_slot = dos.p;
+    a.q = dq.p, a.k = dk_.p, a.v = dv_.p, a.g = dg.p, a.beta = dbeta.p, a.o = dout.p;
+    if (with_log) a.W = W, a.n_log = dn.p, a.log_k = dlk.p, a.log_u = dlu.p, a.log_g = dlg.p;
+    ASSERT_EQ(ops::cuda::gdn_scan_cuda(a, nullptr), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<uint16_t> o = dout.get();
+    const std::vector<float> after = dstate.get();
+    ops::GdnParams p;
+    p.n_k_heads = Hk, p.n_v_heads = Hv, p.k_dim = dk, p.v_dim = dv;
+    size_t bad_o = 0, bad_s = 0;
+    for (int b = 0; b < B; ++b) {
+      const size_t in = size_t(sl.slot[b]) * Hv * hs, out = size_t(sl.out[b]) * Hv * hs;
+      std::vector<float> S(state.begin() + int64_t(in), state.begin() + int64_t(in + Hv * hs));
+      if (sl.out[b] != sl.slot[b])
+        ASSERT_TRUE(std::equal(S.begin(), S.end(), after.begin() + int64_t(in))) << "the slot read by " << b << " written";
+      for (int e = 0; with_log && e < sl.n_log[b]; ++e) {
+        const size_t le = size_t(b) * W + e;
+        for (int h = 0; h < Hv; ++h) {
+          ops::cpu::gdn_decay_head(S.data() + h * hs, dk, dv, std::exp(lg[le * Hv + h]));
+          ops::cpu::gdn_rank1_head(S.data() + h * hs, dk, dv, lk.f.data() + (le * Hk + h / rep) * dk,
+                                   lu.data() + (le * Hv + h) * dv);
+        }
+      }
+      const size_t r0 = size_t(b) * T;
+      std::vector<float> want(size_t(T) * Hv * dv);
+      ops::cpu::gdn_scan(p, S.data(), q.f.data() + r0 * Hk * dk, k.f.data() + r0 * Hk * dk, int64_t(Hk) * dk,
+                         v.f.data() + r0 * Hv * dv, int64_t(Hv) * dv, gg.data() + r0 * Hv, beta.data() + r0 * Hv, T,
+                         want.data(), int64_t(Hv) * dv);
+      for (size_t i = 0; i < want.size(); ++i)
+        bad_o += !close(bf16_to_f32(o[r0 * Hv * dv + i]), want[i], test::kBf16Tol);
+      for (int64_t i = 0; i < Hv * hs; ++i) bad_s += !close(after[out + size_t(i)], S[size_t(i)], test::kStateTol);
+    }
+    EXPECT_EQ(bad_o, 0u) << "outputs off";
+    EXPECT_EQ(bad_s, 0u) << "states off";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, GdnScanCuda,
+                         ::testing::Values(GShape{2, 1, 2, 128, 128, 40, 8},   // Qwen3.5's heads, three token tiles
+                                           GShape{3, 2, 4, 37, 45, 21, 5},     // odd sizes, a part slice
+                                           GShape{2, 1, 1, 512, 33, 17, 4},    // the tallest keys
+                                           GShape{5, 2, 2, 24, 32, 1, 3},      // one token
+                                           GShape{1, 1, 3, 70, 64, 16, 16}),   // a whole token tile, a full log
+                         [](const auto& i) {
+                           std::ostringstream os;
+                           PrintTo(i.param, &os);
+                           return os.str();
+                         });
+
+// Bad shapes are refused before the device is asked anything (CI too).
+TEST(SsmScanCudaArgs, BadShapesAreRefused) {
+  std::vector<float> f(64);
+  std::vector<uint16_t> h(64);
+  std::vector<int32_t> i(4);
+  ops::cuda::Mamba2ScanArgs m;
+  m.batch = 1, m.H = 2, m.P = 4, m.N = 8, m.G = 1, m.T = 3;
+  m.A_log = m.D = m.dt_bias = f.data(), m.state = f.data(), m.slot = m.out_slot = i.data();
+  m.x = m.Bm = m.Cm = m.dt_raw = h.data(), m.y = h.data();
+  m.ldx = 8, m.ldbc = 8, m.lddt = 2, m.ldy = 8;
+  for (auto bad : {+[](ops::cuda::Mamba2ScanArgs& a) { a.T = 0; }, +[](ops::cuda::Mamba2ScanArgs& a) { a.G = 3; },
+                   +[](ops::cuda::Mamba2ScanArgs& a) { a.N = 257; }, +[](ops::cuda::Mamba2ScanArgs& a) { a.ldx = 7; },
+                   +[](ops::cuda::Mamba2ScanArgs& a) { a.ldbc = 7; }, +[](ops::cuda::Mamba2ScanArgs& a) { a.y = nullptr; },
+                   +[](ops::cuda::Mamba2ScanArgs& a) { a.tile_rows = 3; },
+                   +[](ops::cuda::Mamba2ScanArgs& a) { a.dt_min = 2.0f, a.dt_max = 1.0f; },
+                   +[](ops::cuda::Mamba2ScanArgs& a) { a.n_log = a.slot; }}) {  // a log without its arrays
+    ops::cuda::Mamba2ScanArgs a = m;
+    bad(a);
+    EXPECT_EQ(ops::cuda::mamba2_scan_cuda(a, nullptr), cudaErrorInvalidValue);
+  }
+  ops::cuda::GdnScanArgs g;
+  g.batch = 1, g.Hk = 1, g.Hv = 2, g.dk = 4, g.dv = 4, g.T = 2;
+  g.state = f.data(), g.slot = g.out_slot = i.data(), g.q = g.k = g.v = h.data(), g.g = g.beta = f.data(), g.o = h.data();
+  for (auto bad : {+[](ops::cuda::GdnScanArgs& a) { a.T = 0; }, +[](ops::cuda::GdnScanArgs& a) { a.Hv = 3, a.Hk = 2; },
+                   +[](ops::cuda::GdnScanArgs& a) { a.dk = 513; }, +[](ops::cuda::GdnScanArgs& a) { a.o = nullptr; },
+                   +[](ops::cuda::GdnScanArgs& a) { a.n_log = a.slot; }}) {
+    ops::cuda::GdnScanArgs a = g;
+    bad(a);
+    EXPECT_EQ(ops::cuda::gdn_scan_cuda(a, nullptr), cudaErrorInvalidValue);
+  }
+}
+
+}  // namespace
+}  // namespace replayssm
