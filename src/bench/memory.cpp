@@ -122,8 +122,8 @@ int64_t estimate_device_run_bytes(const ModelConfig& c, const Config& cfg, const
   // the copy's target; replay: a pool for folds out of shared checkpoints).
   const bool forks = cfg.workload == Workload::kBeam || cfg.workload == Workload::kBestOfN || tree;
   const bool verifies = spec || tree;
-  // restore: prompt chunks of up to 8 rows; replay keeps each log entry's
-  // pre-conv row and the checkpoint's window (Decoder's rewind option).
+  // restore: prompt chunks of restore_chunk rows; replay keeps each log
+  // entry's pre-conv row and the checkpoint's window (Decoder's rewind option).
   const bool restore = cfg.workload == Workload::kRestore, rewind = restore && replay;
   // recompute: the live state (and a spare with forks), a sparse
   // checkpoint with its window, verifies in place and its re-runs as
@@ -131,7 +131,7 @@ int64_t estimate_device_run_bytes(const ModelConfig& c, const Config& cfg, const
   const bool recompute = cfg.strategy == Strategy::kRecompute;
   const double T0 = spec ? static_cast<double>(cfg.spec_t + 1)
                     : tree    ? static_cast<double>(tree_chunk(cfg.window))
-                    : restore ? 8.0
+                    : restore ? static_cast<double>(restore_chunk(cfg.batch))
                               : 1.0;
   const double T = recompute ? std::max(T0, 4.0) : T0;
   // tree: feeds only, so the standard layout keeps no per-draft states.
@@ -175,8 +175,11 @@ int64_t estimate_device_run_bytes(const ModelConfig& c, const Config& cfg, const
       a_scratch = std::max(a_scratch, Hq * std::ceil(L / 512.0) * (D + 2.0) * 4.0 + (3.0 * Hq + 2.0 * Hkv) * D * 4.0);
     }
   }
-  const double act = (3.0 * static_cast<double>(c.hidden_size) + 2.0 * static_cast<double>(widest_row(c)) +
-                      static_cast<double>(c.vocab_size)) * 4.0 + m_scratch + g_scratch + a_scratch + 64.0;
+  // Per row of a step; logits for every row only where verifies or feeds
+  // return them all, else one row per sequence.
+  const double act = (3.0 * static_cast<double>(c.hidden_size) + 2.0 * static_cast<double>(widest_row(c))) * 4.0 +
+                     m_scratch + g_scratch + a_scratch + 64.0;
+  const double logit_rows = pending ? T : 1.0;
   const double cublas = static_cast<double>(32 << 20);
   // A fork stages the largest per-layer array it copies: a layer's K/V (or log).
   double staging = 0.0;
@@ -187,7 +190,10 @@ int64_t estimate_device_run_bytes(const ModelConfig& c, const Config& cfg, const
       else if (k == BlockKind::kGatedDeltaNet) staging = std::max(staging, W * static_cast<double>(g.n_v_heads * g.v_dim) * 4.0);
   }
   const double scratch_slot = replay ? 0.0 : one_state;
-  return static_cast<int64_t>(std::ceil((B * (per_seq + T * act + staging) + scratch_slot + cublas) * 1.1)) +
+  return static_cast<int64_t>(std::ceil(
+             (B * (per_seq + T * act + logit_rows * static_cast<double>(c.vocab_size) * 4.0 + staging) + scratch_slot +
+              cublas) *
+             1.1)) +
          (int64_t{256} << 20);
 }
 

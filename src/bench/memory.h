@@ -36,6 +36,9 @@ int64_t device_weight_bytes(const ModelConfig& c);
 // pass (a verify: ≤ W/2 under replay).
 constexpr int64_t kTreeSlotsPerChild = 4;
 inline int tree_chunk(int64_t window) { return int(std::min<int64_t>(8, std::max<int64_t>(2, window / 2))); }
+// The restore workload's prompt chunk on cuda (its base sequence and its
+// re-prefills): about 1,024 rows a step, 8 to 4,096 tokens per sequence.
+inline int restore_chunk(int64_t batch) { return int(std::max<int64_t>(8, std::min<int64_t>(4096, 1024 / batch))); }
 int64_t estimate_device_run_bytes(const ModelConfig& c, const Config& cfg, const SweepOptions& opt);
 
 // Bytes this process may still allocate: MemAvailable, lowered by a cgroup

@@ -81,7 +81,7 @@ Runner add_logits(CLI::App& app) {
   app.add_option("--model", a->model, "Model directory")->required();
   app.add_option("--prompt-ids", a->prompt_ids, "Comma-separated token ids, e.g. 3,17,5")->required();
   app.add_option("--path", a->path, "prefill (one step) or decode (one token per step)")->capture_default_str();
-  app.add_option("--device", a->device, "Device: cpu or cuda (cuda: bf16 weights, the prompt in chunks of up to 8 tokens on either --path)")->capture_default_str();
+  app.add_option("--device", a->device, "Device: cpu or cuda (cuda: bf16 weights, the prompt in chunks, up to 1024 tokens a step, on either --path)")->capture_default_str();
   add_store_options(app, &a->store);
   return [a] { return run_logits(*a); };
 }

@@ -259,6 +259,60 @@ TEST_P(CudaDecoderTrained, LongPromptMatchesTheCpuOnTheSameBf16Weights) {
   }
 }
 
+// Prompts in chunks of random lengths — chunk scans (longer than the
+// decode kernels take, or than a replay log has room for), log steps and
+// single tokens (decode steps), mixed: every row's logits
+// against the CPU on the same bf16 weights, in every layout (replay with
+// rewind, so the checkpoint windows follow the scans, at windows 4 and
+// 16). After a chunk scan a replay sequence's checkpoint is at its end.
+TEST_P(CudaDecoderTrained, RandomChunksMatchTheCpu) {
+  if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
+  auto m = Model::load(fixture(GetParam()));
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  auto dm = cuda::DeviceModel::create(**m);
+  ASSERT_TRUE(dm.ok()) << dm.status().message();
+  round_matrices_to_bf16(**m);
+  const int64_t V = (*m)->config().vocab_size;
+  std::mt19937 g(21);
+  std::uniform_int_distribution<int32_t> id(0, int32_t(V - 1));
+  std::vector<int32_t> ids(150);
+  for (int32_t& t : ids) t = id(g);
+  const auto ref0 = cpu_logits(**m, ids);
+  const int kChunks[] = {1, 2, 3, 5, 8, 13, 21, 40, 64};
+  for (DecodeStrategy s : {DecodeStrategy::kStandard, DecodeStrategy::kReplay, DecodeStrategy::kRecompute})
+    for (int window : {4, 16}) {
+      SCOPED_TRACE(std::string(cuda::decode_strategy_name(s)) + " window " + std::to_string(window));
+      cuda::DecoderOptions o;
+      o.strategy = s, o.batch = 1, o.max_context = int64_t(ids.size()), o.window = window, o.kv_page = 16;
+      o.max_chunk = 64, o.all_logits = true, o.rewind = s == DecodeStrategy::kReplay;
+      auto dec = cuda::Decoder::create(**dm, o);
+      ASSERT_TRUE(dec.ok()) << dec.status().message();
+      std::vector<float> logits(size_t(64 * V));
+      std::vector<int32_t> next(1);
+      float worst = 0.0f;
+      int64_t folds = 0, scans = 0;
+      for (size_t t = 0; t < ids.size();) {
+        const size_t T = std::min(size_t(kChunks[g() % std::size(kChunks)]), ids.size() - t);
+        const std::vector<int32_t> chunk(ids.begin() + int64_t(t), ids.begin() + int64_t(t + T));
+        ASSERT_TRUE((*dec)->step(chunk, int(T), next, logits.data()).ok()) << "chunk of " << T << " at " << t;
+        for (size_t i = 0; i < T; ++i)
+          worst = std::max(worst, test::worst_row_ratio(std::vector<float>(logits.begin() + int64_t(i * V),
+                                                                           logits.begin() + int64_t((i + 1) * V)),
+                                                        ref0[t + i]));
+        t += T;
+        if (s == DecodeStrategy::kReplay && (*dec)->folds() > folds && T > 8) {
+          EXPECT_EQ((*dec)->rewind_floor(0), int64_t(t)) << "the checkpoint after a chunk scan";
+          ++scans;
+        }
+        folds = (*dec)->folds();
+      }
+      std::printf("  %s %s window %d: random chunks, worst ratio vs CPU on bf16 weights %.3f\n", GetParam().c_str(),
+                  cuda::decode_strategy_name(s), window, worst);
+      EXPECT_LE(worst, kTrainedRatio);
+      if (s == DecodeStrategy::kReplay) EXPECT_GT(scans, 0);
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, CudaDecoderTrained,
                          ::testing::Values("models/nemotron_h_small", "models/qwen3_5_small"));
 
@@ -290,18 +344,24 @@ TEST(CudaDecoderArgs, BadOptionsAreRefused) {
   const Status full = (*d)->step(std::vector<int32_t>{1}, next);
   EXPECT_EQ(full.code(), StatusCode::kOutOfBudget) << full.message();
   cuda::DecoderOptions chunky;
-  chunky.max_context = 64, chunky.window = 4, chunky.max_chunk = 4;  // replay: chunks of at most 3
+  chunky.max_context = 64, chunky.window = 4, chunky.max_chunk = cuda::kMaxChunk + 1;
   auto dc = cuda::Decoder::create(**dm, chunky);
-  EXPECT_FALSE(dc.ok()) << "max_chunk 4 with window 4";
-  chunky.max_chunk = 0;  // the most allowed: 3
+  EXPECT_FALSE(dc.ok()) << "max_chunk over kMaxChunk";
+  chunky.max_chunk = 0;  // the default at batch 1: kDefaultChunkRows tokens
   dc = cuda::Decoder::create(**dm, chunky);
   ASSERT_TRUE(dc.ok()) << dc.status().message();
-  EXPECT_EQ((*dc)->max_chunk(), 3);
-  EXPECT_FALSE((*dc)->step(std::vector<int32_t>(4, 1), 4, next).ok());  // over max_chunk
+  EXPECT_EQ((*dc)->max_chunk(), cuda::kDefaultChunkRows);
+  chunky.max_chunk = 6;  // past the window's room: chunk scans
+  dc = cuda::Decoder::create(**dm, chunky);
+  ASSERT_TRUE(dc.ok()) << dc.status().message();
+  EXPECT_EQ((*dc)->max_chunk(), 6);
+  EXPECT_FALSE((*dc)->step(std::vector<int32_t>(7, 1), 7, next).ok());  // over max_chunk
   EXPECT_FALSE((*dc)->step(std::vector<int32_t>(2, 1), 3, next).ok());  // 3 tokens per sequence, 2 given
-  EXPECT_TRUE((*dc)->step(std::vector<int32_t>(3, 1), 3, next).ok());
-  EXPECT_EQ((*dc)->max_chunk(), 1);  // the log has room for one more before it folds
-  EXPECT_EQ((*dc)->length(), 3);
+  EXPECT_TRUE((*dc)->step(std::vector<int32_t>(3, 1), 3, next).ok());  // a log step: the log has room for 3
+  EXPECT_EQ((*dc)->folds(), 0);
+  EXPECT_TRUE((*dc)->step(std::vector<int32_t>(6, 1), 6, next).ok());  // a chunk scan folds the log and the chunk
+  EXPECT_EQ((*dc)->folds(), 1);
+  EXPECT_EQ((*dc)->length(), 9);
 }
 
 }  // namespace

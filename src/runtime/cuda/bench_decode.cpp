@@ -213,6 +213,7 @@ Result<bench::Measurement> BenchDecodeRunner::run_restore(const bench::Config& c
   o.window = static_cast<int>(c.window);
   o.max_context = opt.prompt_tokens + opt.new_tokens;
   o.rewind = replay;  // the log since the checkpoint (log_retention 0), pre-conv rows kept
+  o.max_chunk = bench::restore_chunk(c.batch);  // what estimate_device_run_bytes sizes
   RSSM_ASSIGN_OR_RETURN(Decoder * decp, decoder_for(o));
   Decoder& dec = *decp;
   const size_t B = static_cast<size_t>(c.batch);
@@ -231,9 +232,10 @@ Result<bench::Measurement> BenchDecodeRunner::run_restore(const bench::Config& c
   // The base: prompt 0 and its greedy continuation, new_tokens of them,
   // all fed (not timed) — the CPU workload's base sequence.
   std::vector<int32_t> ids = ctx_.prompt(0);
+  const int64_t prompt = static_cast<int64_t>(ids.size());
   RSSM_RETURN_IF_ERROR(dec.reset());
   const int64_t written0 = dec.state_bytes_written(), folds0 = dec.folds();
-  RSSM_RETURN_IF_ERROR(feed(ids, 0, static_cast<int64_t>(ids.size())));
+  RSSM_RETURN_IF_ERROR(feed(ids, 0, prompt));
   // While it grows, the head whose log reaches back furthest (the latest
   // such): the log path's restores start there, so they cover distances up
   // to W − 1 wherever the base's own end happens to fall in the fold cycle.
@@ -259,9 +261,10 @@ Result<bench::Measurement> BenchDecodeRunner::run_restore(const bench::Config& c
   bench::Measurement m;
   int64_t held = L;  // tokens of the base the decoder holds
   for (const auto& [p, head] : probes) {
-    if (held != head) {  // back to the head (not timed)
+    if (held != head) {  // back to the head as the base reached it, prompt chunks then single tokens (not timed)
       RSSM_RETURN_IF_ERROR(dec.reset());
-      RSSM_RETURN_IF_ERROR(feed(ids, 0, head));
+      RSSM_RETURN_IF_ERROR(feed(ids, 0, std::min(head, prompt)));
+      for (int64_t t = prompt; t < head; ++t) RSSM_RETURN_IF_ERROR(feed(ids, t, t + 1));
     }
     held = -1;
     const double t0 = now_seconds();

@@ -21,7 +21,9 @@ constexpr int kRecomputeFeedRows = 4;
 }  // namespace
 
 namespace {
-int graph_key(int T, bool fold, bool verify, bool commit) { return T * 8 + fold * 4 + verify * 2 + commit; }
+int graph_key(int T, bool fold, bool verify, bool commit, bool scan) {
+  return T * 16 + scan * 8 + fold * 4 + verify * 2 + commit;
+}
 }  // namespace
 
 Decoder::~Decoder() = default;
@@ -63,15 +65,13 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
   if (has_attn && c.attn.head_dim > oc::kAttnMaxD) return over("head_dim", c.attn.head_dim, oc::kAttnMaxD);
   if (has_attn && c.attn.n_heads / c.attn.n_kv_heads > oc::kAttnMaxRep)
     return over("num_attention_heads / num_key_value_heads", c.attn.n_heads / c.attn.n_kv_heads, oc::kAttnMaxRep);
-  // GDN's standard layout takes one token per step (max_chunk()): no chunk rows to size for.
-  const int chunk_limit =
-      has_gdn && o.strategy != DecodeStrategy::kReplay
-          ? 1
-          : std::min({oc::kMamba2MaxT, oc::kGdnMaxT, o.strategy == DecodeStrategy::kReplay ? o.window - 1 : oc::kMamba2MaxT});
-  if (o.max_chunk < 0 || o.max_chunk > chunk_limit)
+  // What the decode kernels take in one step (replay: a log step, which
+  // must leave the log room); longer chunks run the chunk scans.
+  const int log_limit =
+      std::min({oc::kMamba2MaxT, oc::kGdnMaxT, o.strategy == DecodeStrategy::kReplay ? o.window - 1 : oc::kMamba2MaxT});
+  if (o.max_chunk < 0 || o.max_chunk > kMaxChunk)
     return invalid_argument("cuda decode: max_chunk " + std::to_string(o.max_chunk) + " out of range [1, " +
-                            std::to_string(chunk_limit) + "] (0: the most allowed)" +
-                            (o.strategy == DecodeStrategy::kReplay ? " (a chunk must fit the window with room)" : ""));
+                            std::to_string(kMaxChunk) + "] (0: the default)");
 
   // A verify leaves at most spec_tokens new entries that a later fold may
   // have to move to the front and still fit the next verify beside.
@@ -83,7 +83,8 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
 
   std::unique_ptr<Decoder> dec(new Decoder());
   dec->opt_ = o;
-  if (dec->opt_.max_chunk == 0) dec->opt_.max_chunk = chunk_limit;
+  if (dec->opt_.max_chunk == 0)
+    dec->opt_.max_chunk = int(std::max<int64_t>(log_limit, std::min<int64_t>(kMaxChunk, kDefaultChunkRows / o.batch)));
   const bool recompute = o.strategy == DecodeStrategy::kRecompute;
   if (recompute && o.spec_tokens == 0) dec->opt_.spec_tokens = kRecomputeFeedRows;
   dec->impl_ = std::make_unique<Impl>(model, dec->opt_);
@@ -93,6 +94,9 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
   const int64_t B = o.batch, W = o.window, Hd = c.hidden_size;
   const bool replay = o.strategy == DecodeStrategy::kReplay;
   I.rows_cap = B * std::max(chunk, spec);
+  // Rows of a step through the decode kernels (log steps, verifies, feeds):
+  // what their per-token buffers hold.
+  const int64_t R_log = B * std::max(std::min(chunk, log_limit), spec);
   // Standard: a slot per verified token and a spare for fork copies;
   // recompute verifies in place, so only the spare.
   I.recompute = recompute;
@@ -230,24 +234,19 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
   int64_t& ws2 = mem.workspace_bytes;
   if (any_mamba) {
     const int64_t HP = mc.n_heads * mc.head_dim, GN = mc.n_groups * mc.state_size;
-    // x, B, dt compact only for the standard layout's step kernel (chunks
-    // and replay append to a log): a row per sequence, or per verify row.
-    // C goes to every kernel.
+    // x, B, dt compact only for the standard layout's step kernel (chunk
+    // scans read the conv's rows, replay appends to a log): a row per
+    // sequence, or per verify row. C goes to the decode kernels.
     const int64_t compact = replay ? B : B * std::max(spec, 1);
     RSSM_RETURN_IF_ERROR(I.alloc(&I.cx, compact * HP, "Mamba2 x", &ws2));
     RSSM_RETURN_IF_ERROR(I.alloc(&I.cB, compact * GN, "Mamba2 B", &ws2));
-    RSSM_RETURN_IF_ERROR(I.alloc(&I.cC, R * GN, "Mamba2 C", &ws2));
+    RSSM_RETURN_IF_ERROR(I.alloc(&I.cC, R_log * GN, "Mamba2 C", &ws2));
     RSSM_RETURN_IF_ERROR(I.alloc(&I.cdt, compact * mc.n_heads, "Mamba2 dt", &ws2));
-    if (replay || chunk > 1)
+    if (replay)
       RSSM_RETURN_IF_ERROR(I.alloc(&I.mamba_scratch,
-                                   oc::mamba2_replay_scratch_floats(int(B), int(R / B), int(mc.n_heads),
+                                   oc::mamba2_replay_scratch_floats(int(B), int(R_log / B), int(mc.n_heads),
                                                                     int(mc.head_dim)),
                                    "Mamba2 replay scratch", &ws2));
-    if (!replay && chunk > 1) {  // the standard layout's chunks fold through a shared log
-      RSSM_RETURN_IF_ERROR(I.alloc(&I.s_log_x, B * chunk * HP, "Mamba2 chunk log x", &ws2));
-      RSSM_RETURN_IF_ERROR(I.alloc(&I.s_log_B, B * chunk * GN, "Mamba2 chunk log B", &ws2));
-      RSSM_RETURN_IF_ERROR(I.alloc(&I.s_log_dt, B * chunk * mc.n_heads, "Mamba2 chunk log dt", &ws2));
-    }
   }
   if (R > B)
     RSSM_RETURN_IF_ERROR(I.alloc(&I.xconv, R * std::max(any_mamba ? mc.conv_channels() : 0,
@@ -382,18 +381,15 @@ Status Decoder::clear(int64_t b) {
   return {};
 }
 
-int Decoder::max_chunk() const {
+int Decoder::log_room() const {
   const Impl& I = *impl_;
-  int t = opt_.max_chunk;
-  if (I.has_gdn && opt_.strategy != DecodeStrategy::kReplay) return 1;  // GDN folds need their u first: no chunk log
-  if (opt_.strategy == DecodeStrategy::kReplay) {
-    for (size_t b = 0; b < pos_.size(); ++b) {
-      if (I.has_mamba) t = std::min(t, opt_.window - I.m_count[b]);
-      if (I.has_gdn) t = std::min(t, opt_.window - std::max(I.g_count[b], 1));
-    }
-    // A GDN fold keeps the step's T entries, which must leave a verify room.
-    if (I.has_gdn && opt_.spec_tokens > 0) t = std::min(t, opt_.window - opt_.spec_tokens);
+  int t = std::min({opt_.max_chunk, oc::kMamba2MaxT, oc::kGdnMaxT, opt_.window - 1});
+  for (size_t b = 0; b < pos_.size(); ++b) {
+    if (I.has_mamba) t = std::min(t, opt_.window - I.m_count[b]);
+    if (I.has_gdn) t = std::min(t, opt_.window - std::max(I.g_count[b], 1));
   }
+  // A GDN fold keeps the step's T entries, which must leave a verify room.
+  if (I.has_gdn && opt_.spec_tokens > 0) t = std::min(t, opt_.window - opt_.spec_tokens);
   return std::max(t, 1);
 }
 
@@ -512,6 +508,10 @@ Status Decoder::run(std::span<const int32_t> tokens, int T, bool verify, std::sp
   // committed on arrival); GDN's new u are only known after the pass, and a
   // verify's entries are not committed, so those move to the front.
   const int need = std::max(opt_.spec_tokens, 1);
+  // A chunk the decode kernels do not take (or, under replay, that a log
+  // has no room for) runs the chunk scans; replay's then folds every log
+  // whole, with the chunk, into a new checkpoint.
+  const bool scan = !verify && T > 1 && (!replay || T > log_room());
   bool fold = false;
   // Per kind (Mamba2, GDN), what each sequence's fold does: entries folded
   // into `target` (written only where `write`), entries moved to the front,
@@ -535,6 +535,10 @@ Status Decoder::run(std::span<const int32_t> tokens, int T, bool verify, std::sp
       const int c = cnt[size_t(b)];
       P.move_from[size_t(b)] = c;
       P.after[size_t(b)] = c + T;
+      if (scan) {
+        if (replay && has) P.folds[size_t(b)] = 1, P.fold_n[size_t(b)] = P.roll[size_t(b)] = c + T, P.after[size_t(b)] = 0;
+        continue;
+      }
       if (!(replay && has && c + T + need > W)) continue;
       fold = true;
       P.folds[size_t(b)] = 1;
@@ -553,7 +557,7 @@ Status Decoder::run(std::span<const int32_t> tokens, int T, bool verify, std::sp
     // into one new checkpoint they all read, and keep the rest (at least
     // W/2) — instead of each writing its own. Beams that parted recently
     // keep sharing a state.
-    if (!replay || verify || !has || I.toks.empty()) continue;
+    if (!replay || verify || scan || !has || I.toks.empty()) continue;
     const int keep = std::max(T, W / 2);
     std::map<std::pair<int32_t, int>, std::vector<int64_t>> groups;  // (slot, entries) → sequences
     for (int64_t b = 0; b < B; ++b)
@@ -593,7 +597,7 @@ Status Decoder::run(std::span<const int32_t> tokens, int T, bool verify, std::sp
       I.host_field(kTokens)[r] = tokens[size_t(r)];
       I.host_field(kRowPos)[r] = int32_t(pos + t);
       I.host_field(kRowSeq)[r] = int32_t(b);
-      // Replay: the sequence's log; standard: the step's compact row (or the chunk log's entry).
+      // Replay: the sequence's log; standard: the step's compact row.
       I.host_field(kMEntry)[r] = int32_t(replay ? b * W + m + t : r);
       I.host_field(kGEntry)[r] = int32_t(b * W + g + t);
       // Standard: a verify writes each token's state to the sequence's next
@@ -622,13 +626,14 @@ Status Decoder::run(std::span<const int32_t> tokens, int T, bool verify, std::sp
       I.host_field(kMSlot)[b] = I.host_field(kGSlot)[b] = I.host_field(kMFoldSlot)[b] = I.host_field(kGFoldSlot)[b] = slot;
     }
     I.host_field(kWinSlot)[b] = int32_t(b);
-    I.host_field(kMLog)[b] = replay ? m + T : T;
-    // Standard chunks fold all their T entries in place.
-    I.host_field(kMFold)[b] = replay ? kp[0].fold_n[size_t(b)] : T;
+    // The entries a replay kernel reads: the log and the step's T; a chunk
+    // scan applies the log before its chunk.
+    I.host_field(kMLog)[b] = replay ? m + (scan ? 0 : T) : T;
+    I.host_field(kMFold)[b] = kp[0].fold_n[size_t(b)];
     I.host_field(kMMoveFrom)[b] = kp[0].move_from[size_t(b)];
     I.host_field(kMMoveCount)[b] = kp[0].move_n[size_t(b)];
     I.host_field(kMRoll)[b] = kp[0].roll[size_t(b)];
-    I.host_field(kGLog)[b] = g + T;
+    I.host_field(kGLog)[b] = g + (scan ? 0 : T);
     I.host_field(kGFold)[b] = kp[1].fold_n[size_t(b)];
     I.host_field(kGMoveFrom)[b] = kp[1].move_from[size_t(b)];
     I.host_field(kGMoveCount)[b] = kp[1].move_n[size_t(b)];
@@ -638,14 +643,14 @@ Status Decoder::run(std::span<const int32_t> tokens, int T, bool verify, std::sp
   // From the first launch on, a failure leaves the device part-way through
   // the step (windows shifted, states or logs written): the decoder refuses
   // further steps until reset().
-  if (const Status st = launch_step(T, fold, verify, I.commit_pending, logits); !st.ok()) {
+  if (const Status st = launch_step(T, fold, verify, I.commit_pending, scan, logits); !st.ok()) {
     cudaStreamSynchronize(I.stream);  // nothing of the step may still be reading the plan
     cudaGetLastError();
     poisoned_ = true;
     return st;
   }
   I.commit_pending = false;
-  if (fold) ++folds_;
+  if (fold || (scan && replay)) ++folds_;
   if (replay)
     for (int k = 0; k < 2; ++k) {
       SlotPool& pool = k == 0 ? I.m_pool : I.g_pool;
@@ -676,21 +681,21 @@ Status Decoder::run(std::span<const int32_t> tokens, int T, bool verify, std::sp
   return note_checkpoints();
 }
 
-Status Decoder::launch_step(int T, bool fold, bool verify, bool commit, float* logits) {
+Status Decoder::launch_step(int T, bool fold, bool verify, bool commit, bool scan, float* logits) {
   Impl& I = *impl_;
   const int64_t B = opt_.batch, V = I.m.config().vocab_size;
   // The first step of each kind runs eagerly (cuBLAS settles its choices
   // and workspace there); the second captures the graph every later one
   // replays.
-  const int key = graph_key(T, fold, verify, commit);
+  const int key = graph_key(T, fold, verify, commit, scan);
   if (!opt_.graphs || !I.ran_eager.count(key)) {
-    RSSM_RETURN_IF_ERROR(I.enqueue(T, fold, verify, commit));
+    RSSM_RETURN_IF_ERROR(I.enqueue(T, fold, verify, commit, scan));
     I.ran_eager.insert(key);
   } else {
     auto it = I.graphs.find(key);
     if (it == I.graphs.end()) {
       RSSM_CU(cudaStreamBeginCapture(I.stream, cudaStreamCaptureModeThreadLocal), "graph capture");
-      const Status s = I.enqueue(T, fold, verify, commit);
+      const Status s = I.enqueue(T, fold, verify, commit, scan);
       cudaGraph_t g = nullptr;
       const cudaError_t e = cudaStreamEndCapture(I.stream, &g);
       if (!s.ok() || e != cudaSuccess) {

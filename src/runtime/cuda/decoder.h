@@ -10,7 +10,8 @@
 // log lengths, folds) to one pinned buffer; the step's first node copies it
 // to the device and every kernel reads it there. A step is therefore the
 // same sequence of launches every time, captured once as a CUDA graph per
-// (tokens per sequence, whether a log folds), with no host synchronisation
+// (tokens per sequence, chunk scan or not, whether a log folds, verify),
+// with no host synchronisation
 // inside it; the host waits once per step, for the argmax.
 //
 //   standard — every SSM layer reads and writes each sequence's state in
@@ -32,14 +33,21 @@
 // The DeviceModel must outlive the Decoder. One Decoder is used by one
 // thread at a time, on the device that was current when it was created.
 //
-// A prompt goes in chunks of T ≤ 8 tokens per sequence: the SSM decode
-// kernels take T new tokens (replay: the chunk's entries are the log's last
-// T, folded when the log fills; standard Mamba2: a T-entry log folded into
-// the state in place — the dual form of a chunk scan), attention runs
-// attention_prefill_cuda over the pages. Gated DeltaNet's standard layout
-// takes one token per step (a chunk's u is only known after its pass, so it
-// cannot fold the chunk it computes): max_chunk() says what the next step
-// accepts.
+// A prompt goes in chunks of up to max_chunk tokens per sequence (by
+// default as many as keep a step near kDefaultChunkRows rows: a whole
+// 1,024-token prompt at batch 1, 8 tokens at batch 128 and more). The rows
+// go through the same GEMMs, conv1d_prefill_cuda and attention_prefill_cuda
+// over the pages; the SSM layers take a chunk one of two ways:
+//   chunk scan — the sequential recurrence with the state in registers for
+//              the whole chunk (mamba2_scan_cuda, gdn_scan_cuda): one state
+//              read and one write per chunk, any length. Standard and
+//              recompute update the state in place; replay applies its log
+//              first and writes the state after the chunk as the new
+//              checkpoint (the log is then empty);
+//   log step — replay only, when the chunk fits what the decode kernels take
+//              (T ≤ 8) and every log has room for it: the chunk's entries
+//              are the log's last T, folded when the log fills, as one
+//              token's are.
 //
 // Speculative decoding (options.spec_tokens > 0): verify() runs T tokens per
 // sequence (its last token and T − 1 drafts) and commits none of them;
@@ -91,6 +99,9 @@
 namespace replayssm::cuda {
 
 enum class DecodeStrategy { kStandard, kReplay, kRecompute };
+
+constexpr int kMaxChunk = 4096;             // tokens per sequence in one step, at most
+constexpr int64_t kDefaultChunkRows = 1024;  // rows of a prompt step by default (max_chunk = 0)
 const char* decode_strategy_name(DecodeStrategy s);
 
 struct DecoderOptions {
@@ -100,7 +111,8 @@ struct DecoderOptions {
   int window = 16;             // replay: log capacity W, 2..64
   int kv_page = 64;            // attention: rows per KV page
   bool graphs = true;          // replay each step as a captured CUDA graph
-  int max_chunk = 0;           // tokens per sequence per step, 1..8 (replay: < window); 0: the most allowed
+  int max_chunk = 0;           // tokens per sequence per step, 1..kMaxChunk; 0: kDefaultChunkRows / batch,
+                               // at least what the decode kernels take (8; replay: < window)
   bool all_logits = false;     // logits of every row of a chunk, not just each sequence's last
   int spec_tokens = 0;         // the most tokens a verify() or feed() takes, 2..8 (replay: ≤ window/2);
                                // 0: no verify (recompute: 0 means 4 — its re-prefills are feeds)
@@ -142,9 +154,8 @@ class Decoder {
   Status step(std::span<const int32_t> tokens, std::span<int32_t> next, float* logits = nullptr) {
     return step(tokens, 1, next, logits);
   }
-  // The most tokens per sequence the next step takes: max_chunk, less where
-  // a replay log has less room before it folds; 1 for GDN's standard layout.
-  int max_chunk() const;
+  // The most tokens per sequence a step takes: options().max_chunk.
+  int max_chunk() const { return opt_.max_chunk; }
 
   // Speculative verify of T (2..spec_tokens) tokens per sequence, laid out
   // as step()'s: argmax[b·T + t] gets the argmax after token t; logits, when
@@ -247,9 +258,13 @@ class Decoder {
   // What a step, fork, rewind or clear needs first: no failed step, no
   // verify awaiting accept().
   Status check_ready() const;
+  // Replay: the most tokens a log step appends to every sequence's log (the
+  // decode kernels' T, less where a log has less room before it folds);
+  // longer chunks take the chunk scan.
+  int log_room() const;
   // step() and verify(): the plan, the launches, the wait.
   Status run(std::span<const int32_t> tokens, int T, bool verify, std::span<int32_t> next, float* logits);
-  Status launch_step(int T, bool fold, bool verify, bool commit, float* logits);
+  Status launch_step(int T, bool fold, bool verify, bool commit, bool scan, float* logits);
   void note_state_peak(int64_t copies);  // copies: standard states copied by a reorder in flight
   std::unique_ptr<Impl> impl_;
 };

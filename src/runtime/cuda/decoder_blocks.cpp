@@ -5,75 +5,97 @@
 
 namespace replayssm::cuda {
 
-Status Decoder::Impl::run_mamba2(const DeviceBlock& blk, LayerState& L, int T, bool fold, bool verify,
+Status Decoder::Impl::run_mamba2(const DeviceBlock& blk, LayerState& L, int T, bool fold, bool verify, bool scan,
                                  const float* next_norm) {
   const ModelConfig& c = m.config();
   const Mamba2Config& mc = c.mamba;
   const int B = int(opt.batch), Hd = int(c.hidden_size);
   const int64_t rows = int64_t(B) * T;
-  const int64_t HP = mc.n_heads * mc.head_dim, C = mc.conv_channels(), width = blk.in.n_out;
+  const int64_t HP = mc.n_heads * mc.head_dim, GN = mc.n_groups * mc.state_size, C = mc.conv_channels();
+  const int64_t width = blk.in.n_out;
   const bool replay = opt.strategy == DecodeStrategy::kReplay;
   RSSM_CU(gemm->linear(xn, Hd, rows, blk.in.w, width, Hd, blk.in.b, proj, width, false), "Mamba2 in_proj");
-  if (L.conv_log != nullptr)
-    RSSM_RETURN_IF_ERROR(keep_conv_rows(L, T, fold, C, mc.conv_width, HP, width, kMEntry, kMRoll, kMMoveFrom, kMMoveCount));
-  // Standard layout, T > 1: a prompt chunk goes through the replay kernel
-  // over a shared log of T entries folded in place — the dual form of a
-  // chunk scan; a verify goes through the step kernel, a state per token.
-  const bool chunk_log = !replay && T > 1 && !verify;
-  oc::Mamba2AppendArgs ap;
-  ap.rows = rows, ap.H = int(mc.n_heads), ap.P = int(mc.head_dim), ap.G = int(mc.n_groups), ap.N = int(mc.state_size);
-  ap.dt_raw = proj + HP + C, ap.lddt = width, ap.dt_bias = blk.dt_bias;
-  ap.dt_min = mc.dt_min, ap.dt_max = mc.dt_max, ap.Cm = cC;
-  ap.entry = field(kMEntry);
-  ap.x = replay ? L.log_x : chunk_log ? s_log_x : cx;
-  ap.Bm = replay ? L.log_B : chunk_log ? s_log_B : cB;
-  ap.dt = replay ? L.log_dt : chunk_log ? s_log_dt : cdt;
-  // Next is the step or replay kernel, whose early reads (state, older log
-  // entries) in_proj does not write.
-  ap.release_early = true;
-  if (T == 1 && oc::fusion_enabled()) {  // one kernel: the conv's output goes on to the log as it is made
-    oc::Conv1dArgs cv = conv_args(blk, L, C, mc.conv_width, HP, width);
-    cv.y = proj + HP, cv.ldy = width;
-    RSSM_CU(oc::mamba2_conv_append_cuda(cv, ap, stream), "Mamba2 conv and append");
-  } else {
+  if (scan) {
+    // The chunk scan reads the post-conv rows x | B | C and the raw dt
+    // where they are: no append.
     const uint16_t* xbc = nullptr;
-    int64_t ldxbc = 0;
-    RSSM_RETURN_IF_ERROR(run_conv(blk, L, T, verify, C, mc.conv_width, HP, width, &xbc, &ldxbc));
-    ap.xbc = xbc, ap.ldxbc = ldxbc;
-    RSSM_CU(oc::mamba2_append_cuda(ap, stream), "Mamba2 append");
-  }
-  oc::Mamba2DecodeArgs a;
-  a.batch = B, a.H = int(mc.n_heads), a.P = int(mc.head_dim), a.N = int(mc.state_size), a.G = int(mc.n_groups), a.T = T;
-  a.A_log = blk.A_log, a.D = blk.D, a.dt_bias = blk.dt_bias, a.dt_min = mc.dt_min, a.dt_max = mc.dt_max;
-  a.state = L.state, a.slot = field(kMSlot), a.Cm = cC, a.y = y;
-  a.early = true;          // the kernel just before is the append: it writes no state
-  a.release_early = true;  // the kernel just after (log move, gated norm) reads only weights before its wait
-  if (!replay && !chunk_log) {
-    a.x = cx, a.Bm = cB, a.dt = cdt, a.out_slot = field(kOutSlot);
-    RSSM_CU(oc::mamba2_step_cuda(a, stream), "Mamba2 step");
+    int64_t ld = 0;
+    RSSM_RETURN_IF_ERROR(run_conv(blk, L, T, false, C, mc.conv_width, HP, width, &xbc, &ld));
+    RSSM_RETURN_IF_ERROR(scan_checkpoint_windows(L));
+    oc::Mamba2ScanArgs a;
+    a.batch = B, a.H = int(mc.n_heads), a.P = int(mc.head_dim), a.N = int(mc.state_size), a.G = int(mc.n_groups), a.T = T;
+    a.A_log = blk.A_log, a.D = blk.D, a.dt_bias = blk.dt_bias, a.dt_min = mc.dt_min, a.dt_max = mc.dt_max;
+    a.state = L.state, a.slot = field(kMSlot), a.out_slot = field(kMFoldSlot);
+    a.x = xbc, a.ldx = ld, a.Bm = xbc + HP, a.Cm = xbc + HP + GN, a.ldbc = ld;
+    a.dt_raw = proj + HP + C, a.lddt = width, a.y = y, a.ldy = HP;
+    if (replay) a.W = opt.window, a.n_log = field(kMLog), a.log_x = L.log_x, a.log_B = L.log_B, a.log_dt = L.log_dt;
+    RSSM_CU(oc::mamba2_scan_cuda(a, stream), "Mamba2 chunk scan");
   } else {
-    a.W = replay ? opt.window : T, a.n_log = field(kMLog);
-    a.log_x = ap.x, a.log_B = ap.Bm, a.log_dt = ap.dt;
-    a.fold = fold || chunk_log ? field(kMFold) : nullptr, a.fold_slot = field(kMFoldSlot);
-    a.max_fold = a.fold != nullptr ? a.W : 0;
-    a.scratch = mamba_scratch;
-    RSSM_CU(oc::mamba2_replay_cuda(a, stream), "Mamba2 replay");
-    if (replay && fold) {
-      // A verify folds only the committed prefix, a family its shared
-      // oldest entries: the rest move to the front of the log (kMMoveCount
-      // is 0 where the log did not fold, or folded whole).
-      oc::LogMoveArgs mv;
-      mv.batch = B, mv.W = opt.window, mv.from = field(kMMoveFrom), mv.count = field(kMMoveCount);
-      mv.array[0] = L.log_x, mv.width[0] = HP;
-      mv.array[1] = L.log_B, mv.width[1] = mc.n_groups * mc.state_size;
-      mv.array[2] = L.log_dt, mv.width[2] = 2 * mc.n_heads;
-      RSSM_CU(oc::log_move_cuda(mv, stream), "Mamba2 log move");
+    if (L.conv_log != nullptr)
+      RSSM_RETURN_IF_ERROR(
+          keep_conv_rows(L, T, fold, C, mc.conv_width, HP, width, kMEntry, kMRoll, kMMoveFrom, kMMoveCount));
+    oc::Mamba2AppendArgs ap;
+    ap.rows = rows, ap.H = int(mc.n_heads), ap.P = int(mc.head_dim), ap.G = int(mc.n_groups), ap.N = int(mc.state_size);
+    ap.dt_raw = proj + HP + C, ap.lddt = width, ap.dt_bias = blk.dt_bias;
+    ap.dt_min = mc.dt_min, ap.dt_max = mc.dt_max, ap.Cm = cC;
+    ap.entry = field(kMEntry);
+    ap.x = replay ? L.log_x : cx;
+    ap.Bm = replay ? L.log_B : cB;
+    ap.dt = replay ? L.log_dt : cdt;
+    // Next is the step or replay kernel, whose early reads (state, older log
+    // entries) in_proj does not write.
+    ap.release_early = true;
+    if (T == 1 && oc::fusion_enabled()) {  // one kernel: the conv's output goes on to the log as it is made
+      oc::Conv1dArgs cv = conv_args(blk, L, C, mc.conv_width, HP, width);
+      cv.y = proj + HP, cv.ldy = width;
+      RSSM_CU(oc::mamba2_conv_append_cuda(cv, ap, stream), "Mamba2 conv and append");
+    } else {
+      const uint16_t* xbc = nullptr;
+      int64_t ldxbc = 0;
+      RSSM_RETURN_IF_ERROR(run_conv(blk, L, T, verify, C, mc.conv_width, HP, width, &xbc, &ldxbc));
+      ap.xbc = xbc, ap.ldxbc = ldxbc;
+      RSSM_CU(oc::mamba2_append_cuda(ap, stream), "Mamba2 append");
+    }
+    oc::Mamba2DecodeArgs a;
+    a.batch = B, a.H = int(mc.n_heads), a.P = int(mc.head_dim), a.N = int(mc.state_size), a.G = int(mc.n_groups), a.T = T;
+    a.A_log = blk.A_log, a.D = blk.D, a.dt_bias = blk.dt_bias, a.dt_min = mc.dt_min, a.dt_max = mc.dt_max;
+    a.state = L.state, a.slot = field(kMSlot), a.Cm = cC, a.y = y;
+    a.early = true;          // the kernel just before is the append: it writes no state
+    a.release_early = true;  // the kernel just after (log move, gated norm) reads only weights before its wait
+    if (!replay) {           // one token, or a verify's (or feed's) state per token
+      a.x = cx, a.Bm = cB, a.dt = cdt, a.out_slot = field(kOutSlot);
+      RSSM_CU(oc::mamba2_step_cuda(a, stream), "Mamba2 step");
+    } else {
+      a.W = opt.window, a.n_log = field(kMLog);
+      a.log_x = ap.x, a.log_B = ap.Bm, a.log_dt = ap.dt;
+      a.fold = fold ? field(kMFold) : nullptr, a.fold_slot = field(kMFoldSlot);
+      a.max_fold = a.fold != nullptr ? a.W : 0;
+      a.scratch = mamba_scratch;
+      RSSM_CU(oc::mamba2_replay_cuda(a, stream), "Mamba2 replay");
+      if (fold) {
+        // A verify folds only the committed prefix, a family its shared
+        // oldest entries: the rest move to the front of the log (kMMoveCount
+        // is 0 where the log did not fold, or folded whole).
+        oc::LogMoveArgs mv;
+        mv.batch = B, mv.W = opt.window, mv.from = field(kMMoveFrom), mv.count = field(kMMoveCount);
+        mv.array[0] = L.log_x, mv.width[0] = HP;
+        mv.array[1] = L.log_B, mv.width[1] = GN;
+        mv.array[2] = L.log_dt, mv.width[2] = 2 * mc.n_heads;
+        RSSM_CU(oc::log_move_cuda(mv, stream), "Mamba2 log move");
+      }
     }
   }
   RSSM_CU(oc::rmsnorm_gated_group_cuda(y, HP, proj, width, rows, HP, HP / mc.n_groups, blk.norm_w, c.norm_eps, y, HP,
                                        stream, /*release_early=*/true),  // next: the out_proj GEMV
           "Mamba2 gated norm");
   return project_out(blk, y, HP, HP, T, next_norm, "Mamba2 out_proj");
+}
+
+Status Decoder::Impl::scan_checkpoint_windows(LayerState& L) {
+  if (L.conv_log == nullptr || L.window_seq_bytes == 0) return {};  // options.rewind only
+  RSSM_CU(cudaMemcpyAsync(L.ck_window, L.window, size_t(opt.batch * L.window_seq_bytes), cudaMemcpyDeviceToDevice, stream),
+          "checkpoint conv windows");
+  return {};
 }
 
 oc::Conv1dArgs Decoder::Impl::conv_args(const DeviceBlock& blk, LayerState& L, int64_t C, int64_t K, int64_t off,
@@ -126,7 +148,7 @@ Status Decoder::Impl::keep_conv_rows(LayerState& L, int T, bool fold, int64_t C,
   return {};
 }
 
-Status Decoder::Impl::run_gdn(const DeviceBlock& blk, LayerState& L, int T, bool fold, bool verify,
+Status Decoder::Impl::run_gdn(const DeviceBlock& blk, LayerState& L, int T, bool fold, bool verify, bool scan,
                               const float* next_norm) {
   const ModelConfig& c = m.config();
   const GdnConfig& g = c.gdn;
@@ -135,7 +157,7 @@ Status Decoder::Impl::run_gdn(const DeviceBlock& blk, LayerState& L, int T, bool
   const int64_t K = g.n_k_heads * g.k_dim, V = g.n_v_heads * g.v_dim, C = g.conv_channels(), width = blk.in.n_out;
   const bool replay = opt.strategy == DecodeStrategy::kReplay;
   RSSM_CU(gemm->linear(xn, Hd, rows, blk.in.w, width, Hd, blk.in.b, proj, width, false), "GDN in_proj");
-  if (L.conv_log != nullptr)
+  if (L.conv_log != nullptr && !scan)
     RSSM_RETURN_IF_ERROR(keep_conv_rows(L, T, fold, C, g.conv_width, 0, width, kGEntry, kGRoll, kGMoveFrom, kGMoveCount));
   const uint16_t* qkv = nullptr;
   int64_t ldqkv = 0;
@@ -149,28 +171,38 @@ Status Decoder::Impl::run_gdn(const DeviceBlock& blk, LayerState& L, int T, bool
   oc::GdnAppendArgs ap;
   ap.rows = rows, ap.Hk = int(g.n_k_heads), ap.Hv = int(g.n_v_heads), ap.dk = int(g.k_dim), ap.dv = int(g.v_dim);
   ap.v_in = qkv + 2 * K, ap.ldv = ldqkv, ap.v = gv;
-  if (replay) ap.entry = field(kGEntry), ap.k = gk, ap.g = gg, ap.log_k = L.log_k, ap.log_g = L.log_g;
+  if (replay && !scan) ap.entry = field(kGEntry), ap.k = gk, ap.g = gg, ap.log_k = L.log_k, ap.log_g = L.log_g;
   RSSM_CU(oc::gdn_append_cuda(ap, stream), "GDN append");
-  oc::GdnDecodeArgs a;
-  a.batch = B, a.Hk = int(g.n_k_heads), a.Hv = int(g.n_v_heads), a.dk = int(g.k_dim), a.dv = int(g.v_dim), a.T = T;
-  a.state = L.state, a.slot = field(kGSlot), a.q = gq, a.v = gv, a.beta = gbeta, a.o = y;
-  if (!replay) {  // T = 1, or a verify's state per token (max_chunk() keeps prompts to single tokens)
-    a.k = gk, a.g = gg, a.out_slot = field(kOutSlot);
-    RSSM_CU(oc::gdn_step_cuda(a, stream), "GDN step");
+  if (scan) {
+    RSSM_RETURN_IF_ERROR(scan_checkpoint_windows(L));
+    oc::GdnScanArgs a;
+    a.batch = B, a.Hk = int(g.n_k_heads), a.Hv = int(g.n_v_heads), a.dk = int(g.k_dim), a.dv = int(g.v_dim), a.T = T;
+    a.state = L.state, a.slot = field(kGSlot), a.out_slot = field(kGFoldSlot);
+    a.q = gq, a.k = gk, a.v = gv, a.g = gg, a.beta = gbeta, a.o = y;
+    if (replay) a.W = opt.window, a.n_log = field(kGLog), a.log_k = L.log_k, a.log_u = L.log_u, a.log_g = L.log_g;
+    RSSM_CU(oc::gdn_scan_cuda(a, stream), "GDN chunk scan");
   } else {
-    a.W = opt.window, a.n_log = field(kGLog), a.log_k = L.log_k, a.log_u = L.log_u, a.log_g = L.log_g;
-    a.fold = fold ? field(kGFold) : nullptr, a.fold_slot = field(kGFoldSlot), a.max_fold = fold ? opt.window : 0;
-    RSSM_CU(oc::gdn_replay_cuda(a, stream), "GDN replay");
-    if (fold) {
-      // The fold left this step's T entries (whose u the kernel just wrote)
-      // at the end of the log; they become its first entries. kGMoveCount
-      // is 0 where a GDN log did not fold.
-      oc::LogMoveArgs mv;
-      mv.batch = B, mv.W = opt.window, mv.from = field(kGMoveFrom), mv.count = field(kGMoveCount);
-      mv.array[0] = L.log_k, mv.width[0] = K;
-      mv.array[1] = L.log_u, mv.width[1] = 2 * V;
-      mv.array[2] = L.log_g, mv.width[2] = 2 * g.n_v_heads;
-      RSSM_CU(oc::log_move_cuda(mv, stream), "GDN log move");
+    oc::GdnDecodeArgs a;
+    a.batch = B, a.Hk = int(g.n_k_heads), a.Hv = int(g.n_v_heads), a.dk = int(g.k_dim), a.dv = int(g.v_dim), a.T = T;
+    a.state = L.state, a.slot = field(kGSlot), a.q = gq, a.v = gv, a.beta = gbeta, a.o = y;
+    if (!replay) {  // one token, or a verify's (or feed's) state per token
+      a.k = gk, a.g = gg, a.out_slot = field(kOutSlot);
+      RSSM_CU(oc::gdn_step_cuda(a, stream), "GDN step");
+    } else {
+      a.W = opt.window, a.n_log = field(kGLog), a.log_k = L.log_k, a.log_u = L.log_u, a.log_g = L.log_g;
+      a.fold = fold ? field(kGFold) : nullptr, a.fold_slot = field(kGFoldSlot), a.max_fold = fold ? opt.window : 0;
+      RSSM_CU(oc::gdn_replay_cuda(a, stream), "GDN replay");
+      if (fold) {
+        // The fold left this step's T entries (whose u the kernel just wrote)
+        // at the end of the log; they become its first entries. kGMoveCount
+        // is 0 where a GDN log did not fold.
+        oc::LogMoveArgs mv;
+        mv.batch = B, mv.W = opt.window, mv.from = field(kGMoveFrom), mv.count = field(kGMoveCount);
+        mv.array[0] = L.log_k, mv.width[0] = K;
+        mv.array[1] = L.log_u, mv.width[1] = 2 * V;
+        mv.array[2] = L.log_g, mv.width[2] = 2 * g.n_v_heads;
+        RSSM_CU(oc::log_move_cuda(mv, stream), "GDN log move");
+      }
     }
   }
   RSSM_CU(oc::rmsnorm_then_gate_cuda(y, V, proj + C, width, rows, g.n_v_heads, g.v_dim, blk.norm_w, c.norm_eps, y, V,
@@ -290,7 +322,7 @@ Status Decoder::Impl::commit_windows() {
   return {};
 }
 
-Status Decoder::Impl::enqueue(int T, bool fold, bool verify, bool commit) {
+Status Decoder::Impl::enqueue(int T, bool fold, bool verify, bool commit, bool scan) {
   const ModelConfig& c = m.config();
   const int B = int(opt.batch);
   const int64_t Hd = c.hidden_size, V = c.vocab_size, rows = int64_t(B) * T;
@@ -309,10 +341,10 @@ Status Decoder::Impl::enqueue(int T, bool fold, bool verify, bool commit) {
     const float* next_norm = i + 1 < blocks.size() ? blocks[i + 1].norm : m.final_norm();
     switch (blk.kind) {
       case BlockKind::kMamba2:
-        RSSM_RETURN_IF_ERROR(run_mamba2(blk, layers[size_t(blk.cache_layer)], T, fold, verify, next_norm));
+        RSSM_RETURN_IF_ERROR(run_mamba2(blk, layers[size_t(blk.cache_layer)], T, fold, verify, scan, next_norm));
         break;
       case BlockKind::kGatedDeltaNet:
-        RSSM_RETURN_IF_ERROR(run_gdn(blk, layers[size_t(blk.cache_layer)], T, fold, verify, next_norm));
+        RSSM_RETURN_IF_ERROR(run_gdn(blk, layers[size_t(blk.cache_layer)], T, fold, verify, scan, next_norm));
         break;
       case BlockKind::kAttention:
         RSSM_RETURN_IF_ERROR(run_attention(blk, layers[size_t(blk.cache_layer)], T, next_norm));

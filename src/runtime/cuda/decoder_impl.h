@@ -25,8 +25,10 @@
 #include "ops/cuda/conv1d.h"
 #include "ops/cuda/elementwise.h"
 #include "ops/cuda/gdn_decode.h"
+#include "ops/cuda/gdn_scan.h"
 #include "ops/cuda/gemm.h"
 #include "ops/cuda/mamba2_decode.h"
+#include "ops/cuda/mamba2_scan.h"
 #include "ops/cuda/norm.h"
 #include "ops/cuda/rope.h"
 #include "ops/cuda/sampling.h"
@@ -77,7 +79,7 @@ enum PlanField {
 struct LayerState {
   float* state = nullptr;       // (B, heads, rows, cols): the state (standard) or checkpoint (replay)
   uint16_t* window = nullptr;   // (B, K−1, C) conv window
-  uint16_t* log_x = nullptr;    // Mamba2 log (B, W, H·P) (standard: the shared chunk log)
+  uint16_t* log_x = nullptr;    // Mamba2 log (B, W, H·P)
   uint16_t* log_B = nullptr;    //            (B, W, G·N)
   float* log_dt = nullptr;      //            (B, W, H)
   uint16_t* log_k = nullptr;    // GDN log    (B, W, Hk·dk)
@@ -121,10 +123,6 @@ struct Decoder::Impl {
   float* attn_scratch = nullptr;
   float* logits = nullptr;        // (B or B·max_chunk with all_logits, vocab) fp32
   uint16_t* xconv = nullptr;      // chunked steps: post-conv rows (R, widest conv)
-  // Standard layout, chunked steps: one log of max_chunk entries shared by
-  // every SSM layer (each layer folds it before the next one runs).
-  uint16_t *s_log_x = nullptr, *s_log_B = nullptr;
-  float* s_log_dt = nullptr;
   float* inv_freq = nullptr;
   int32_t* page_table = nullptr;  // (B, pages per sequence): sequence b owns pages b·n .. b·n + n − 1
   int pages_per_seq = 0;
@@ -195,13 +193,18 @@ struct Decoder::Impl {
   int32_t* field(PlanField f) const { return plan + int64_t(f) * field_len(); }
   int32_t* host_field(PlanField f) const { return plan_host + int64_t(f) * field_len(); }
 
-  // A step of T tokens per sequence (rows = batch·T).
-  Status enqueue(int T, bool fold, bool verify, bool commit);
+  // A step of T tokens per sequence (rows = batch·T); scan: the SSM layers
+  // take the chunk scan (decoder.h).
+  Status enqueue(int T, bool fold, bool verify, bool commit, bool scan);
   // Each block reads xn and ends with its output projection, which adds
   // into h and leaves xn = the next block's input norm (next_norm: its
   // weight, or the final norm's): Gemm::linear_residual_norm.
-  Status run_mamba2(const DeviceBlock& blk, LayerState& L, int T, bool fold, bool verify, const float* next_norm);
-  Status run_gdn(const DeviceBlock& blk, LayerState& L, int T, bool fold, bool verify, const float* next_norm);
+  Status run_mamba2(const DeviceBlock& blk, LayerState& L, int T, bool fold, bool verify, bool scan,
+                    const float* next_norm);
+  Status run_gdn(const DeviceBlock& blk, LayerState& L, int T, bool fold, bool verify, bool scan, const float* next_norm);
+  // A chunk scan step with options.rewind: the windows after the chunk are
+  // the new checkpoint's (its log is empty).
+  Status scan_checkpoint_windows(LayerState& L);
   Status run_attention(const DeviceBlock& blk, LayerState& L, int T, const float* next_norm);
   Status run_mlp(const DeviceBlock& blk, int T, const float* next_norm);
   Status project_out(const DeviceBlock& blk, const uint16_t* y, int64_t ldy, int64_t n_in, int T,

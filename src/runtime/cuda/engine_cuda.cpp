@@ -19,6 +19,7 @@ Result<std::unique_ptr<EngineCuda>> EngineCuda::create(const DeviceModel& model,
   // A prefilling step is a feed of up to prefill_chunk rows; no verifies,
   // so the standard layout keeps no per-draft states.
   o.graphs = opt.graphs, o.spec_tokens = opt.prefill_chunk, o.draft_states = false;
+  o.max_chunk = 1;  // its other steps are single tokens: no longer rows to hold
   RSSM_ASSIGN_OR_RETURN(std::unique_ptr<Decoder> dec, Decoder::create(model, o));
   std::unique_ptr<EngineCuda> e(new EngineCuda(std::move(dec)));
   e->opt_ = opt;

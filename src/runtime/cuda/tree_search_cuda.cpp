@@ -19,6 +19,7 @@ Result<std::unique_ptr<TreeSearchCuda>> TreeSearchCuda::create(const DeviceModel
   o.strategy = opt.strategy, o.batch = opt.slots, o.max_context = opt.max_context + opt.chunk, o.window = opt.window;
   o.graphs = opt.graphs, o.spec_tokens = opt.chunk, o.forks = true;
   o.draft_states = false;  // the tree only feeds: no per-draft states
+  o.max_chunk = 1;         // nor steps of more than a token: no longer rows to hold
   RSSM_ASSIGN_OR_RETURN(std::unique_ptr<Decoder> dec, Decoder::create(model, o));
   std::unique_ptr<TreeSearchCuda> t(new TreeSearchCuda(std::move(dec)));
   t->owner_.assign(size_t(opt.slots), -1);
