@@ -1,18 +1,23 @@
 // End-to-end decode on the GPU: a preset model with random bf16 weights (or
 // a checkpoint), a batch of random prompts, then new tokens — tokens/s of
 // the decode steps under the standard and the replay state layouts,
-// measured side by side in one process (issue #4's end-to-end targets).
+// measured side by side in one process (issue #4's end-to-end targets),
+// and of the prompt's prefill at several chunk lengths.
 //
 //   replayssm_e2e_bench [--preset NAME | --model DIR] [--batch 1,8,64,256]
 //                       [--prompt 128] [--new 128] [--window 16] [--runs 3]
-//                       [--no-graphs] [--split S] [--json FILE]
+//                       [--prefill 8,0] [--no-graphs] [--split S] [--json FILE]
 //
 // Per (batch, strategy): one discarded warm-up run (it captures the
-// graphs), then --runs runs; each resets the decoder, prefills the prompt
-// in chunks of up to 8 tokens, and times the --new decode steps. Reported: the
+// graphs), then --runs runs; each resets the decoder and prefills the
+// prompt once per --prefill chunk length (tokens per sequence a step; 0:
+// the decoder's max_chunk(), its default — 8 is what the decode kernels
+// take, the chunk a prompt had before the chunk scans), timing each, then
+// times the --new decode steps after the last prefill. Reported: the
 // median tokens/s over runs with min–max, ms per step, the device bytes a
 // decode step must move (weights + SSM state traffic; KV and activations
-// are small here and left out) and the achieved GB/s.
+// are small here and left out) and the achieved GB/s; then the prefill's
+// prompt tokens/s per chunk length and its ratio to the first length's.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -48,7 +53,8 @@ double now_s() {
 int usage() {
   std::fprintf(stderr,
                "usage: replayssm_e2e_bench [--preset NAME | --model DIR] [--batch 1,8,64,256] [--prompt 128]\n"
-               "                           [--new 128] [--window 16] [--runs 3] [--no-graphs] [--split S] [--json FILE]\n");
+               "                           [--new 128] [--window 16] [--runs 3] [--prefill 8,0] [--no-graphs] [--split S]\n"
+               "                           [--json FILE]\n");
   return 2;
 }
 
@@ -76,7 +82,7 @@ double step_bytes(const ModelConfig& c, int64_t weight_bytes, int64_t B, cuda::D
 
 int main(int argc, char** argv) {
   std::string preset = "nemotron-h-8b", model_dir, json_path;
-  std::vector<int64_t> batches = {1, 8, 64, 256};
+  std::vector<int64_t> batches = {1, 8, 64, 256}, prefill_chunks = {8, 0};
   int64_t prompt = 128, n_new = 128, runs = 3;
   int window = 16;
   bool graphs = true;
@@ -99,10 +105,13 @@ int main(int argc, char** argv) {
     else if (a == "--runs") runs = std::stoll(val());
     else if (a == "--no-graphs") graphs = false;
     else if (a == "--split") split = std::stoll(val());
+    else if (a == "--prefill") prefill_chunks = parse_list(val());
     else if (a == "--json") json_path = val();
     else return usage();
   }
-  if (prompt < 1 || n_new < 1 || runs < 1 || batches.empty() || split < 1) return usage();
+  if (prompt < 1 || n_new < 1 || runs < 1 || batches.empty() || split < 1 || prefill_chunks.empty()) return usage();
+  for (int64_t c : prefill_chunks)
+    if (c < 0 || c > cuda::kMaxChunk) return usage();
 
   std::unique_ptr<Model> model;
   if (!model_dir.empty()) {
@@ -129,6 +138,7 @@ int main(int argc, char** argv) {
               "GB/s", "state GB");
 
   std::string json = "[";
+  std::vector<std::string> prefill_lines;
   for (int64_t B : batches) {
     double standard_tps = 0.0;
     for (cuda::DecodeStrategy s : {cuda::DecodeStrategy::kStandard, cuda::DecodeStrategy::kReplay}) {
@@ -160,21 +170,32 @@ int main(int argc, char** argv) {
       for (auto& p : prompts)
         for (int32_t& t : p) t = id(rng);
       std::vector<double> tps;
+      std::vector<std::vector<double>> prefill_tps(prefill_chunks.size());
+      auto chunk_of = [&](size_t k) {  // --prefill's k-th length, 0 the decoder's most
+        const int64_t most = decs[0]->max_chunk();
+        return prefill_chunks[k] > 0 ? std::min<int64_t>(prefill_chunks[k], most) : most;
+      };
       std::vector<std::vector<int32_t>> nexts(static_cast<size_t>(split), std::vector<int32_t>(static_cast<size_t>(Bl)));
       for (int64_t r = 0; r < runs + 1; ++r) {
         Status st;
-        for (int64_t l = 0; l < split && st.ok(); ++l) {  // reset and prefill every lane (not timed)
-          cuda::Decoder& dec = *decs[size_t(l)];
-          st = dec.reset();
-          std::vector<int32_t> chunk;
-          for (int64_t t = 0; st.ok() && t < prompt;) {
-            const int64_t T = std::min<int64_t>(dec.max_chunk(), prompt - t);
-            chunk.resize(size_t(Bl * T));
-            for (int64_t b = 0; b < Bl; ++b)
-              for (int64_t i = 0; i < T; ++i) chunk[size_t(b * T + i)] = prompts[size_t(l * Bl + b)][size_t(t + i)];
-            st = dec.step(chunk, int(T), nexts[size_t(l)]);
-            t += T;
+        for (size_t k = 0; k < prefill_chunks.size() && st.ok(); ++k) {
+          // Every lane reset and prefilled, in chunks of at most `chunk`.
+          const double p0 = now_s();
+          for (int64_t l = 0; l < split && st.ok(); ++l) {
+            cuda::Decoder& dec = *decs[size_t(l)];
+            const int64_t chunk = chunk_of(k);
+            st = dec.reset();
+            std::vector<int32_t> tok;
+            for (int64_t t = 0; st.ok() && t < prompt;) {
+              const int64_t T = std::min<int64_t>(chunk, prompt - t);
+              tok.resize(size_t(Bl * T));
+              for (int64_t b = 0; b < Bl; ++b)
+                for (int64_t i = 0; i < T; ++i) tok[size_t(b * T + i)] = prompts[size_t(l * Bl + b)][size_t(t + i)];
+              st = dec.step(tok, int(T), nexts[size_t(l)]);
+              t += T;
+            }
           }
+          if (r > 0) prefill_tps[k].push_back(double(B * prompt) / (now_s() - p0));
         }
         if (!st.ok()) return std::fprintf(stderr, "error: %s\n", st.message().c_str()), 1;
         std::vector<Status> lane_status(static_cast<size_t>(split));
@@ -208,18 +229,37 @@ int main(int argc, char** argv) {
                   cuda::decode_strategy_name(s), med, tps.front(), tps.back(), ms, bytes / 1e9, bytes / (ms * 1e-3) / 1e9,
                   double(decs[0]->memory().state_bytes * split) / 1e9, ratio);
       std::fflush(stdout);
-      char obj[512];
+      std::string prefill_json;
+      for (size_t k = 0; k < prefill_chunks.size(); ++k) {
+        std::vector<double>& v = prefill_tps[k];
+        std::sort(v.begin(), v.end());
+        const double pm = v[v.size() / 2], base = prefill_tps[0][prefill_tps[0].size() / 2];
+        char line[256];
+        std::snprintf(line, sizeof line, "%6lld %-9s %7lld %12.1f %9.1f-%-9.1f %11.2f  %.2fx", (long long)B,
+                      cuda::decode_strategy_name(s), (long long)chunk_of(k), pm, v.front(), v.back(),
+                      1e3 * double(B * prompt) / pm, pm / base);
+        prefill_lines.push_back(line);
+        char o[256];
+        std::snprintf(o, sizeof o, "%s{\"chunk\": %lld, \"tokens_per_s\": %.2f, \"tokens_per_s_min\": %.2f, \"tokens_per_s_max\": %.2f}",
+                      k > 0 ? ", " : "", (long long)chunk_of(k), pm, v.front(), v.back());
+        prefill_json += o;
+      }
+      char obj[1024];
       std::snprintf(obj, sizeof obj,
                     "%s{\"batch\": %lld, \"split\": %lld, \"strategy\": \"%s\", \"tokens_per_s\": %.2f, \"tokens_per_s_min\": %.2f, "
                     "\"tokens_per_s_max\": %.2f, \"ms_per_step\": %.4f, \"bytes_per_step\": %.0f, \"state_bytes\": %lld, "
-                    "\"kv_bytes\": %lld}",
+                    "\"kv_bytes\": %lld, \"prefill\": [%s]}",
                     json.size() > 1 ? ", " : "", (long long)B, (long long)split, cuda::decode_strategy_name(s), med, tps.front(),
                     tps.back(), ms, bytes, (long long)(decs[0]->memory().state_bytes * split),
-                    (long long)(decs[0]->memory().kv_bytes * split));
+                    (long long)(decs[0]->memory().kv_bytes * split), prefill_json.c_str());
       json += obj;
     }
   }
   json += "]\n";
+  std::printf("\nprefill of the %lld-token prompts, chunks of up to `chunk` tokens per sequence a step\n", (long long)prompt);
+  std::printf("%6s %-9s %7s %12s %19s %11s  %s\n", "batch", "strategy", "chunk", "prompt tok/s", "min-max", "ms/prompts",
+              "vs first");
+  for (const std::string& l : prefill_lines) std::printf("%s\n", l.c_str());
   if (!json_path.empty()) std::ofstream(json_path) << json;
   return 0;
 }

@@ -20,9 +20,13 @@
 // events (median of 7 runs after 3 warm-ups), and prints µs per step, GB/s,
 // the fraction of the measured device copy bandwidth, and replay/standard
 // from the same run. State slots rotate over ≥ 512 MB, well past the 60 MB L2.
+// Then the chunk scans (prefill): a chunk of 256 tokens per sequence through
+// mamba2_scan_cuda / gdn_scan_cuda against the same 256 tokens as one-token
+// standard steps, at batch 1, 8, 64 — µs, GB/s and the recurrence's fp32
+// TFLOP/s (the scans are bound by their FMAs, not by bytes), steps / scan.
 //
 // Usage: replayssm_ssm_bench [JSON_OUT]
-//        replayssm_ssm_bench --only mamba2|gdn [--gdn-mma 1|0|-1 | --mamba2-variant 0..4]
+//        replayssm_ssm_bench --only mamba2|gdn|scan [--gdn-mma 1|0|-1 | --mamba2-variant 0..4]
 //            (one family's rows, no JSON; GdnDecodeArgs::mma or Mamba2DecodeArgs::variant for A/B runs)
 //        replayssm_ssm_bench --gdn-shapes   (the GDN kernels at each block shape)
 //        replayssm_ssm_bench --profile mamba2|gdn ar|verify BATCH [VARIANT]   (untimed, for ncu)
@@ -37,7 +41,9 @@
 
 #include "cuda_bench.h"  // beside this file
 #include "ops/cuda/gdn_decode.h"
+#include "ops/cuda/gdn_scan.h"
 #include "ops/cuda/mamba2_decode.h"
+#include "ops/cuda/mamba2_scan.h"
 #include "runtime/cuda/device_fill.h"
 
 namespace {
@@ -373,6 +379,86 @@ Row run_gdn(int batch, bool verify, int slice = 0, int rows = 0) {
           batch * rep_bytes / plan.size()};
 }
 
+// Chunk scans: kScanT tokens per sequence in one launch against kScanT
+// one-token standard steps over the same state (the path a prompt took a
+// token at a time), slots rotated per launch as the decode rows do.
+constexpr int kScanT = 256;
+
+struct ScanRow {
+  std::string family;
+  int batch;
+  double scan_us, steps_us, bytes, flops;  // bytes and FLOPs of the scan
+};
+
+ScanRow run_mamba2_scan(int batch) {
+  using namespace replayssm::ops::cuda;
+  const int H = 128, P = 64, N = 128, G = 8, T = kScanT;
+  const int64_t HP = int64_t(H) * P, GN = int64_t(G) * N, ld = HP + 2 * GN;
+  const double S = 4.0 * H * P * N;
+  Arena ar;
+  Slots sl = make_slots(ar, batch, S);
+  Mamba2DecodeArgs st = mamba2_args(ar, batch, 1, kW, size_t(sl.rot) * batch * (1 + kT));
+  Mamba2ScanArgs a;
+  a.batch = batch, a.H = H, a.P = P, a.N = N, a.G = G, a.T = T;
+  a.A_log = st.A_log, a.D = st.D, a.dt_bias = st.dt_bias, a.state = st.state;
+  uint16_t* xbc = ar.uniform_bf16(size_t(batch) * T * ld, 1.0f);
+  a.x = xbc, a.ldx = ld, a.Bm = xbc + HP, a.Cm = xbc + HP + GN, a.ldbc = ld;
+  a.dt_raw = ar.uniform_bf16(size_t(batch) * T * H, 1.0f), a.lddt = H;
+  a.y = ar.zeros<uint16_t>(size_t(batch) * T * HP), a.ldy = HP;
+  const double scan_us = median_us(
+      [&](int i) {
+        a.slot = a.out_slot = sl.read[i % sl.rot];
+        CK(mamba2_scan_cuda(a, nullptr));
+      },
+      2);
+  const double steps_us = median_us(
+      [&](int i) {
+        for (int t = 0; t < T; ++t) {
+          Mamba2DecodeArgs r = st;
+          r.slot = r.out_slot = sl.read[(i * T + t) % sl.rot];
+          CK(mamba2_step_cuda(r, nullptr));
+        }
+      },
+      1);
+  const double per_tok = HP * 2.0 + 2 * GN * 2.0 + H * 2.0 + HP * 2.0;  // x, B, C, dt in; y out
+  return {"mamba2", batch, scan_us, steps_us, batch * (2 * S + T * per_tok), 5.0 * batch * H * P * N * T};
+}
+
+ScanRow run_gdn_scan(int batch) {
+  using namespace replayssm::ops::cuda;
+  const int Hk = 16, Hv = 32, dk = 128, dv = 128, T = kScanT;
+  const double S = 4.0 * Hv * dk * dv;
+  Arena ar;
+  Slots sl = make_slots(ar, batch, S);
+  GdnScanArgs a;
+  a.batch = batch, a.Hk = Hk, a.Hv = Hv, a.dk = dk, a.dv = dv, a.T = T;
+  a.state = ar.uniform(size_t(sl.rot) * batch * (1 + kT) * Hv * dk * dv, -1.0f, 1.0f);
+  // As run_gdn's inputs: keys of norm ≈ 0.65 and decays in (e^−0.5, 1].
+  a.q = ar.uniform_bf16(size_t(batch) * T * Hk * dk, 0.1f), a.k = ar.uniform_bf16(size_t(batch) * T * Hk * dk, 0.1f);
+  a.v = ar.uniform_bf16(size_t(batch) * T * Hv * dv, 1.0f), a.g = ar.uniform(size_t(batch) * T * Hv, -0.5f, 0.0f);
+  a.beta = ar.uniform(size_t(batch) * T * Hv, 0.0f, 1.0f), a.o = ar.zeros<uint16_t>(size_t(batch) * T * Hv * dv);
+  const double scan_us = median_us(
+      [&](int i) {
+        a.slot = a.out_slot = sl.read[i % sl.rot];
+        CK(gdn_scan_cuda(a, nullptr));
+      },
+      2);
+  GdnDecodeArgs st;
+  st.batch = batch, st.Hk = Hk, st.Hv = Hv, st.dk = dk, st.dv = dv, st.T = 1;
+  st.state = a.state, st.q = a.q, st.k = a.k, st.v = a.v, st.g = a.g, st.beta = a.beta, st.o = a.o;
+  const double steps_us = median_us(
+      [&](int i) {
+        for (int t = 0; t < T; ++t) {
+          GdnDecodeArgs r = st;
+          r.slot = r.out_slot = sl.read[(i * T + t) % sl.rot];
+          CK(gdn_step_cuda(r, nullptr));
+        }
+      },
+      1);
+  const double per_tok = 2 * Hk * dk * 2.0 + Hv * dv * 2.0 + 2 * Hv * 4.0 + Hv * dv * 2.0;  // q, k, v, g, β in; o out
+  return {"gdn", batch, scan_us, steps_us, batch * (2 * S + T * per_tok), 7.0 * batch * Hv * dk * dv * T};
+}
+
 }  // namespace
 
 // --profile FAMILY WORK BATCH [VARIANT]: the standard kernel and the replay
@@ -416,8 +502,8 @@ int main(int argc, char** argv) {
   const bool shapes = argc > 1 && std::string(argv[1]) == "--gdn-shapes";
   const std::string only = argc > 2 && std::string(argv[1]) == "--only" ? argv[2] : "";
   if (argc > 1 && std::string(argv[1]) == "--only") {
-    if (only != "mamba2" && only != "gdn") {
-      std::fprintf(stderr, "--only: mamba2 or gdn, not '%s'\n", argc > 2 ? argv[2] : "");
+    if (only != "mamba2" && only != "gdn" && only != "scan") {
+      std::fprintf(stderr, "--only: mamba2, gdn or scan, not '%s'\n", argc > 2 ? argv[2] : "");
       return 2;
     }
     const bool mma_arg = argc == 5 && std::string(argv[3]) == "--gdn-mma";
@@ -426,7 +512,7 @@ int main(int argc, char** argv) {
     if (variant_arg) g_mamba2_variant = std::atoi(argv[4]);
     if (g_gdn_mma < -1 || g_gdn_mma > 1 || g_mamba2_variant < 0 || g_mamba2_variant > 4 ||
         (argc > 3 && !mma_arg && !variant_arg)) {
-      std::fprintf(stderr, "usage: replayssm_ssm_bench --only mamba2|gdn [--gdn-mma 1|0|-1 | --mamba2-variant 0..4]\n");
+      std::fprintf(stderr, "usage: replayssm_ssm_bench --only mamba2|gdn|scan [--gdn-mma 1|0|-1 | --mamba2-variant 0..4]\n");
       return 2;
     }
   }
@@ -498,6 +584,28 @@ int main(int argc, char** argv) {
             fam == "gdn" ? run_gdn(batch, verify) : run_mamba2(batch, verify, fam == "mamba2" ? g_mamba2_variant : 1);
         print_row(r);
       }
+  json += "\n], \"scan_tokens\": " + std::to_string(kScanT) + ", \"scan_rows\": [";
+  if (only.empty() || only == "scan") {
+    std::printf("\nchunk scans: %d tokens per sequence in one launch, against %d one-token standard steps\n", kScanT, kScanT);
+    std::printf("%-9s %6s | %10s %8s %7s %8s | %10s | %7s\n", "family", "batch", "scan us", "us/token", "GB/s",
+                "TFLOP/s", "steps us", "steps/scan");
+    first = true;
+    for (const char* family : {"mamba2", "gdn"})
+      for (int batch : {1, 8, 64}) {
+        const ScanRow r = std::string(family) == "gdn" ? run_gdn_scan(batch) : run_mamba2_scan(batch);
+        const double gbs = r.bytes / (r.scan_us * 1e3), tflops = r.flops / (r.scan_us * 1e6);
+        std::printf("%-9s %6d | %10.1f %8.3f %7.0f %8.2f | %10.1f | %6.2fx\n", r.family.c_str(), r.batch, r.scan_us,
+                    r.scan_us / kScanT, gbs, tflops, r.steps_us, r.steps_us / r.scan_us);
+        std::fflush(stdout);
+        char row[320];
+        std::snprintf(row, sizeof row,
+                      "%s\n  {\"family\": \"%s\", \"batch\": %d, \"scan_us\": %.2f, \"scan_gbs\": %.1f, \"scan_tflops\": %.3f, "
+                      "\"steps_us\": %.2f, \"steps_over_scan\": %.3f}",
+                      first ? "" : ",", r.family.c_str(), r.batch, r.scan_us, gbs, tflops, r.steps_us, r.steps_us / r.scan_us);
+        json += row;
+        first = false;
+      }
+  }
   json += "\n]}\n";
   if (argc > 1 && only.empty()) {
     FILE* f = std::fopen(argv[1], "w");
