@@ -26,8 +26,10 @@
 // TFLOP/s (the scans are bound by their FMAs, not by bytes), steps / scan.
 //
 // Usage: replayssm_ssm_bench [JSON_OUT]
-//        replayssm_ssm_bench --only mamba2|gdn|scan [--gdn-mma 1|0|-1 | --mamba2-variant 0..4]
-//            (one family's rows, no JSON; GdnDecodeArgs::mma or Mamba2DecodeArgs::variant for A/B runs)
+//        replayssm_ssm_bench --only mamba2|gdn|scan [--gdn-mma 1|0|-1 | --mamba2-variant 0..4 |
+//                                                    --scan-knobs TOKENS_PER_SUM TILE_ROWS]
+//            (one family's rows, no JSON; GdnDecodeArgs::mma, Mamba2DecodeArgs::variant or
+//            Mamba2ScanArgs' tokens_per_sum and tile_rows, 0 the launcher's, for A/B runs)
 //        replayssm_ssm_bench --gdn-shapes   (the GDN kernels at each block shape)
 //        replayssm_ssm_bench --profile mamba2|gdn ar|verify BATCH [VARIANT]   (untimed, for ncu)
 #include <cuda_runtime_api.h>
@@ -52,6 +54,7 @@ namespace {
 bool g_profile = false;
 int g_gdn_mma = 0;         // GdnDecodeArgs::mma of the replay rows (--gdn-mma)
 int g_mamba2_variant = 0;  // Mamba2DecodeArgs::variant of the "mamba2" rows (--mamba2-variant)
+int g_scan_sum = 0, g_scan_rows = 0;  // Mamba2ScanArgs::tokens_per_sum, tile_rows (--scan-knobs SUM ROWS)
 
 // Median µs of one call of run(i), over 7 timed runs of `iters` calls.
 double median_us(const std::function<void(int)>& run, int iters) {
@@ -400,6 +403,7 @@ ScanRow run_mamba2_scan(int batch) {
   Mamba2DecodeArgs st = mamba2_args(ar, batch, 1, kW, size_t(sl.rot) * batch * (1 + kT));
   Mamba2ScanArgs a;
   a.batch = batch, a.H = H, a.P = P, a.N = N, a.G = G, a.T = T;
+  a.tokens_per_sum = g_scan_sum, a.tile_rows = g_scan_rows;
   a.A_log = st.A_log, a.D = st.D, a.dt_bias = st.dt_bias, a.state = st.state;
   uint16_t* xbc = ar.uniform_bf16(size_t(batch) * T * ld, 1.0f);
   a.x = xbc, a.ldx = ld, a.Bm = xbc + HP, a.Cm = xbc + HP + GN, a.ldbc = ld;
@@ -508,11 +512,15 @@ int main(int argc, char** argv) {
     }
     const bool mma_arg = argc == 5 && std::string(argv[3]) == "--gdn-mma";
     const bool variant_arg = argc == 5 && std::string(argv[3]) == "--mamba2-variant";
+    const bool scan_arg = argc == 6 && only == "scan" && std::string(argv[3]) == "--scan-knobs";
     if (mma_arg) g_gdn_mma = std::atoi(argv[4]);
     if (variant_arg) g_mamba2_variant = std::atoi(argv[4]);
+    if (scan_arg) g_scan_sum = std::atoi(argv[4]), g_scan_rows = std::atoi(argv[5]);
     if (g_gdn_mma < -1 || g_gdn_mma > 1 || g_mamba2_variant < 0 || g_mamba2_variant > 4 ||
-        (argc > 3 && !mma_arg && !variant_arg)) {
-      std::fprintf(stderr, "usage: replayssm_ssm_bench --only mamba2|gdn|scan [--gdn-mma 1|0|-1 | --mamba2-variant 0..4]\n");
+        (argc > 3 && !mma_arg && !variant_arg && !scan_arg)) {
+      std::fprintf(stderr,
+                   "usage: replayssm_ssm_bench --only mamba2|gdn|scan [--gdn-mma 1|0|-1 | --mamba2-variant 0..4 |\n"
+                   "                                                   --scan-knobs TOKENS_PER_SUM TILE_ROWS]\n");
       return 2;
     }
   }

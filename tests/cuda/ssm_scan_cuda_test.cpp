@@ -155,14 +155,14 @@ TEST_P(Mamba2ScanCuda, MatchesTheCpuScanAfterTheLog) {
 }
 
 // The scan's tokens are the step kernel's tokens: the same bits as T
-// launches of mamba2_step_cuda, in place, on the same inputs.
+// launches of mamba2_step_cuda, in place, on the same inputs — however
+// many tokens' y a warp sums at once.
 TEST_P(Mamba2ScanCuda, IsBitIdenticalToOneTokenSteps) {
   const MCase c(GetParam());
   const MShape& s = c.s;
-  MDev d(c, false);
-  ASSERT_EQ(ops::cuda::mamba2_scan_cuda(d.a, nullptr), cudaSuccess);
   const int64_t HP = int64_t(s.H) * s.P, GN = int64_t(s.G) * s.N;
   // Token t of every sequence as a step's dense inputs.
+  const MDev params(c, false);  // the steps' parameters and slots
   Dev<float> state(c.state);
   Dev<int32_t> out(c.sl.out);
   std::vector<uint16_t> y_steps(size_t(s.batch) * s.T * HP);
@@ -179,9 +179,9 @@ TEST_P(Mamba2ScanCuda, IsBitIdenticalToOneTokenSteps) {
     Dev<uint16_t> dx(x), dB(Bm), dC(Cm), dy(std::vector<uint16_t>(size_t(s.batch) * HP));
     Dev<float> ddt(dt);
     ops::cuda::Mamba2DecodeArgs a;
-    a.batch = s.batch, a.H = s.H, a.P = s.P, a.N = s.N, a.G = s.G, a.T = 1, a.tile_rows = s.tile_rows;
-    a.A_log = d.A_log.p, a.D = d.D.p, a.dt_bias = d.bias.p, a.dt_min = c.dt_min, a.dt_max = c.dt_max;
-    a.state = state.p, a.slot = t == 0 ? d.slot.p : out.p, a.out_slot = out.p;
+    a.batch = s.batch, a.H = s.H, a.P = s.P, a.N = s.N, a.G = s.G, a.T = 1;  // its own rows a warp: the same bits
+    a.A_log = params.A_log.p, a.D = params.D.p, a.dt_bias = params.bias.p, a.dt_min = c.dt_min, a.dt_max = c.dt_max;
+    a.state = state.p, a.slot = t == 0 ? params.slot.p : out.p, a.out_slot = out.p;
     a.x = dx.p, a.Bm = dB.p, a.Cm = dC.p, a.dt_raw = ddt.p, a.y = dy.p;
     ASSERT_EQ(ops::cuda::mamba2_step_cuda(a, nullptr), cudaSuccess);
     const std::vector<uint16_t> yt = dy.get();
@@ -189,12 +189,20 @@ TEST_P(Mamba2ScanCuda, IsBitIdenticalToOneTokenSteps) {
       std::copy(yt.begin() + b * HP, yt.begin() + (b + 1) * HP, y_steps.begin() + (int64_t(b) * s.T + t) * HP);
   }
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  EXPECT_EQ(d.y.get(), y_steps);
-  const std::vector<float> scanned = d.state.get(), stepped = state.get();
+  const std::vector<float> stepped = state.get();
   const int64_t hs = HP * s.N;
-  for (int b = 0; b < s.batch; ++b) {
-    const int64_t o = int64_t(c.sl.out[b]) * hs;
-    EXPECT_TRUE(std::equal(scanned.begin() + o, scanned.begin() + o + hs, stepped.begin() + o)) << "state of " << b;
+  for (int per_sum : {1, 2}) {
+    SCOPED_TRACE("tokens_per_sum " + std::to_string(per_sum));
+    MDev d(c, false);
+    d.a.tokens_per_sum = per_sum;
+    ASSERT_EQ(ops::cuda::mamba2_scan_cuda(d.a, nullptr), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(d.y.get(), y_steps);
+    const std::vector<float> scanned = d.state.get();
+    for (int b = 0; b < s.batch; ++b) {
+      const int64_t o = int64_t(c.sl.out[b]) * hs;
+      EXPECT_TRUE(std::equal(scanned.begin() + o, scanned.begin() + o + hs, stepped.begin() + o)) << "state of " << b;
+    }
   }
 }
 
@@ -299,7 +307,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GdnScanCuda,
                                            GShape{3, 2, 4, 37, 45, 21, 5},     // odd sizes, a part slice
                                            GShape{2, 1, 1, 512, 33, 17, 4},    // the tallest keys
                                            GShape{5, 2, 2, 24, 32, 1, 3},      // one token
-                                           GShape{1, 1, 3, 70, 64, 16, 16}),   // a whole token tile, a full log
+                                           GShape{1, 1, 3, 70, 64, 16, 16},    // a whole token tile, a full log
+                                           GShape{2, 1, 2, 6, 40, 5, 3},       // a row a lane
+                                           GShape{1, 1, 1, 200, 96, 19, 6}),   // 32 rows a lane
                          [](const auto& i) {
                            std::ostringstream os;
                            PrintTo(i.param, &os);
@@ -319,7 +329,8 @@ TEST(SsmScanCudaArgs, BadShapesAreRefused) {
   for (auto bad : {+[](ops::cuda::Mamba2ScanArgs& a) { a.T = 0; }, +[](ops::cuda::Mamba2ScanArgs& a) { a.G = 3; },
                    +[](ops::cuda::Mamba2ScanArgs& a) { a.N = 257; }, +[](ops::cuda::Mamba2ScanArgs& a) { a.ldx = 7; },
                    +[](ops::cuda::Mamba2ScanArgs& a) { a.ldbc = 7; }, +[](ops::cuda::Mamba2ScanArgs& a) { a.y = nullptr; },
-                   +[](ops::cuda::Mamba2ScanArgs& a) { a.tile_rows = 3; },
+                   +[](ops::cuda::Mamba2ScanArgs& a) { a.tile_rows = 8; },
+                   +[](ops::cuda::Mamba2ScanArgs& a) { a.tokens_per_sum = 4; },
                    +[](ops::cuda::Mamba2ScanArgs& a) { a.dt_min = 2.0f, a.dt_max = 1.0f; },
                    +[](ops::cuda::Mamba2ScanArgs& a) { a.n_log = a.slot; }}) {  // a log without its arrays
     ops::cuda::Mamba2ScanArgs a = m;

@@ -4,8 +4,11 @@
 // a block never needs another's, and the state is read once and written
 // once however long the chunk. The tokens' B, C, x and dt arrive in tiles
 // of `tok` tokens staged in shared memory by the whole block; each token
-// is mamba2_token_rows on the register tile (the step kernel's arithmetic)
-// and a transposed-butterfly row sum for y.
+// is mamba2_token_rows on the register tile (the step kernel's arithmetic),
+// and the y rows of kSum tokens are summed in one transposed butterfly —
+// the state's update does not wait for y, so the next token's runs while
+// a sum's shuffles are in flight, and kSum·kRows sums take fewer shuffles
+// than kSum butterflies of kRows.
 #include "ops/cuda/mamba2_scan.h"
 
 #include <algorithm>
@@ -21,8 +24,9 @@ namespace {
 
 constexpr int kScanMaxTok = 32;           // tokens per shared-memory tile
 constexpr size_t kScanMaxShm = 48 * 1024;  // the default limit: several blocks an SM
+constexpr int kScanTokensPerSum = 2;       // Mamba2ScanArgs::tokens_per_sum's default (H200: 1 is 7% slower, 4 20%)
 
-template <typename TileT>
+template <typename TileT, int kSum>
 __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_scan_kernel(Mamba2ScanArgs a, int tok) {
   pdl_begin();
   const int h = blockIdx.x, b = blockIdx.y, g = h / (a.H / a.G);
@@ -40,7 +44,8 @@ __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_scan_kernel(Mamba2Sc
   const int64_t at = (int64_t(h) * P + p0) * N;  // the block's rows within a slot
   TileT cur;
   cur.load(a.state + int64_t(a.slot[b]) * a.H * P * N + at, rows, N, N, w, nw, lane);
-  float Bc[TileT::kColChunks][TileT::kVec], Cc[TileT::kColChunks][TileT::kVec], acc[TileT::kRows];
+  constexpr int kR = TileT::kRows, kM = kSum * kR;
+  float Bc[TileT::kColChunks][TileT::kVec], Cc[TileT::kColChunks][TileT::kVec], acc[kR];
 
   // Replay: the log since the checkpoint, state updates only.
   const int n_log = a.n_log != nullptr ? a.n_log[b] : 0;
@@ -75,14 +80,23 @@ __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_scan_kernel(Mamba2Sc
       sDt[i] = dt, sDA[i] = expf(A * dt);
     }
     __syncthreads();
-    for (int i = 0; i < n; ++i) {
-      TileT::columns(sB + i * N4, N, lane, Bc);
-      TileT::columns(sC + i * N4, N, lane, Cc);
-      mamba2_token_rows(cur, sDA[i], sDt[i], Bc, Cc, sX + i * pass_rows, rows, nw, w, acc);
-      TileT::row_sums(acc, lane);
-      const int r = TileT::row(w, nw, TileT::summed_row(lane));
-      if (TileT::row_writer(lane) && r < rows)
-        put_bf(a.y, (r0 + i) * a.ldy + int64_t(h) * P + p0 + r, acc[0] + Dh * sX[i * pass_rows + r]);
+    for (int i0 = 0; i0 < n; i0 += kSum) {
+      float sums[kM];  // token j's row r at j·kR + r
+#pragma unroll
+      for (int j = 0; j < kSum; ++j) {
+        const int i = i0 + j;
+        if (i < n) {
+          TileT::columns(sB + i * N4, N, lane, Bc);
+          TileT::columns(sC + i * N4, N, lane, Cc);
+          mamba2_token_rows(cur, sDA[i], sDt[i], Bc, Cc, sX + i * pass_rows, rows, nw, w, acc);
+        }
+#pragma unroll
+        for (int r = 0; r < kR; ++r) sums[j * kR + r] = i < n ? acc[r] : 0.0f;
+      }
+      transposed_sums<kM>(sums, lane);
+      const int k = summed_index<kM>(lane), i = i0 + k / kR, r = TileT::row(w, nw, k % kR);
+      if (sum_writer<kM>(lane) && i < n && r < rows)
+        put_bf(a.y, (r0 + i) * a.ldy + int64_t(h) * P + p0 + r, sums[0] + Dh * sX[i * pass_rows + r]);
     }
   }
   cur.store(a.state + int64_t(a.out_slot[b]) * a.H * P * N + at, rows, N, N, w, nw, lane);
@@ -95,12 +109,15 @@ cudaError_t mamba2_scan_cuda(const Mamba2ScanArgs& a, cudaStream_t stream) {
   const int64_t HP = int64_t(a.H) * a.P, GN = int64_t(a.G) * a.N;
   if (a.batch < 0 || a.batch > 65535 || a.H <= 0 || a.G <= 0 || a.H % a.G != 0 || a.P <= 0 || a.N < 1 ||
       a.N > kMaxTileCols || a.T < 1 || (a.tile_rows != 0 && a.tile_rows != 2 && a.tile_rows != kMamba2Rows) ||
+      (a.tokens_per_sum != 0 && a.tokens_per_sum != 1 && a.tokens_per_sum != 2) ||
       a.ldx < HP || a.ldbc < GN || a.lddt < a.H || a.ldy < HP || !(a.dt_min <= a.dt_max) || a.A_log == nullptr ||
       a.D == nullptr || a.dt_bias == nullptr || a.state == nullptr || a.slot == nullptr || a.out_slot == nullptr ||
       a.x == nullptr || a.Bm == nullptr || a.Cm == nullptr || a.dt_raw == nullptr || a.y == nullptr)
     return cudaErrorInvalidValue;
   if (a.n_log != nullptr && (a.W < 1 || a.log_x == nullptr || a.log_B == nullptr || a.log_dt == nullptr))
     return cudaErrorInvalidValue;
+  // Rows a warp: the step kernel's (tile_rows; 8 measured no faster on the
+  // H200 at batch 1–64: shared memory's reads of B and C do not bound this loop).
   return with_mamba2_tile(a, [&](auto tag) {
     using TileT = decltype(tag);
     const int nw = mamba2_warps(a.P, TileT::kRows), pass_rows = nw * TileT::kRows;
@@ -108,8 +125,12 @@ cudaError_t mamba2_scan_cuda(const Mamba2ScanArgs& a, cudaStream_t stream) {
     const size_t per_tok = sizeof(float) * (2 * size_t((a.N + 3) & ~3) + size_t(pass_rows) + 2);
     const int tok = int(std::min<size_t>(kScanMaxTok, kScanMaxShm / per_tok));
     if (tok < 1 || slices > 65535) return cudaErrorInvalidValue;
-    launch_kernel(mamba2_scan_kernel<TileT>, dim3(a.H, a.batch, slices), 32 * nw, per_tok * size_t(tok), stream, a, tok);
-    return cudaGetLastError();
+    auto launch = [&](auto kernel) {
+      launch_kernel(kernel, dim3(a.H, a.batch, slices), 32 * nw, per_tok * size_t(tok), stream, a, tok);
+      return cudaGetLastError();
+    };
+    return (a.tokens_per_sum != 0 ? a.tokens_per_sum : kScanTokensPerSum) == 1 ? launch(mamba2_scan_kernel<TileT, 1>)
+                                                                               : launch(mamba2_scan_kernel<TileT, 2>);
   });
 }
 

@@ -53,7 +53,10 @@ struct Mamba2ScanArgs {
   const uint16_t* log_B = nullptr;    // (B, W, G·N) bf16
   const float* log_dt = nullptr;      // (B, W, H) after softplus and clamp
 
-  int tile_rows = 0;  // state rows per warp, 2 or 4 (0: 4, the step kernel's default)
+  // Tuning, tests (0: the launcher's choice). The same bits whatever they
+  // are: a row's arithmetic and its sum's tree over the lanes do not change.
+  int tile_rows = 0;       // state rows a warp, 2 or 4
+  int tokens_per_sum = 0;  // tokens whose y rows a warp sums in one transposed butterfly, 1 or 2
 };
 
 // T ≥ 1; batch = 0 is a no-op. A bad shape or stride is
