@@ -41,6 +41,9 @@ case "${1:-}" in
     .gpu/replayssm_gemv_bench | tee "$out/gemv_bench.txt"
     .gpu/replayssm_e2e_bench --json "$out/e2e_decode_bench.json" | tee "$out/e2e_decode_bench.txt"
     .gpu/replayssm_engine_bench | tee "$out/engine_bench.txt"
+    # Long prompts: their prefill in chunks of 8 (the decode kernels' T)
+    # against the decoder's default chunks (the chunk scans).
+    .gpu/replayssm_e2e_bench --batch 1,8 --prompt 1024 --new 8 | tee "$out/e2e_prefill_bench.txt"
     ;;
   libs)  # there: the binaries unpacked and the environment, for a single command (device tool)
     mkdir -p /tmp/replayssm_libs && tar -xJf .gpu/libs.tar.xz -C /tmp/replayssm_libs

@@ -30,10 +30,12 @@ TEST(CliDevice, CudaRefusesWhatItCannotRunByName) {
        "--window: 8 is too small for 4 drafts on cuda (replay needs a window >= 10)"},
       {"generate --device cuda --prompt-ids 1,2 --strategy recompute --window 2000000" + m,
        "--window: 2000000 out of range [1, 1048576] on cuda (recompute"},
-      {"generate --device cuda --prompt-ids 1,2 --exact" + m, "only --strategy and --window apply on cuda"},
-      {"generate --device cuda --prompt-ids 1,2 --state-budget 100000" + m, "only --strategy and --window apply"},
+      {"generate --device cuda --prompt-ids 1,2 --exact --strategy snapshot" + m,
+       "--exact: exact replay needs --strategy replay"},
+      {"generate --device cuda --prompt-ids 1,2 --state-budget 100000" + m,
+       "only --strategy, --window and --exact apply on cuda"},
       {"generate --device cuda --prompt-ids 1,2 --window 1" + m, "--window: 1 out of range [2, 64] on cuda"},
-      {"logits --device cuda --prompt-ids 1,2 --checkpoint-interval 4" + m, "only --strategy and --window apply"},
+      {"logits --device cuda --prompt-ids 1,2 --checkpoint-interval 4" + m, "only --strategy, --window and --exact apply"},
       {"logits --device cuda --prompt-ids 1,2 --window 65" + m, "--window: 65 out of range [2, 64] on cuda"},
       {"generate --device tpu --prompt-ids 1,2" + m, "--device: unknown device 'tpu' (expected cpu or cuda)"},
       {"logits --device tpu --prompt-ids 1,2" + m, "--device: unknown device 'tpu'"},
@@ -53,6 +55,7 @@ TEST(CliDevice, CudaWithoutAGpuSaysSoAndDoesNotFallBack) {
   if (std::filesystem::exists("/dev/nvidia0")) GTEST_SKIP() << "a GPU is present: tests/cuda runs the cuda path";
   const std::string m = " --model " + data_dir("nemotron_h_tiny");
   for (const std::string& args : {"generate --device cuda --prompt-ids 1,2 --max-new-tokens 2" + m,
+                                  "generate --device cuda --prompt-ids 1,2 --max-new-tokens 2 --exact" + m,
                                   "logits --device cuda --prompt-ids 1,2" + m}) {
     const auto r = run_cli(args);
     EXPECT_NE(r.exit_code, 0) << args;

@@ -45,12 +45,15 @@ Status check_cuda_store(const StoreArgs& a) {
   const StoreArgs d;
   if (a.strategy != "replay" && a.strategy != "snapshot" && a.strategy != "recompute")
     return invalid_argument("--strategy: unknown strategy '" + a.strategy + "' (expected replay, snapshot or recompute)");
-  if (a.exact || a.checkpoint_interval != d.checkpoint_interval || a.state_budget != d.state_budget ||
+  if (a.checkpoint_interval != d.checkpoint_interval || a.state_budget != d.state_budget ||
       a.log_retention != d.log_retention || a.replay_limit != d.replay_limit || a.eviction != d.eviction ||
       a.page_size != d.page_size)
-    return unsupported("--device cuda: only --strategy and --window apply on cuda (--exact, --checkpoint-interval, "
+    return unsupported("--device cuda: only --strategy, --window and --exact apply on cuda (--checkpoint-interval, "
                        "--state-budget, --log-retention, --replay-limit, --eviction and --page-size configure the CPU "
                        "store)");
+  if (a.exact && a.strategy != "replay")
+    return invalid_argument("--exact: exact replay needs --strategy replay (--strategy " + a.strategy +
+                            " steps the state itself)");
   if (a.strategy == "replay" && (a.window < 2 || a.window > 64))
     return invalid_argument("--window: " + std::to_string(a.window) + " out of range [2, 64] on cuda");
   if (a.strategy == "recompute" && (a.window < 1 || a.window > (1 << 20)))
@@ -85,7 +88,7 @@ void add_store_options(CLI::App& app, StoreArgs* a) {
                  "(0 = 4 x W; else >= W)")
       ->capture_default_str();
   app.add_option("--eviction", a->eviction, "Eviction policy under the budget: cost or lru")->capture_default_str();
-  app.add_flag("--exact", a->exact, "Bit-identical to stepwise decoding (sequential replay)");
+  app.add_flag("--exact", a->exact, "Bit-identical to stepwise decoding (sequential replay; cuda: Mamba2 layers)");
 }
 
 Result<StoreOptions> store_options(const StoreArgs& a) {

@@ -100,7 +100,7 @@ Status run_search(const GenerateArgs& a, const Model& model, const std::vector<i
   if (a.device == "cuda") {
 #if REPLAYSSM_HAVE_CUDA
     RSSM_ASSIGN_OR_RETURN(auto dm, cuda::DeviceModel::create(model));
-    const cuda::CudaSearchOptions c{cuda_strategy(a.store), int(a.store.window), true};
+    const cuda::CudaSearchOptions c{cuda_strategy(a.store), int(a.store.window), true, a.store.exact};
     if (a.beam > 0) {
       RSSM_ASSIGN_OR_RETURN(hyps, cuda::beam_search_cuda(*dm, ids, bo, c, &stats));
     } else {
@@ -174,6 +174,7 @@ Result<GenerateResult> generate_on_cuda(const GenerateArgs& a, const Model& mode
   o.stop_at_eos = !a.ignore_eos;
   o.strategy = cuda_strategy(a.store);
   o.window = int(a.store.window);
+  o.exact = a.store.exact;
   o.spec = spec;
   const std::vector<std::vector<int32_t>> prompts = {ids};
   RSSM_ASSIGN_OR_RETURN(BatchResult b, cuda::generate_batch_cuda(*dm, prompts, o, [&](int64_t, int32_t t) {

@@ -41,7 +41,8 @@ Status run_logits(const LogitsArgs& a) {
     // On cuda both paths run the chunked decoder (prompt_logits.h).
     RSSM_ASSIGN_OR_RETURN(auto dm, cuda::DeviceModel::create(*model));
     const std::vector<std::vector<int32_t>> prompts = {ids};
-    RSSM_ASSIGN_OR_RETURN(auto rows, cuda::prompt_logits_cuda(*dm, prompts, cuda_strategy(a.store), int(a.store.window)));
+    RSSM_ASSIGN_OR_RETURN(auto rows, cuda::prompt_logits_cuda(*dm, prompts, cuda_strategy(a.store), int(a.store.window),
+                                                               a.store.exact));
     logits = std::move(rows[0]);
 #endif
   } else if (a.path == "prefill") {

@@ -41,6 +41,8 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
   if (o.strategy == DecodeStrategy::kRecompute && (o.window < 1 || o.window > (1 << 20)))
     return invalid_argument("cuda decode: window " + std::to_string(o.window) +
                             " out of range [1, 1048576] (recompute: the sparse checkpoints' interval)");
+  if (o.exact && o.strategy != DecodeStrategy::kReplay)
+    return invalid_argument("cuda decode: exact needs the replay layout (the others step the state itself)");
   if (o.rewind && o.strategy != DecodeStrategy::kReplay)
     return invalid_argument("cuda decode: rewind needs the replay layout (the standard layout keeps no log to go back "
                             "through)");
@@ -63,6 +65,9 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
   if (has_gdn && o.strategy == DecodeStrategy::kStandard && c.gdn.k_dim > 512)
     return over("linear_key_head_dim", c.gdn.k_dim, 512);
   if (has_attn && c.attn.head_dim > oc::kAttnMaxD) return over("head_dim", c.attn.head_dim, oc::kAttnMaxD);
+  if (o.exact && has_gdn)
+    return unsupported("cuda decode: " + c.dir + ": exact replay on cuda covers Mamba2 layers; this model has Gated "
+                       "DeltaNet layers (layer_types linear_attention), whose replay is the dual form only");
   if (has_attn && c.attn.n_heads / c.attn.n_kv_heads > oc::kAttnMaxRep)
     return over("num_attention_heads / num_key_value_heads", c.attn.n_heads / c.attn.n_kv_heads, oc::kAttnMaxRep);
   // What the decode kernels take in one step (replay: a log step, which

@@ -71,6 +71,7 @@ Status Decoder::Impl::run_mamba2(const DeviceBlock& blk, LayerState& L, int T, b
       a.fold = fold ? field(kMFold) : nullptr, a.fold_slot = field(kMFoldSlot);
       a.max_fold = a.fold != nullptr ? a.W : 0;
       a.scratch = mamba_scratch;
+      a.exact = opt.exact;
       RSSM_CU(oc::mamba2_replay_cuda(a, stream), "Mamba2 replay");
       if (fold) {
         // A verify folds only the committed prefix, a family its shared

@@ -42,6 +42,7 @@ Result<BatchResult> generate_batch_cuda(const DeviceModel& model, std::span<cons
   if (opt.max_new_tokens == 0) return BatchResult{std::vector<std::vector<int32_t>>(prompts.size())};
   DecoderOptions dopt;
   dopt.strategy = opt.strategy, dopt.batch = int64_t(prompts.size()), dopt.window = opt.window, dopt.graphs = opt.graphs;
+  dopt.exact = opt.exact;
   dopt.spec_tokens = opt.spec.kind != SpecOptions::kNone ? int(opt.spec.tokens) + 1 : 0;
   dopt.max_context = decoder_context(longest, opt);
   RSSM_ASSIGN_OR_RETURN(std::unique_ptr<Decoder> dec, Decoder::create(model, dopt));

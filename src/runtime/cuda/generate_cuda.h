@@ -37,6 +37,7 @@ struct CudaGenerateOptions {
   DecodeStrategy strategy = DecodeStrategy::kReplay;
   int window = 16;
   bool graphs = true;
+  bool exact = false;  // replay: DecoderOptions::exact
   SpecOptions spec;  // tokens: drafts per verify, 1..7 (replay: window ≥ 2·(tokens + 1))
 };
 

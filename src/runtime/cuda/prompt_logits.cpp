@@ -7,7 +7,7 @@ namespace replayssm::cuda {
 
 Result<std::vector<std::vector<float>>> prompt_logits_cuda(const DeviceModel& model,
                                                            std::span<const std::vector<int32_t>> prompts,
-                                                           DecodeStrategy strategy, int window) {
+                                                           DecodeStrategy strategy, int window, bool exact) {
   const int64_t B = int64_t(prompts.size()), V = model.config().vocab_size;
   if (B == 0) return std::vector<std::vector<float>>{};
   size_t longest = 0;
@@ -17,6 +17,7 @@ Result<std::vector<std::vector<float>>> prompt_logits_cuda(const DeviceModel& mo
   }
   DecoderOptions o;
   o.strategy = strategy, o.batch = B, o.window = window, o.max_context = int64_t(longest), o.all_logits = true;
+  o.exact = exact;
   RSSM_ASSIGN_OR_RETURN(std::unique_ptr<Decoder> dec, Decoder::create(model, o));
   std::vector<std::vector<float>> out(static_cast<size_t>(B));
   for (size_t b = 0; b < size_t(B); ++b) out[b].reserve(prompts[b].size() * size_t(V));

@@ -12,9 +12,10 @@
 namespace replayssm::cuda {
 
 // out[i]: prompts[i].size() rows of vocab floats, row t the logits after
-// token t. Prompts may differ in length; none may be empty.
+// token t. Prompts may differ in length; none may be empty. exact: replay's
+// DecoderOptions::exact.
 Result<std::vector<std::vector<float>>> prompt_logits_cuda(const DeviceModel& model,
                                                            std::span<const std::vector<int32_t>> prompts,
-                                                           DecodeStrategy strategy, int window);
+                                                           DecodeStrategy strategy, int window, bool exact = false);
 
 }  // namespace replayssm::cuda

@@ -54,6 +54,7 @@ void fill_stats(const Decoder& dec, double t0, int64_t written0, SearchStats* st
 DecoderOptions search_decoder(int64_t batch, size_t prompt, int64_t max_new_tokens, const CudaSearchOptions& c) {
   DecoderOptions o;
   o.strategy = c.strategy, o.window = c.window, o.graphs = c.graphs, o.batch = batch, o.forks = true;
+  o.exact = c.exact;
   o.max_context = int64_t(prompt) + std::max<int64_t>(max_new_tokens, 1);
   return o;
 }

@@ -31,6 +31,7 @@ struct CudaSearchOptions {
   DecodeStrategy strategy = DecodeStrategy::kReplay;
   int window = 16;
   bool graphs = true;
+  bool exact = false;  // replay: DecoderOptions::exact
 };
 
 // A decoder of batch width (n) for this request, dropped at the end; the

@@ -1,0 +1,114 @@
+// Exact replay on the CUDA decoder (DecoderOptions::exact): the Mamba2 log
+// replayed by the sequential recurrence, so a replay decoder's logits have
+// the standard layout's bits — through prompt chunks (log steps and chunk
+// scans), single steps, folds, verifies with random acceptance and the
+// fold a verify makes. The batch is wide enough that replay without
+// `exact` takes the dual form (which rounds otherwise). Gated DeltaNet
+// models are refused with a message naming the layer kind.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <span>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda_test_util.h"
+#include "decoder_test_util.h"
+#include "replayssm/model.h"
+#include "runtime/cuda/decoder.h"
+#include "runtime/cuda/device_model.h"
+
+namespace replayssm {
+namespace {
+
+using cuda::DecodeStrategy;
+
+class CudaExact : public test::DeviceModelTest {};
+
+// Drives the standard layout, exact replay and (for contrast) plain replay
+// through the same random steps and verifies; exact replay's every logit
+// has the standard layout's bits, plain replay's do not all.
+TEST_P(CudaExact, ReplayHasTheStandardLayoutsBits) {
+  const int64_t B = 40, V = dm_->config().vocab_size;  // batch·H above the wide kernels' reach
+  std::mt19937 g(5);
+  std::uniform_int_distribution<int32_t> id(0, int32_t(V - 1));
+  std::vector<std::unique_ptr<cuda::Decoder>> decs;  // standard, exact replay, replay
+  for (int k = 0; k < 3; ++k) {
+    cuda::DecoderOptions o;
+    o.strategy = k == 0 ? DecodeStrategy::kStandard : DecodeStrategy::kReplay;
+    o.exact = k == 1, o.batch = B, o.max_context = 400, o.window = 8, o.kv_page = 16, o.spec_tokens = 4;
+    o.max_chunk = 16, o.all_logits = true;
+    auto d = cuda::Decoder::create(*dm_, o);
+    ASSERT_TRUE(d.ok()) << d.status().message();
+    decs.push_back(std::move(d).value());
+  }
+  std::vector<std::vector<float>> logits(3, std::vector<float>(size_t(B * 16 * V)));
+  std::vector<int32_t> next(size_t(B * 16));
+  int64_t rows = 0, scans = 0, verifies = 0, plain_differs = 0;
+  const int kChunks[] = {1, 1, 2, 5, 8, 13, 16};
+  for (int round = 0; round < 24; ++round) {
+    const bool verify = round >= 4 && g() % 3 == 0;
+    const int T = verify ? 2 + int(g() % 3) : kChunks[g() % std::size(kChunks)];
+    std::vector<int32_t> tok(size_t(B * T));
+    for (int32_t& t : tok) t = id(g);
+    const int64_t before = decs[1]->folds();
+    for (int k = 0; k < 3; ++k) {
+      const Status st = verify ? decs[size_t(k)]->verify(tok, T, std::span<int32_t>(next.data(), size_t(B * T)),
+                                                         logits[size_t(k)].data())
+                               : decs[size_t(k)]->step(tok, T, std::span<int32_t>(next.data(), size_t(B)),
+                                                       logits[size_t(k)].data());
+      ASSERT_TRUE(st.ok()) << st.message();
+    }
+    const auto n = int64_t(B * T * V);
+    ASSERT_TRUE(std::equal(logits[0].begin(), logits[0].begin() + n, logits[1].begin()))
+        << "round " << round << (verify ? ": a verify of " : ": a step of ") << T;
+    plain_differs += !std::equal(logits[0].begin(), logits[0].begin() + n, logits[2].begin());
+    rows += B * T;
+    scans += !verify && T > 1 && decs[1]->folds() > before;
+    if (verify) {
+      std::vector<int32_t> accepted(static_cast<size_t>(B));
+      for (int32_t& a : accepted) a = int32_t(g() % uint32_t(T + 1));
+      for (auto& d : decs) ASSERT_TRUE(d->accept(accepted).ok());
+      ++verifies;
+    }
+  }
+  std::printf("  %s: %lld rows of logits bit-identical, %lld verifies, %lld chunk steps that folded, %lld folds; "
+              "plain replay differs in %lld of 24 rounds\n",
+              GetParam().c_str(), (long long)rows, (long long)verifies, (long long)scans, (long long)decs[1]->folds(),
+              (long long)plain_differs);
+  EXPECT_GT(plain_differs, 0) << "the dual form ran nowhere: nothing here tells exact replay from plain";
+  EXPECT_GT(verifies, 2);
+  EXPECT_GT(decs[1]->folds(), 3);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, CudaExact, ::testing::Values("nemotron_h_tiny", "models/nemotron_h_small"),
+                         test::model_param_name);
+
+TEST(CudaExactArgs, RefusedOutsideReplayAndForGatedDeltaNet) {
+  if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
+  for (const char* name : {"nemotron_h_tiny", "qwen3_5_tiny"}) {
+    auto m = Model::load(test::fixture(name));
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    auto dm = cuda::DeviceModel::create(**m);
+    ASSERT_TRUE(dm.ok()) << dm.status().message();
+    cuda::DecoderOptions o;
+    o.exact = true, o.strategy = DecodeStrategy::kStandard;
+    auto d = cuda::Decoder::create(**dm, o);
+    ASSERT_FALSE(d.ok());
+    EXPECT_NE(d.status().message().find("exact needs the replay layout"), std::string::npos) << d.status().message();
+    o.strategy = DecodeStrategy::kReplay;
+    d = cuda::Decoder::create(**dm, o);
+    if (std::string(name) == "qwen3_5_tiny") {
+      ASSERT_FALSE(d.ok());
+      EXPECT_EQ(d.status().code(), StatusCode::kUnsupported);
+      EXPECT_NE(d.status().message().find("Gated DeltaNet"), std::string::npos) << d.status().message();
+    } else {
+      EXPECT_TRUE(d.ok()) << d.status().message();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace replayssm
