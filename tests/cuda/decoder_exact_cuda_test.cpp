@@ -31,7 +31,7 @@ class CudaExact : public test::DeviceModelTest {};
 // through the same random steps and verifies; exact replay's every logit
 // has the standard layout's bits, plain replay's do not all.
 TEST_P(CudaExact, ReplayHasTheStandardLayoutsBits) {
-  const int64_t B = 40, V = dm_->config().vocab_size;  // batch·H above the wide kernels' reach
+  const int64_t B = 64, V = dm_->config().vocab_size;  // batch·H over 2 × SMs: past the wide kernels
   std::mt19937 g(5);
   std::uniform_int_distribution<int32_t> id(0, int32_t(V - 1));
   std::vector<std::unique_ptr<cuda::Decoder>> decs;  // standard, exact replay, replay
