@@ -102,11 +102,11 @@ __global__ void __launch_bounds__(32 * kScanWarps) gdn_scan_kernel(GdnScanArgs a
       const float alpha = sA[i], beta = sBeta[i];
       const float* ki = sK + i * dk;
       const float* qi = sQ + i * dk;
-      // Two partial sums each: shorter dependent chains; rows past dk skipped,
-      // not loaded as zeros (H200: 146 → 137 µs a 256-token chunk at batch
-      // 1). (The keys kept in
-      // registers for the update instead of read again: 79 registers, 3
-      // blocks an SM, 20% slower at batch 1 on the H200.)
+      // Two partial sums each: shorter dependent chains. Rows past dk are
+      // skipped, not read as zeros (H200: 146 → 137 µs a 256-token chunk
+      // at batch 1). Keeping the keys in registers for the update instead
+      // of reading them again took 79 registers, 3 blocks an SM, and was
+      // 20% slower at batch 1.
       float pk0 = 0.0f, pk1 = 0.0f, pq0 = 0.0f, pq1 = 0.0f;
 #pragma unroll
       for (int r = 0; r < R; ++r) {
