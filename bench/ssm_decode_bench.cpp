@@ -393,6 +393,19 @@ struct ScanRow {
   double scan_us, steps_us, bytes, flops;  // bytes and FLOPs of the scan
 };
 
+// Median µs of scan(slots) (a chunk of kScanT tokens) and of kScanT
+// step(slots) calls, each launch on the next rotation of slots.
+template <typename ScanFn, typename StepFn>
+std::pair<double, double> time_scan_and_steps(const Slots& sl, ScanFn&& scan, StepFn&& step) {
+  const double scan_us = median_us([&](int i) { CK(scan(sl.read[i % sl.rot])); }, 2);
+  const double steps_us = median_us(
+      [&](int i) {
+        for (int t = 0; t < kScanT; ++t) CK(step(sl.read[(i * kScanT + t) % sl.rot]));
+      },
+      1);
+  return {scan_us, steps_us};
+}
+
 ScanRow run_mamba2_scan(int batch) {
   using namespace replayssm::ops::cuda;
   const int H = 128, P = 64, N = 128, G = 8, T = kScanT;
@@ -409,21 +422,17 @@ ScanRow run_mamba2_scan(int batch) {
   a.x = xbc, a.ldx = ld, a.Bm = xbc + HP, a.Cm = xbc + HP + GN, a.ldbc = ld;
   a.dt_raw = ar.uniform_bf16(size_t(batch) * T * H, 1.0f), a.lddt = H;
   a.y = ar.zeros<uint16_t>(size_t(batch) * T * HP), a.ldy = HP;
-  const double scan_us = median_us(
-      [&](int i) {
-        a.slot = a.out_slot = sl.read[i % sl.rot];
-        CK(mamba2_scan_cuda(a, nullptr));
+  const auto [scan_us, steps_us] = time_scan_and_steps(
+      sl,
+      [&](int32_t* slots) {
+        a.slot = a.out_slot = slots;
+        return mamba2_scan_cuda(a, nullptr);
       },
-      2);
-  const double steps_us = median_us(
-      [&](int i) {
-        for (int t = 0; t < T; ++t) {
-          Mamba2DecodeArgs r = st;
-          r.slot = r.out_slot = sl.read[(i * T + t) % sl.rot];
-          CK(mamba2_step_cuda(r, nullptr));
-        }
-      },
-      1);
+      [&](int32_t* slots) {
+        Mamba2DecodeArgs r = st;
+        r.slot = r.out_slot = slots;
+        return mamba2_step_cuda(r, nullptr);
+      });
   const double per_tok = HP * 2.0 + 2 * GN * 2.0 + H * 2.0 + HP * 2.0;  // x, B, C, dt in; y out
   return {"mamba2", batch, scan_us, steps_us, batch * (2 * S + T * per_tok), 5.0 * batch * H * P * N * T};
 }
@@ -441,24 +450,20 @@ ScanRow run_gdn_scan(int batch) {
   a.q = ar.uniform_bf16(size_t(batch) * T * Hk * dk, 0.1f), a.k = ar.uniform_bf16(size_t(batch) * T * Hk * dk, 0.1f);
   a.v = ar.uniform_bf16(size_t(batch) * T * Hv * dv, 1.0f), a.g = ar.uniform(size_t(batch) * T * Hv, -0.5f, 0.0f);
   a.beta = ar.uniform(size_t(batch) * T * Hv, 0.0f, 1.0f), a.o = ar.zeros<uint16_t>(size_t(batch) * T * Hv * dv);
-  const double scan_us = median_us(
-      [&](int i) {
-        a.slot = a.out_slot = sl.read[i % sl.rot];
-        CK(gdn_scan_cuda(a, nullptr));
-      },
-      2);
   GdnDecodeArgs st;
   st.batch = batch, st.Hk = Hk, st.Hv = Hv, st.dk = dk, st.dv = dv, st.T = 1;
   st.state = a.state, st.q = a.q, st.k = a.k, st.v = a.v, st.g = a.g, st.beta = a.beta, st.o = a.o;
-  const double steps_us = median_us(
-      [&](int i) {
-        for (int t = 0; t < T; ++t) {
-          GdnDecodeArgs r = st;
-          r.slot = r.out_slot = sl.read[(i * T + t) % sl.rot];
-          CK(gdn_step_cuda(r, nullptr));
-        }
+  const auto [scan_us, steps_us] = time_scan_and_steps(
+      sl,
+      [&](int32_t* slots) {
+        a.slot = a.out_slot = slots;
+        return gdn_scan_cuda(a, nullptr);
       },
-      1);
+      [&](int32_t* slots) {
+        GdnDecodeArgs r = st;
+        r.slot = r.out_slot = slots;
+        return gdn_step_cuda(r, nullptr);
+      });
   const double per_tok = 2 * Hk * dk * 2.0 + Hv * dv * 2.0 + 2 * Hv * 4.0 + Hv * dv * 2.0;  // q, k, v, g, β in; o out
   return {"gdn", batch, scan_us, steps_us, batch * (2 * S + T * per_tok), 7.0 * batch * Hv * dk * dv * T};
 }

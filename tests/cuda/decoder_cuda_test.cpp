@@ -207,23 +207,25 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, CudaDecoder, ::testing::Values("nemotron_h_ti
 // prompt, both layouts (replay folding every 4 tokens) stay within a few
 // bf16 tolerances of the CPU run on the same bf16 matrices at every
 // position, and pick the CPU's token wherever its top-2 gap is clear.
-class CudaDecoderTrained : public ::testing::TestWithParam<std::string> {};
+class CudaDecoderTrained : public test::DeviceModelTest {
+ protected:
+  void SetUp() override {
+    test::DeviceModelTest::SetUp();
+    if (!IsSkipped() && !HasFatalFailure()) round_matrices_to_bf16(*model_);  // after the device took its copy
+  }
+};
 
 TEST_P(CudaDecoderTrained, LongPromptMatchesTheCpuOnTheSameBf16Weights) {
-  if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
-  auto m = Model::load(fixture(GetParam()));
-  ASSERT_TRUE(m.ok()) << m.status().message();
-  auto dm = cuda::DeviceModel::create(**m);
-  ASSERT_TRUE(dm.ok()) << dm.status().message();
-  round_matrices_to_bf16(**m);
+  const Model* m = model_.get();
+  const cuda::DeviceModel* dm = dm_.get();
   std::mt19937 g(7);
-  std::uniform_int_distribution<int32_t> id(0, int32_t((*m)->config().vocab_size - 1));
+  std::uniform_int_distribution<int32_t> id(0, int32_t(m->config().vocab_size - 1));
   std::vector<std::vector<int32_t>> prompts(2);
   for (auto& p : prompts)
     for (int i = 0; i < 160; ++i) p.push_back(id(g));
-  const auto ref0 = cpu_logits(**m, prompts[0]), ref1 = cpu_logits(**m, prompts[1]);
+  const auto ref0 = cpu_logits(*m, prompts[0]), ref1 = cpu_logits(*m, prompts[1]);
   for (DecodeStrategy s : {DecodeStrategy::kStandard, DecodeStrategy::kReplay, DecodeStrategy::kRecompute}) {
-    const Decoded r = decode(**dm, prompts, 4, s, 4, true);
+    const Decoded r = decode(*dm, prompts, 4, s, 4, true);
     const float w0 = worst_ratio(r.logits[0], ref0), w1 = worst_ratio(r.logits[1], ref1);
     std::printf("  %s %s: worst |d|/(%.0e(1+|ref|)) vs CPU on bf16 weights %.3f, %.3f\n", GetParam().c_str(),
                 cuda::decode_strategy_name(s), kLogitTol, w0, w1);
@@ -245,9 +247,9 @@ TEST_P(CudaDecoderTrained, LongPromptMatchesTheCpuOnTheSameBf16Weights) {
     EXPECT_GT(clear, 100u);
     // The same prompts in chunks of up to 8 tokens (window 16; standard
     // Mamba2 folds each chunk in place; GDN's standard layout stays at 1).
-    auto chunked = cuda::prompt_logits_cuda(**dm, prompts, s, 16);
+    auto chunked = cuda::prompt_logits_cuda(*dm, prompts, s, 16);
     ASSERT_TRUE(chunked.ok()) << chunked.status().message();
-    const size_t V = size_t((*m)->config().vocab_size);
+    const size_t V = size_t(m->config().vocab_size);
     for (size_t p = 0; p < 2; ++p) {
       std::vector<std::vector<float>> rows;
       for (size_t t = 0; t < prompts[p].size(); ++t)
@@ -266,18 +268,12 @@ TEST_P(CudaDecoderTrained, LongPromptMatchesTheCpuOnTheSameBf16Weights) {
 // rewind, so the checkpoint windows follow the scans, at windows 4 and
 // 16). After a chunk scan a replay sequence's checkpoint is at its end.
 TEST_P(CudaDecoderTrained, RandomChunksMatchTheCpu) {
-  if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
-  auto m = Model::load(fixture(GetParam()));
-  ASSERT_TRUE(m.ok()) << m.status().message();
-  auto dm = cuda::DeviceModel::create(**m);
-  ASSERT_TRUE(dm.ok()) << dm.status().message();
-  round_matrices_to_bf16(**m);
-  const int64_t V = (*m)->config().vocab_size;
+  const int64_t V = model_->config().vocab_size;
   std::mt19937 g(21);
   std::uniform_int_distribution<int32_t> id(0, int32_t(V - 1));
   std::vector<int32_t> ids(150);
   for (int32_t& t : ids) t = id(g);
-  const auto ref0 = cpu_logits(**m, ids);
+  const auto ref0 = cpu_logits(*model_, ids);
   const int kChunks[] = {1, 2, 3, 5, 8, 13, 21, 40, 64};
   for (DecodeStrategy s : {DecodeStrategy::kStandard, DecodeStrategy::kReplay, DecodeStrategy::kRecompute})
     for (int window : {4, 16}) {
@@ -285,7 +281,7 @@ TEST_P(CudaDecoderTrained, RandomChunksMatchTheCpu) {
       cuda::DecoderOptions o;
       o.strategy = s, o.batch = 1, o.max_context = int64_t(ids.size()), o.window = window, o.kv_page = 16;
       o.max_chunk = 64, o.all_logits = true, o.rewind = s == DecodeStrategy::kReplay;
-      auto dec = cuda::Decoder::create(**dm, o);
+      auto dec = cuda::Decoder::create(*dm_, o);
       ASSERT_TRUE(dec.ok()) << dec.status().message();
       std::vector<float> logits(size_t(64 * V));
       std::vector<int32_t> next(1);

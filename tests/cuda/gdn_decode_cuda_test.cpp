@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "cuda_test_util.h"
+#include "op_parity_util.h"
 #include "ops/cpu/ssm_step.h"
 #include "ops/cuda/gdn_decode.h"
 
@@ -18,6 +19,8 @@ namespace {
 using test::Bf;
 using test::close;
 using test::Dev;
+using test::uniform;
+using test::unit_rows;
 
 struct Shape {
   int batch, Hk, Hv, dk, dv, W, T;
@@ -49,24 +52,7 @@ void PrintTo(const Shape& s, std::ostream* os) {
 }
 
 
-// Unit-norm rows of length d (then bf16-rounded), scaled.
-Bf unit_rows(std::mt19937& g, size_t rows, int d, float scale) {
-  std::normal_distribution<float> n(0.0f, 1.0f);
-  std::vector<float> x(rows * d);
-  for (size_t r = 0; r < rows; ++r) {
-    float ss = 0.0f;
-    for (int i = 0; i < d; ++i) ss += (x[r * d + i] = n(g)) * x[r * d + i];
-    for (int i = 0; i < d; ++i) x[r * d + i] *= scale / std::sqrt(ss);
-  }
-  return test::bf_of(x);
-}
 
-std::vector<float> uniform(std::mt19937& g, size_t n, float lo, float hi) {
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> x(n);
-  for (float& v : x) v = u(g);
-  return x;
-}
 
 // Both kernel variants (streaming, column slices) on every shape, the
 // streaming one at several block shapes (a slice width that does not divide

@@ -23,6 +23,19 @@ inline std::vector<float> uniform(std::mt19937& g, size_t n, float lo, float hi)
   return x;
 }
 
+// Unit-norm rows of length d (then bf16-rounded), scaled: Gated DeltaNet's
+// prepared keys (scale 1) and queries (dk^-½).
+inline Bf unit_rows(std::mt19937& g, size_t rows, int d, float scale) {
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  std::vector<float> x(rows * d);
+  for (size_t r = 0; r < rows; ++r) {
+    float ss = 0.0f;
+    for (int i = 0; i < d; ++i) ss += (x[r * d + i] = n(g)) * x[r * d + i];
+    for (int i = 0; i < d; ++i) x[r * d + i] *= scale / std::sqrt(ss);
+  }
+  return bf_of(x);
+}
+
 // got(i) against want(i) for i < n with close(·, ·, tol).
 template <typename Got, typename Want>
 ::testing::AssertionResult all_close(size_t n, Got&& got, Want&& want, float tol) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cuda_test_util.h"
+#include "op_parity_util.h"
 #include "ops/cpu/activation.h"
 #include "ops/cpu/gdn_scan.h"
 #include "ops/cpu/mamba2_scan.h"
@@ -30,13 +31,9 @@ namespace {
 using test::Bf;
 using test::close;
 using test::Dev;
+using test::uniform;
+using test::unit_rows;
 
-std::vector<float> uniform(std::mt19937& g, size_t n, float lo, float hi) {
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> x(n);
-  for (float& v : x) v = u(g);
-  return x;
-}
 
 // Sequence b reads slot 2b + 1 and writes it in place (b % 3 == 0) or to 2b;
 // its log holds a spread of lengths 0..W.
@@ -227,17 +224,6 @@ void PrintTo(const GShape& s, std::ostream* os) {
   *os << "B" << s.batch << "_Hk" << s.Hk << "_Hv" << s.Hv << "_dk" << s.dk << "_dv" << s.dv << "_T" << s.T << "_W" << s.W;
 }
 
-// Unit-norm rows of length d (then bf16-rounded), scaled: prepared keys and queries.
-Bf unit_rows(std::mt19937& g, size_t rows, int d, float scale) {
-  std::normal_distribution<float> n(0.0f, 1.0f);
-  std::vector<float> x(rows * d);
-  for (size_t r = 0; r < rows; ++r) {
-    float ss = 0.0f;
-    for (int i = 0; i < d; ++i) ss += (x[r * d + i] = n(g)) * x[r * d + i];
-    for (int i = 0; i < d; ++i) x[r * d + i] *= scale / std::sqrt(ss);
-  }
-  return test::bf_of(x);
-}
 
 class GdnScanCuda : public ::testing::TestWithParam<GShape> {
  protected:
