@@ -244,15 +244,15 @@ int main(int argc, char** argv) {
                       k > 0 ? ", " : "", (long long)chunk_of(k), pm, v.front(), v.back());
         prefill_json += o;
       }
-      char obj[1024];
+      char obj[512];
       std::snprintf(obj, sizeof obj,
                     "%s{\"batch\": %lld, \"split\": %lld, \"strategy\": \"%s\", \"tokens_per_s\": %.2f, \"tokens_per_s_min\": %.2f, "
                     "\"tokens_per_s_max\": %.2f, \"ms_per_step\": %.4f, \"bytes_per_step\": %.0f, \"state_bytes\": %lld, "
-                    "\"kv_bytes\": %lld, \"prefill\": [%s]}",
+                    "\"kv_bytes\": %lld, \"prefill\": [",
                     json.size() > 1 ? ", " : "", (long long)B, (long long)split, cuda::decode_strategy_name(s), med, tps.front(),
                     tps.back(), ms, bytes, (long long)(decs[0]->memory().state_bytes * split),
-                    (long long)(decs[0]->memory().kv_bytes * split), prefill_json.c_str());
-      json += obj;
+                    (long long)(decs[0]->memory().kv_bytes * split));
+      json += obj + prefill_json + "]}";
     }
   }
   json += "]\n";

@@ -343,10 +343,15 @@ TEST(CudaDecoderArgs, BadOptionsAreRefused) {
   chunky.max_context = 64, chunky.window = 4, chunky.max_chunk = cuda::kMaxChunk + 1;
   auto dc = cuda::Decoder::create(**dm, chunky);
   EXPECT_FALSE(dc.ok()) << "max_chunk over kMaxChunk";
-  chunky.max_chunk = 0;  // the default at batch 1: kDefaultChunkRows tokens
+  chunky.max_chunk = 0;  // the default at batch 1: kDefaultChunkRows tokens, here the whole context
+  dc = cuda::Decoder::create(**dm, chunky);
+  ASSERT_TRUE(dc.ok()) << dc.status().message();
+  EXPECT_EQ((*dc)->max_chunk(), 64);
+  chunky.max_context = 4096;
   dc = cuda::Decoder::create(**dm, chunky);
   ASSERT_TRUE(dc.ok()) << dc.status().message();
   EXPECT_EQ((*dc)->max_chunk(), cuda::kDefaultChunkRows);
+  chunky.max_context = 64;
   chunky.max_chunk = 6;  // past the window's room: chunk scans
   dc = cuda::Decoder::create(**dm, chunky);
   ASSERT_TRUE(dc.ok()) << dc.status().message();

@@ -1,7 +1,7 @@
 // One Mamba2 token applied to a pass of state rows in registers — the
-// single definition of the per-token arithmetic that the standard step and
-// the exact replay both run, so that exact replay is bit-identical to
-// stepping (as ops/cpu/ssm_step.h is for the CPU kernels).
+// single definition of the per-token arithmetic that the standard step,
+// the exact and wide replays and the chunk scan all run, so that they are
+// bit-identical to stepping (as ops/cpu/ssm_step.h is for the CPU kernels).
 #pragma once
 
 #include "ops/cuda/tile.cuh"

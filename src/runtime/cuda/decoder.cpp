@@ -62,8 +62,9 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
   if (has_gdn && c.gdn.conv_width > oc::kConvMaxK) return over("linear_conv_kernel_dim", c.gdn.conv_width, oc::kConvMaxK);
   if (has_gdn && o.strategy == DecodeStrategy::kReplay && c.gdn.v_dim > 256)
     return over("linear_value_head_dim", c.gdn.v_dim, 256);
-  if (has_gdn && o.strategy == DecodeStrategy::kStandard && c.gdn.k_dim > 512)
-    return over("linear_key_head_dim", c.gdn.k_dim, 512);
+  // The standard step's and the chunk scan's limit (replay's prompt chunks
+  // take the scan where a log has no room for them).
+  if (has_gdn && c.gdn.k_dim > 512) return over("linear_key_head_dim", c.gdn.k_dim, 512);
   if (has_attn && c.attn.head_dim > oc::kAttnMaxD) return over("head_dim", c.attn.head_dim, oc::kAttnMaxD);
   if (o.exact && has_gdn)
     return unsupported("cuda decode: " + c.dir + ": exact replay on cuda covers Mamba2 layers; this model has Gated "
@@ -88,8 +89,9 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
 
   std::unique_ptr<Decoder> dec(new Decoder());
   dec->opt_ = o;
-  if (dec->opt_.max_chunk == 0)
-    dec->opt_.max_chunk = int(std::max<int64_t>(log_limit, std::min<int64_t>(kMaxChunk, kDefaultChunkRows / o.batch)));
+  if (dec->opt_.max_chunk == 0)  // no longer than the context: its rows would never fill
+    dec->opt_.max_chunk =
+        int(std::max<int64_t>(log_limit, std::min({int64_t(kMaxChunk), kDefaultChunkRows / o.batch, o.max_context})));
   const bool recompute = o.strategy == DecodeStrategy::kRecompute;
   if (recompute && o.spec_tokens == 0) dec->opt_.spec_tokens = kRecomputeFeedRows;
   dec->impl_ = std::make_unique<Impl>(model, dec->opt_);
@@ -125,7 +127,8 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
   RSSM_CU(I.gemm->init(I.stream), "cuBLAS handle and workspace");
   mem.workspace_bytes += 32 << 20;
 
-  const int64_t logit_rows = o.all_logits || spec > 0 ? R : B;
+  // Every row's logits with all_logits, a verify's or a feed's rows, else one a sequence.
+  const int64_t logit_rows = o.all_logits ? R : B * std::max(spec, 1);
   RSSM_CU(cudaMallocHost(reinterpret_cast<void**>(&I.plan_host), sizeof(int32_t) * kPlanFields * I.field_len()),
           "pinned plan");
   RSSM_CU(cudaMallocHost(reinterpret_cast<void**>(&I.next_host), sizeof(int32_t) * logit_rows), "pinned tokens");

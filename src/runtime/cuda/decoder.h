@@ -25,8 +25,8 @@
 //              sequence's tokens since, which the decoder keeps;
 //   replay   — each SSM layer reads a checkpoint and the sequence's log of
 //              the last < W tokens' inputs and writes no state, except on
-//              the step whose log fills: that step folds it into the
-//              checkpoint in the same pass (Mamba2: all W entries; Gated
+//              the step whose log fills (and a chunk scan's: below): that
+//              step folds it into the checkpoint in the same pass (Mamba2: all W entries; Gated
 //              DeltaNet: the W−T before the step's T tokens, whose u is only
 //              known after the step's read, so they move to the front).
 //
@@ -111,8 +111,9 @@ struct DecoderOptions {
   int window = 16;             // replay: log capacity W, 2..64
   int kv_page = 64;            // attention: rows per KV page
   bool graphs = true;          // replay each step as a captured CUDA graph
-  int max_chunk = 0;           // tokens per sequence per step, 1..kMaxChunk; 0: kDefaultChunkRows / batch,
-                               // at least what the decode kernels take (8; replay: < window)
+  int max_chunk = 0;           // tokens per sequence per step, 1..kMaxChunk; 0: kDefaultChunkRows / batch
+                               // (at most max_context), at least what the decode kernels take (8;
+                               // replay: also < window)
   bool all_logits = false;     // logits of every row of a chunk, not just each sequence's last
   int spec_tokens = 0;         // the most tokens a verify() or feed() takes, 2..8 (replay: ≤ window/2);
                                // 0: no verify (recompute: 0 means 4 — its re-prefills are feeds)
