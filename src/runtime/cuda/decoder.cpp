@@ -404,7 +404,7 @@ int Decoder::log_room() const {
 Status Decoder::step(std::span<const int32_t> tokens, int T, std::span<int32_t> next, float* logits) {
   if (T < 1 || T > max_chunk())
     return invalid_argument("cuda decode: " + std::to_string(T) + " tokens per sequence this step; the decoder takes 1.." +
-                            std::to_string(max_chunk()) + " now (max_chunk " + std::to_string(opt_.max_chunk) + ")");
+                            std::to_string(max_chunk()) + " (max_chunk)");
   if (int64_t(next.size()) != opt_.batch)
     return invalid_argument("cuda decode: a step returns one token per sequence (" + std::to_string(opt_.batch) +
                             "), got room for " + std::to_string(next.size()));
