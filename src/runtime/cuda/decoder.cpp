@@ -96,6 +96,7 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
   if (recompute && o.spec_tokens == 0) dec->opt_.spec_tokens = kRecomputeFeedRows;
   dec->impl_ = std::make_unique<Impl>(model, dec->opt_);
   Impl& I = *dec->impl_;
+  I.log_limit = log_limit;
   DecoderMemory& mem = dec->mem_;
   const int chunk = dec->opt_.max_chunk, spec = dec->opt_.spec_tokens;
   const int64_t B = o.batch, W = o.window, Hd = c.hidden_size;
@@ -391,7 +392,7 @@ Status Decoder::clear(int64_t b) {
 
 int Decoder::log_room() const {
   const Impl& I = *impl_;
-  int t = std::min({opt_.max_chunk, oc::kMamba2MaxT, oc::kGdnMaxT, opt_.window - 1});
+  int t = std::min(opt_.max_chunk, I.log_limit);
   for (size_t b = 0; b < pos_.size(); ++b) {
     if (I.has_mamba) t = std::min(t, opt_.window - I.m_count[b]);
     if (I.has_gdn) t = std::min(t, opt_.window - std::max(I.g_count[b], 1));

@@ -121,7 +121,7 @@ struct Decoder::Impl {
   uint16_t *aq = nullptr, *ak = nullptr, *av = nullptr;  // attention q, k, v (qk-norm models)
   float* mamba_scratch = nullptr;
   float* attn_scratch = nullptr;
-  float* logits = nullptr;        // (B or B·max_chunk with all_logits, vocab) fp32
+  float* logits = nullptr;        // (B, B·spec_tokens, or B·max_chunk with all_logits; vocab) fp32
   uint16_t* xconv = nullptr;      // chunked steps: post-conv rows (R, widest conv)
   float* inv_freq = nullptr;
   int32_t* page_table = nullptr;  // (B, pages per sequence): sequence b owns pages b·n .. b·n + n − 1
@@ -129,6 +129,7 @@ struct Decoder::Impl {
   std::map<int, cudaGraphExec_t> graphs;  // graph_key(T, fold, verify, commit) → the captured step
   std::set<int> ran_eager;
   int64_t rows_cap = 0;           // rows a step may have: batch × max(max_chunk, spec_tokens)
+  int log_limit = 0;              // tokens a step through the decode kernels takes at most (replay: < window)
   int slots_per_seq = 1;          // standard layout: spec_tokens + 1 with speculation, ≥ 2 with forks
   // State slots per SSM layer: replay's pool; else batch × slots_per_seq,
   // then (recompute) a sparse checkpoint per sequence from sparse_base,
