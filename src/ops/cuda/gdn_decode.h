@@ -8,6 +8,10 @@
 //              optionally folding the first `fold` entries (fold ≤ n_log − T:
 //              a new token's u is only known after this step's state read)
 //              into a new checkpoint in the same pass.
+//              With `exact`, the sequential recurrence instead: the log
+//              applied entry by entry, the new tokens by the standard
+//              step's arithmetic (its kernels, gdn_step.cu), so outputs, u
+//              and folds have stepping's bits.
 //
 // Shapes: B batch, Hk key heads, Hv value heads (a multiple of Hk; value
 // head h reads key head h/(Hv/Hk)), W ≤ 64, T ≤ 8; standard: dk ≤ 512, any dv;
@@ -69,6 +73,11 @@ struct GdnDecodeArgs {
   // tests): 1 always, −1 never, 0 the launcher's choice (a verify; one
   // token's step stays on FMAs, its fold too: docs/perf).
   int mma = 0;
+  // Replay by the sequential recurrence (see above): the standard step's
+  // kernel, variant and block shape at this batch (variant, slice_cols,
+  // tile_rows as there; fold_rows and mma do not apply); dk ≤ 512, or a
+  // slice that fits shared memory.
+  bool exact = false;
 };
 
 cudaError_t gdn_step_cuda(const GdnDecodeArgs& a, cudaStream_t stream);

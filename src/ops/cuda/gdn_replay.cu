@@ -22,6 +22,8 @@ namespace replayssm::ops::cuda {
 
 // The small-batch variant (gdn_replay_sliced.cu): arguments already checked.
 cudaError_t gdn_replay_sliced(const GdnDecodeArgs& a, cudaStream_t stream);
+// The sequential recurrence in the standard step's kernels (gdn_step.cu).
+cudaError_t gdn_replay_exact(const GdnDecodeArgs& a, cudaStream_t stream);
 
 namespace {
 
@@ -483,8 +485,10 @@ cudaError_t gdn_replay_cuda(const GdnDecodeArgs& a, cudaStream_t stream) {
       a.W > kGdnMaxW || a.max_fold < 0 || a.max_fold > a.W || (a.fold != nullptr && a.fold_slot == nullptr) ||
       (a.tile_rows != 0 && a.tile_rows != 4 && a.tile_rows != 8) ||
       (a.slice_cols != 0 && a.slice_cols != 64 && a.slice_cols != 128 && a.slice_cols != 256) || a.fold_rows < -1 ||
-      a.fold_rows > 1 || a.mma < -1 || a.mma > 1)
+      a.fold_rows > 1 || a.mma < -1 || a.mma > 1 || a.n_log == nullptr || a.log_k == nullptr || a.log_u == nullptr ||
+      a.log_g == nullptr)
     return cudaErrorInvalidValue;
+  if (a.exact) return gdn_replay_exact(a, stream);
   // Every refusal before the device is asked anything.
   const int slice = gdn_slice_cols(a.dv, a.slice_cols != 0 ? a.slice_cols : kGdnReplaySlice);
   const bool sliced_fits = a.dk <= 512, streaming_fits = slice > 0;

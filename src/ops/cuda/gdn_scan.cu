@@ -13,6 +13,7 @@
 
 #include <algorithm>
 
+#include "ops/cuda/gdn_token.cuh"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/tile.cuh"
 
@@ -60,7 +61,8 @@ __global__ void __launch_bounds__(32 * kScanWarps) gdn_scan_kernel(GdnScanArgs a
     }
   };
 
-  // Replay: the log since the checkpoint, S ← αS + k·uᵀ.
+  // Replay: the log since the checkpoint, S ← αS + k·uᵀ, rounded as the
+  // step kernels round it (gdn_token.cuh).
   const int n_log = a.n_log != nullptr ? a.n_log[b] : 0;
   for (int e0 = 0; e0 < n_log; e0 += tok) {
     const int n = min(tok, n_log - e0);
@@ -75,7 +77,7 @@ __global__ void __launch_bounds__(32 * kScanWarps) gdn_scan_kernel(GdnScanArgs a
       const float* ki = sK + i * dk;
 #pragma unroll
       for (int r = 0; r < R; ++r)
-        if (gi + 8 * r < dk) S[r] = S[r] * alpha + ki[gi + 8 * r] * u;
+        if (gi + 8 * r < dk) S[r] = gdn_update(S[r], alpha, ki[gi + 8 * r], u);
     }
   }
 
@@ -126,7 +128,7 @@ __global__ void __launch_bounds__(32 * kScanWarps) gdn_scan_kernel(GdnScanArgs a
       if (gi == 0 && live) put_bf(a.o, (r0 + i) * ldv + int64_t(h) * dv + c0 + cl, alpha * mq + u * sKQ[i]);
 #pragma unroll
       for (int r = 0; r < R; ++r)
-        if (gi + 8 * r < dk) S[r] = S[r] * alpha + ki[gi + 8 * r] * u;
+        if (gi + 8 * r < dk) S[r] = gdn_update(S[r], alpha, ki[gi + 8 * r], u);
     }
   }
   float* dst = a.state + int64_t(a.out_slot[b]) * a.Hv * dk * dv + at;

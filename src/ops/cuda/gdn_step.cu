@@ -9,16 +9,24 @@
 // neighbours in the grid, so its rows are read together). Small batches,
 // and heads whose slice does not fit in shared memory, use
 // gdn_step_sliced.cu.
+//
+// Exact replay (GdnDecodeArgs::exact) runs these same kernels with kLog:
+// the log's entries before the step's T tokens are applied to the slice
+// first (S ← αS + k·uᵀ, gdn_token.cuh), then the T tokens by the standard
+// arithmetic, their u written to the log and no state but the fold. The
+// launcher picks the kernel and block shape as for the standard step, so
+// every output, u and folded state has the bits stepping would give.
 #include "ops/cuda/gdn_decode.h"
 
 #include <algorithm>
 
+#include "ops/cuda/gdn_token.cuh"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/tile.cuh"
 
 namespace replayssm::ops::cuda {
 
-cudaError_t gdn_step_sliced(const GdnDecodeArgs& a, cudaStream_t stream);
+cudaError_t gdn_step_sliced(const GdnDecodeArgs& a, bool log, cudaStream_t stream);
 
 namespace {
 
@@ -36,7 +44,7 @@ __device__ __forceinline__ void add_partials(float* red, const float (&part)[Til
       if (TileT::col(lane, j, e) < dv) red[TileT::col(lane, j, e)] += part[j][e];
 }
 
-template <typename TileT>
+template <typename TileT, bool kLog>
 __global__ void __launch_bounds__(32 * kGdnStepWarps) gdn_step_kernel(GdnDecodeArgs a) {
   pdl_begin();
   const int h = blockIdx.y, b = blockIdx.z, kh = h / (a.Hv / a.Hk);
@@ -55,6 +63,13 @@ __global__ void __launch_bounds__(32 * kGdnStepWarps) gdn_step_kernel(GdnDecodeA
   float* sK = sQ + T * K4;         // (T, dk)
   float* sV = sK + T * K4;         // (T, cw)
   float* sGB = sV + T * V4;        // (T, 3): e^g, β, k·q
+  // kLog: the log's entries [0, base) come before the step's tokens,
+  // which are its last T (their keys and decays read from there); the
+  // first f go to the fold slot.
+  const GdnLogSpan span = gdn_log_span<kLog>(a, b);
+  const uint16_t* kin = kLog ? a.log_k + ((int64_t(b) * a.W + span.base) * a.Hk + kh) * dk
+                             : a.k + (int64_t(b) * T * a.Hk + kh) * dk;
+  const float* gin = kLog ? a.log_g + (int64_t(b) * a.W + span.base) * a.Hv + h : a.g + int64_t(b) * T * a.Hv + h;
 
   // The whole slice is requested at once, straight into shared memory (two
   // groups: the first half of the passes, then the rest), before anything
@@ -69,10 +84,10 @@ __global__ void __launch_bounds__(32 * kGdnStepWarps) gdn_step_kernel(GdnDecodeA
   }
   cp_async_commit();
   load_bf_rows(sQ, a.q + (int64_t(b) * T * a.Hk + kh) * dk, T, dk, int64_t(a.Hk) * dk, K4);
-  load_bf_rows(sK, a.k + (int64_t(b) * T * a.Hk + kh) * dk, T, dk, int64_t(a.Hk) * dk, K4);
+  load_bf_rows(sK, kin, T, dk, int64_t(a.Hk) * dk, K4);
   load_bf_rows(sV, a.v + (int64_t(b) * T * a.Hv + h) * dv + c0, T, cw, int64_t(a.Hv) * dv, V4);
   for (int t = threadIdx.x; t < T; t += blockDim.x) {
-    sGB[3 * t] = expf(a.g[(int64_t(b) * T + t) * a.Hv + h]);
+    sGB[3 * t] = expf(gin[int64_t(t) * a.Hv]);
     sGB[3 * t + 1] = a.beta[(int64_t(b) * T + t) * a.Hv + h];
   }
   for (int i = threadIdx.x; i < 2 * nw * V4; i += blockDim.x) sRed[i] = 0.0f;
@@ -82,6 +97,55 @@ __global__ void __launch_bounds__(32 * kGdnStepWarps) gdn_step_kernel(GdnDecodeA
     for (int i = lane; i < dk; i += 32) d += sK[t * K4 + i] * sQ[t * K4 + i];
     d = warp_sum(d);
     if (lane == 0) sGB[3 * t + 2] = d;
+  }
+  if constexpr (kLog) {
+    // The log before the step, over the whole slice: each thread updates
+    // the elements it copied, a pass of rows at a time through a group of
+    // up to 2·nw entries whose u wait in sRed (free until the tokens' sums;
+    // zeroed again after) — one barrier pair and one trip through shared
+    // memory per group, not per entry.
+    constexpr int kGroup = 2 * kGdnStepWarps;
+    cp_async_wait<0>();
+    float* fold_dst = span.f > 0 ? a.state + (int64_t(a.fold_slot[b]) * a.Hv + h) * dk * dv + c0 : nullptr;
+    for (int s0 = 0; s0 < span.base; s0 += kGroup) {
+      const int n = min(kGroup, span.base - s0);
+      const int64_t e0 = int64_t(b) * a.W + s0;
+      __syncthreads();  // the group before is done with sRed
+      for (int i = threadIdx.x; i < n * V4; i += blockDim.x) {
+        const int c = i % V4;
+        sRed[i] = c < cw ? a.log_u[((e0 + i / V4) * a.Hv + h) * dv + c0 + c] : 0.0f;
+      }
+      float alpha[kGroup];
+#pragma unroll
+      for (int q = 0; q < kGroup; ++q) alpha[q] = q < n ? expf(a.log_g[(e0 + q) * a.Hv + h]) : 0.0f;
+      __syncthreads();
+      for (int p = 0; p < passes; ++p) {
+        const int p0 = p * pass_rows, rows = min(pass_rows, dk - p0);
+        TileT rowsv;
+        rowsv.load(sS + p0 * V4, rows, cw, V4, w, nw, lane);
+#pragma unroll
+        for (int q = 0; q < kGroup; ++q) {
+          if (q >= n) break;
+          const uint16_t* ks = a.log_k + ((e0 + q) * a.Hk + kh) * dk + p0;
+          float Uc[TileT::kColChunks][TileT::kVec];
+          TileT::columns(sRed + q * V4, cw, lane, Uc);
+#pragma unroll
+          for (int r = 0; r < TileT::kRows; ++r) {
+            const int i = TileT::row(w, nw, r);
+            const float ki = i < rows ? bf(ks, i) : 0.0f;
+#pragma unroll
+            for (int j = 0; j < TileT::kColChunks; ++j)
+#pragma unroll
+              for (int e = 0; e < TileT::kVec; ++e) rowsv.v[r][j][e] = gdn_update(rowsv.v[r][j][e], alpha[q], ki, Uc[j][e]);
+          }
+          if (s0 + q + 1 == span.f) rowsv.store(fold_dst + int64_t(p0) * dv, rows, cw, dv, w, nw, lane);
+        }
+        rowsv.store(sS + p0 * V4, rows, cw, V4, w, nw, lane);
+      }
+    }
+    __syncthreads();  // sRed back to zeros for the tokens' sums
+    for (int i = threadIdx.x; i < 2 * nw * V4; i += blockDim.x) sRed[i] = 0.0f;
+    __syncthreads();
   }
 
   // The delta rule by columns: mem = (αS)ᵀk, u = β(v − mem), S ← αS + k·uᵀ,
@@ -117,12 +181,14 @@ __global__ void __launch_bounds__(32 * kGdnStepWarps) gdn_step_kernel(GdnDecodeA
       }
       const float u = (sV[t * V4 + c] - alpha * mk) * beta;
       sU[c] = u;
+      if constexpr (kLog) a.log_u[((int64_t(b) * a.W + span.base + t) * a.Hv + h) * dv + c0 + c] = u;
       put_bf(a.o, ((int64_t(b) * T + t) * a.Hv + h) * dv + c0 + c, alpha * mq + u * sGB[3 * t + 2]);
     }
     __syncthreads();
+    if (kLog && t + 1 == T) break;  // output-only: the last token's state is not kept
     float Uc[TileT::kColChunks][TileT::kVec];
     TileT::columns(sU, cw, lane, Uc);
-    float* dst = a.state + (int64_t(a.out_slot[b * T + t]) * a.Hv + h) * dk * dv + c0;
+    float* dst = kLog ? nullptr : a.state + (int64_t(a.out_slot[b * T + t]) * a.Hv + h) * dk * dv + c0;
     for (int p = 0; p < passes; ++p) {
       const int p0 = p * pass_rows, rows = min(pass_rows, dk - p0);
       TileT rowsv;
@@ -134,18 +200,18 @@ __global__ void __launch_bounds__(32 * kGdnStepWarps) gdn_step_kernel(GdnDecodeA
 #pragma unroll
         for (int j = 0; j < TileT::kColChunks; ++j)
 #pragma unroll
-          for (int e = 0; e < TileT::kVec; ++e) rowsv.v[r][j][e] = rowsv.v[r][j][e] * alpha + ki * Uc[j][e];
+          for (int e = 0; e < TileT::kVec; ++e) rowsv.v[r][j][e] = gdn_update(rowsv.v[r][j][e], alpha, ki, Uc[j][e]);
       }
-      rowsv.store(dst + int64_t(p0) * dv, rows, cw, dv, w, nw, lane);
+      if (!kLog) rowsv.store(dst + int64_t(p0) * dv, rows, cw, dv, w, nw, lane);
       if (t + 1 < T) rowsv.store(sS + p0 * V4, rows, cw, V4, w, nw, lane);
     }
     __syncthreads();  // sU is reused by the next token
   }
 }
 
-}  // namespace
-
-cudaError_t gdn_step_cuda(const GdnDecodeArgs& a, cudaStream_t stream) {
+// The standard step, or with `log` exact replay (arguments checked by
+// gdn_replay_cuda): one choice of kernel and block shape for both.
+cudaError_t gdn_step_launch(const GdnDecodeArgs& a, bool log, cudaStream_t stream) {
   if (a.batch == 0) return cudaSuccess;
   if (a.batch < 0 || a.Hk <= 0 || a.Hv % a.Hk != 0 || a.dk < 1 || a.dv < 1 || a.T < 1 || a.T > kGdnMaxT ||
       a.variant < 0 || a.variant > 2 || (a.tile_rows != 0 && a.tile_rows != 4 && a.tile_rows != 8) ||
@@ -170,18 +236,28 @@ cudaError_t gdn_step_cuda(const GdnDecodeArgs& a, cudaStream_t stream) {
   // The same variant choice as the replay kernel (variant), plus:
   // heads too large for shared memory take the sliced kernel.
   const bool small = int64_t(a.batch) * a.Hv < sms;
-  if (a.variant == 2 || !fits || (a.variant == 0 && small)) return gdn_step_sliced(a, stream);
+  if (a.variant == 2 || !fits || (a.variant == 0 && small)) return gdn_step_sliced(a, log, stream);
   int slice = a.slice_cols != 0 ? narrow : gdn_slice_cols(a.dv, int64_t(a.batch) * a.Hv < 32 * sms ? 64 : 128);
   if (shm_for(slice) > kGdnStepMaxShm) slice = narrow;
   const size_t shm = shm_for(slice);
   auto launch = [&](auto tag) {
     using TileT = decltype(tag);
-    if (cudaError_t e = allow_dynamic_smem(gdn_step_kernel<TileT>, shm); e != cudaSuccess) return e;
-    const dim3 grid((a.dv + TileT::kCols - 1) / TileT::kCols, a.Hv, a.batch);
-    launch_kernel(gdn_step_kernel<TileT>, grid, 32 * nw, shm, stream, a);
-    return cudaGetLastError();
+    auto go = [&](auto kernel) {
+      if (cudaError_t e = allow_dynamic_smem(kernel, shm); e != cudaSuccess) return e;
+      const dim3 grid((a.dv + TileT::kCols - 1) / TileT::kCols, a.Hv, a.batch);
+      launch_kernel(kernel, grid, 32 * nw, shm, stream, a);
+      return cudaGetLastError();
+    };
+    return log ? go(gdn_step_kernel<TileT, true>) : go(gdn_step_kernel<TileT, false>);
   };
   return a.tile_rows == 4 ? with_gdn_slice_tile<4>(a.dv, slice, launch) : with_gdn_slice_tile<8>(a.dv, slice, launch);
 }
+
+}  // namespace
+
+cudaError_t gdn_step_cuda(const GdnDecodeArgs& a, cudaStream_t stream) { return gdn_step_launch(a, false, stream); }
+
+// Called by gdn_replay_cuda for a.exact, its arguments checked there.
+cudaError_t gdn_replay_exact(const GdnDecodeArgs& a, cudaStream_t stream) { return gdn_step_launch(a, true, stream); }
 
 }  // namespace replayssm::ops::cuda

@@ -1,10 +1,11 @@
 // Gated DeltaNet standard decode, the column-sliced variant (see
 // gdn_decode.h, gdn_step.cu): one block per (value head, sequence, slice of
 // 32 columns), for small batches and states too large for gdn_step.cu's
-// shared memory.// Columns are independent in the delta rule, so a block holds every row of
+// shared memory. Columns are independent in the delta rule, so a block holds every row of
 // its columns in registers (rows over warps, one column per lane), and
 // Sᵀk, Sᵀq are per-thread sums finished across warps in shared memory.
 #include "ops/cuda/gdn_decode.h"
+#include "ops/cuda/gdn_token.cuh"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/tile.cuh"
 
@@ -12,7 +13,10 @@ namespace replayssm::ops::cuda {
 
 namespace {
 
-template <typename TileT>
+constexpr int kLogGroup = 4;  // exact replay: log entries staged in shared memory at a time
+
+// kLog: exact replay (gdn_step.cu).
+template <typename TileT, bool kLog>
 __global__ void __launch_bounds__(512) gdn_step_sliced_kernel(GdnDecodeArgs a) {
   pdl_begin();
   const int h = blockIdx.x, b = blockIdx.y, kh = h / (a.Hv / a.Hk);
@@ -25,18 +29,52 @@ __global__ void __launch_bounds__(512) gdn_step_sliced_kernel(GdnDecodeArgs a) {
   float* sU = sV + T * kColumnSlice;  // (32) this token's mem, then o
   float* sRed = sU + kColumnSlice;   // (nw, 32)
   float* sGB = sRed + nw * kColumnSlice;  // (T, 2): e^g, β
+  float* sLK = sGB + 2 * T;               // kLog: (kLogGroup, dk) a group of log keys
+  float* sLU = sLK + kLogGroup * dk;      //       (kLogGroup, 32) their u at this slice
+  float* sLA = sLU + kLogGroup * kColumnSlice;  // (kLogGroup) their e^g
+  const GdnLogSpan span = gdn_log_span<kLog>(a, b);
+  const uint16_t* kin = kLog ? a.log_k + ((int64_t(b) * a.W + span.base) * a.Hk + kh) * dk
+                             : a.k + (int64_t(b) * T * a.Hk + kh) * dk;
+  const float* gin = kLog ? a.log_g + (int64_t(b) * a.W + span.base) * a.Hv + h : a.g + int64_t(b) * T * a.Hv + h;
 
   TileT tile;
   tile.load(a.state + (int64_t(a.slot[b]) * a.Hv + h) * dk * dv + c0, dk, cols, dv, w, nw, lane);
   load_bf_rows(sQ, a.q + (int64_t(b) * T * a.Hk + kh) * dk, T, dk, int64_t(a.Hk) * dk);
-  load_bf_rows(sK, a.k + (int64_t(b) * T * a.Hk + kh) * dk, T, dk, int64_t(a.Hk) * dk);
+  load_bf_rows(sK, kin, T, dk, int64_t(a.Hk) * dk);
   for (int i = threadIdx.x; i < T * kColumnSlice; i += blockDim.x)
     sV[i] = i % kColumnSlice < cols
                 ? bf(a.v, ((int64_t(b) * T + i / kColumnSlice) * a.Hv + h) * dv + c0 + i % kColumnSlice)
                 : 0.0f;
   for (int t = threadIdx.x; t < T; t += blockDim.x) {
-    sGB[2 * t] = expf(a.g[(int64_t(b) * T + t) * a.Hv + h]);
+    sGB[2 * t] = expf(gin[int64_t(t) * a.Hv]);
     sGB[2 * t + 1] = a.beta[(int64_t(b) * T + t) * a.Hv + h];
+  }
+  if constexpr (kLog) {
+    // The log before the step, in registers (S ← αS + k·uᵀ), its entries
+    // staged kLogGroup at a time: their loads overlap instead of each
+    // entry waiting on its own.
+    for (int s0 = 0; s0 < span.base; s0 += kLogGroup) {
+      const int n = min(kLogGroup, span.base - s0);
+      const int64_t e0 = int64_t(b) * a.W + s0;
+      __syncthreads();  // the group before is applied (and, first, sQ… are loaded)
+      load_bf_rows(sLK, a.log_k + (e0 * a.Hk + kh) * dk, n, dk, int64_t(a.Hk) * dk);
+      for (int i = threadIdx.x; i < n * kColumnSlice; i += blockDim.x) {
+        const int c = i % kColumnSlice;
+        sLU[i] = c < cols ? a.log_u[((e0 + i / kColumnSlice) * a.Hv + h) * dv + c0 + c] : 0.0f;
+      }
+      for (int i = threadIdx.x; i < n; i += blockDim.x) sLA[i] = expf(a.log_g[(e0 + i) * a.Hv + h]);
+      __syncthreads();
+      for (int q = 0; q < n; ++q) {
+        const float alpha = sLA[q], u = sLU[q * kColumnSlice + lane];
+#pragma unroll
+        for (int r = 0; r < TileT::kRows; ++r) {
+          const int i = TileT::row(w, nw, r);
+          if (i < dk) tile.v[r][0][0] = gdn_update(tile.v[r][0][0], alpha, sLK[q * dk + i], u);
+        }
+        if (s0 + q + 1 == span.f)
+          tile.store(a.state + (int64_t(a.fold_slot[b]) * a.Hv + h) * dk * dv + c0, dk, cols, dv, w, nw, lane);
+      }
+    }
   }
   __syncthreads();
 
@@ -54,16 +92,18 @@ __global__ void __launch_bounds__(512) gdn_step_sliced_kernel(GdnDecodeArgs a) {
       return part;
     }, sRed, sU, nw, w, lane);
     const float u = (sV[t * kColumnSlice + lane] - sU[lane]) * beta;
-    // S ← S + k·uᵀ ; o = Sᵀq
+    if (kLog && w == 0 && lane < cols) a.log_u[((int64_t(b) * a.W + span.base + t) * a.Hv + h) * dv + c0 + lane] = u;
+    // S ← S + k·uᵀ (the decay is in already: gdn_update's rounding) ; o = Sᵀq
     float part = 0.0f;
 #pragma unroll
     for (int r = 0; r < TileT::kRows; ++r) {
       const int i = TileT::row(w, nw, r);
       if (i >= dk) continue;
-      tile.v[r][0][0] += sK[t * dk + i] * u;
+      tile.v[r][0][0] = __fmaf_rn(sK[t * dk + i], u, tile.v[r][0][0]);
       part += tile.v[r][0][0] * sQ[t * dk + i];
     }
-    tile.store(a.state + (int64_t(a.out_slot[b * T + t]) * a.Hv + h) * dk * dv + c0, dk, cols, dv, w, nw, lane);
+    if (!kLog)
+      tile.store(a.state + (int64_t(a.out_slot[b * T + t]) * a.Hv + h) * dk * dv + c0, dk, cols, dv, w, nw, lane);
     column_sums(1, [&](int) { return part; }, sRed, sU, nw, w, lane);
     if (threadIdx.x < cols) put_bf(a.o, ((int64_t(b) * T + t) * a.Hv + h) * dv + c0 + threadIdx.x, sU[threadIdx.x]);
     __syncthreads();  // sU is reused by the next token
@@ -72,13 +112,17 @@ __global__ void __launch_bounds__(512) gdn_step_sliced_kernel(GdnDecodeArgs a) {
 
 }  // namespace
 
-cudaError_t gdn_step_sliced(const GdnDecodeArgs& a, cudaStream_t stream) {
+cudaError_t gdn_step_sliced(const GdnDecodeArgs& a, bool log, cudaStream_t stream) {
   return with_column_slice_tile(a.dk, [&](auto tag, int nw) {
     using TileT = decltype(tag);
-    const size_t shm = sizeof(float) * (2 * a.T * a.dk + (a.T + 1 + nw) * kColumnSlice + 2 * a.T);
+    // dk ≤ 512 and T ≤ 8: at most 36 KB, 45 KB with exact replay's group.
+    const size_t shm = sizeof(float) * (2 * a.T * a.dk + (a.T + 1 + nw) * kColumnSlice + 2 * a.T +
+                                        (log ? kLogGroup * (a.dk + kColumnSlice + 1) : 0));
     if (shm > 48 * 1024) return cudaErrorInvalidValue;
     const int slices = (a.dv + kColumnSlice - 1) / kColumnSlice;
-    launch_kernel(gdn_step_sliced_kernel<TileT>, dim3(a.Hv, a.batch, slices), 32 * nw, shm, stream, a);
+    const dim3 grid(a.Hv, a.batch, slices);
+    if (log) launch_kernel(gdn_step_sliced_kernel<TileT, true>, grid, 32 * nw, shm, stream, a);
+    else launch_kernel(gdn_step_sliced_kernel<TileT, false>, grid, 32 * nw, shm, stream, a);
     return cudaGetLastError();
   });
 }
