@@ -88,7 +88,7 @@ void add_store_options(CLI::App& app, StoreArgs* a) {
                  "(0 = 4 x W; else >= W)")
       ->capture_default_str();
   app.add_option("--eviction", a->eviction, "Eviction policy under the budget: cost or lru")->capture_default_str();
-  app.add_flag("--exact", a->exact, "Bit-identical to stepwise decoding (sequential replay; cuda: Mamba2 layers)");
+  app.add_flag("--exact", a->exact, "Bit-identical to stepwise decoding (sequential replay)");
 }
 
 Result<StoreOptions> store_options(const StoreArgs& a) {

@@ -66,9 +66,6 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
   // take the scan where a log has no room for them).
   if (has_gdn && c.gdn.k_dim > 512) return over("linear_key_head_dim", c.gdn.k_dim, 512);
   if (has_attn && c.attn.head_dim > oc::kAttnMaxD) return over("head_dim", c.attn.head_dim, oc::kAttnMaxD);
-  if (o.exact && has_gdn)
-    return unsupported("cuda decode: " + c.dir + ": exact replay on cuda covers Mamba2 layers; this model has Gated "
-                       "DeltaNet layers (layer_types linear_attention), whose replay is the dual form only");
   if (has_attn && c.attn.n_heads / c.attn.n_kv_heads > oc::kAttnMaxRep)
     return over("num_attention_heads / num_key_value_heads", c.attn.n_heads / c.attn.n_kv_heads, oc::kAttnMaxRep);
   // What the decode kernels take in one step (replay: a log step, which
@@ -520,7 +517,10 @@ Status Decoder::run(std::span<const int32_t> tokens, int T, bool verify, std::sp
   // A chunk the decode kernels do not take (or, under replay, that a log
   // has no room for) runs the chunk scans; replay's then folds every log
   // whole, with the chunk, into a new checkpoint.
-  const bool scan = !verify && T > 1 && (!replay || T > log_room());
+  // Exact replay takes every chunk of a model with GDN layers through the
+  // scans, as the standard layout does: GDN's scan rounds unlike its step
+  // kernels (Mamba2's has the step's bits either way).
+  const bool scan = !verify && T > 1 && (!replay || T > log_room() || (opt_.exact && I.has_gdn));
   bool fold = false;
   // Per kind (Mamba2, GDN), what each sequence's fold does: entries folded
   // into `target` (written only where `write`), entries moved to the front,

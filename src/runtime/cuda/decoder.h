@@ -122,10 +122,10 @@ struct DecoderOptions {
                                // only (a continuous batch, a tree), no per-draft slots
   bool rewind = false;         // replay: rewind() allowed — each log entry's pre-conv row and the
                                // window at the checkpoint kept (W + K − 1 conv rows per layer)
-  bool exact = false;          // replay: the Mamba2 log replayed by the sequential recurrence, so every
-                               // logit has the standard layout's bits (the same steps, the same kernels'
-                               // per-token arithmetic). Mamba2 layers only: a model with Gated DeltaNet
-                               // layers is refused (their replay has no exact form on cuda)
+  bool exact = false;          // replay: the Mamba2 and GDN logs replayed by the sequential recurrence, so
+                               // every logit has the standard layout's bits (the same steps, the same
+                               // kernels' per-token arithmetic; with GDN layers every chunk of 2+ tokens
+                               // takes the chunk scan, as the standard layout's do)
 };
 
 // Device memory, by what holds it.
