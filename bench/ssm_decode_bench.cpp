@@ -26,8 +26,8 @@
 // TFLOP/s (the scans are bound by their FMAs, not by bytes), steps / scan.
 //
 // Usage: replayssm_ssm_bench [JSON_OUT]
-//        replayssm_ssm_bench --only mamba2|gdn|scan [--gdn-mma 1|0|-1 | --mamba2-variant 0..4 |
-//                                                    --scan-knobs TOKENS_PER_SUM TILE_ROWS]
+//        replayssm_ssm_bench --only mamba2|gdn|gdn-ex|scan [--gdn-mma 1|0|-1 | --mamba2-variant 0..4 |
+//                                                           --scan-knobs TOKENS_PER_SUM TILE_ROWS]
 //            (one family's rows, no JSON; GdnDecodeArgs::mma, Mamba2DecodeArgs::variant or
 //            Mamba2ScanArgs' tokens_per_sum and tile_rows, 0 the launcher's, for A/B runs)
 //        replayssm_ssm_bench --gdn-shapes   (the GDN kernels at each block shape)
@@ -344,7 +344,7 @@ Row run_mamba2_beams(int batch, int variant = 0) {
 }
 
 // slice, rows: the streaming blocks' shape (GdnDecodeArgs; 0: the launchers' choice).
-Row run_gdn(int batch, bool verify, int slice = 0, int rows = 0) {
+Row run_gdn(int batch, bool verify, int slice = 0, int rows = 0, bool exact = false) {
   using replayssm::ops::cuda::GdnDecodeArgs;
   const int Hk = 16, Hv = 32, dk = 128, dv = 128, T = verify ? kT : 1, W = verify ? kW + kT : kW;
   const double S = 4.0 * Hv * dk * dv, qv = 2 * Hk * dk * 2.0 + Hv * dv * 2.0 + 2 * Hv * 4.0 + Hv * dv * 2.0,
@@ -353,7 +353,7 @@ Row run_gdn(int batch, bool verify, int slice = 0, int rows = 0) {
   Slots sl = make_slots(ar, batch, S);
   GdnDecodeArgs a;
   a.batch = batch, a.Hk = Hk, a.Hv = Hv, a.dk = dk, a.dv = dv, a.T = T, a.W = W, a.max_fold = W;
-  a.slice_cols = slice, a.tile_rows = rows, a.mma = g_gdn_mma;
+  a.slice_cols = slice, a.tile_rows = rows, a.mma = g_gdn_mma, a.exact = exact;
   // Keys of norm ≈ 0.65 and decays in (e^−0.5, 1]: the delta rule stays bounded.
   a.state = ar.uniform(size_t(sl.rot) * batch * (1 + kT) * Hv * dk * dv, -1.0f, 1.0f);
   a.q = ar.uniform_bf16(size_t(batch) * T * Hk * dk, 0.1f), a.k = ar.uniform_bf16(size_t(batch) * T * Hk * dk, 0.1f);
@@ -373,12 +373,12 @@ Row run_gdn(int batch, bool verify, int slice = 0, int rows = 0) {
   const auto [std_us, rep_us] = time_standard_and_replay(
       at, plan, [](const GdnDecodeArgs& r) { return replayssm::ops::cuda::gdn_step_cuda(r, nullptr); },
       [](const GdnDecodeArgs& r, const Plan&) { return replayssm::ops::cuda::gdn_replay_cuda(r, nullptr); });
-  if (slice == 0 && rows == 0)
+  if (slice == 0 && rows == 0 && !exact)
     print_last_steps("gdn", verify, batch, plan, at, std_us,
                      [](const GdnDecodeArgs& r) { return replayssm::ops::cuda::gdn_replay_cuda(r, nullptr); });
   double rep_bytes = 0;
   for (const Plan& p : plan) rep_bytes += S + p.n * entry + T * (qv + Hv * dv * 4.0) + (p.f ? S : 0);
-  return {"gdn", verify ? "verify" : "ar", batch, std_us, batch * ((1 + T) * S + T * in_tok), rep_us,
+  return {exact ? "gdn-ex" : "gdn", verify ? "verify" : "ar", batch, std_us, batch * ((1 + T) * S + T * in_tok), rep_us,
           batch * rep_bytes / plan.size()};
 }
 
@@ -511,8 +511,8 @@ int main(int argc, char** argv) {
   const bool shapes = argc > 1 && std::string(argv[1]) == "--gdn-shapes";
   const std::string only = argc > 2 && std::string(argv[1]) == "--only" ? argv[2] : "";
   if (argc > 1 && std::string(argv[1]) == "--only") {
-    if (only != "mamba2" && only != "gdn" && only != "scan") {
-      std::fprintf(stderr, "--only: mamba2, gdn or scan, not '%s'\n", argc > 2 ? argv[2] : "");
+    if (only != "mamba2" && only != "gdn" && only != "gdn-ex" && only != "scan") {
+      std::fprintf(stderr, "--only: mamba2, gdn, gdn-ex or scan, not '%s'\n", argc > 2 ? argv[2] : "");
       return 2;
     }
     const bool mma_arg = argc == 5 && std::string(argv[3]) == "--gdn-mma";
@@ -524,8 +524,8 @@ int main(int argc, char** argv) {
     if (g_gdn_mma < -1 || g_gdn_mma > 1 || g_mamba2_variant < 0 || g_mamba2_variant > 4 ||
         (argc > 3 && !mma_arg && !variant_arg && !scan_arg)) {
       std::fprintf(stderr,
-                   "usage: replayssm_ssm_bench --only mamba2|gdn|scan [--gdn-mma 1|0|-1 | --mamba2-variant 0..4 |\n"
-                   "                                                   --scan-knobs TOKENS_PER_SUM TILE_ROWS]\n");
+                   "usage: replayssm_ssm_bench --only mamba2|gdn|gdn-ex|scan [--gdn-mma 1|0|-1 | --mamba2-variant 0..4 |\n"
+                   "                                                          --scan-knobs TOKENS_PER_SUM TILE_ROWS]\n");
       return 2;
     }
   }
@@ -588,6 +588,10 @@ int main(int argc, char** argv) {
   for (bool verify : {false, true})
     for (int batch : {1, 2, 8, 32})
       if (only.empty()) print_row(run_mamba2(batch, verify, 0, true));
+  // gdn-ex: the same for GDN (the standard step's kernels over the log).
+  for (bool verify : {false, true})
+    for (int batch : {1, 8, 64})
+      if (only.empty() || only == "gdn-ex") print_row(run_gdn(batch, verify, 0, 0, true));
   for (const char* family : {"mamba2", "mamba2-1k", "gdn"})
     for (bool verify : {false, true})
       for (int batch : {1, 8, 64, 256, 512}) {
