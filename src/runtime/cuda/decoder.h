@@ -45,9 +45,9 @@
 //              first and writes the state after the chunk as the new
 //              checkpoint (the log is then empty);
 //   log step — replay only, when the chunk fits what the decode kernels take
-//              (T ≤ 8) and every log has room for it: the chunk's entries
-//              are the log's last T, folded when the log fills, as one
-//              token's are.
+//              (T ≤ 8) and every log has room for it (and not under
+//              options.exact with GDN layers): the chunk's entries are the
+//              log's last T, folded when the log fills, as one token's are.
 //
 // Speculative decoding (options.spec_tokens > 0): verify() runs T tokens per
 // sequence (its last token and T − 1 drafts) and commits none of them;
@@ -125,7 +125,8 @@ struct DecoderOptions {
   bool exact = false;          // replay: the Mamba2 and GDN logs replayed by the sequential recurrence, so
                                // every logit has the standard layout's bits (the same steps, the same
                                // kernels' per-token arithmetic; with GDN layers every chunk of 2+ tokens
-                               // takes the chunk scan, as the standard layout's do)
+                               // takes the chunk scan, as the standard layout's do, and folds every log:
+                               // rewind() then reaches back only to the chunk's end)
 };
 
 // Device memory, by what holds it.
