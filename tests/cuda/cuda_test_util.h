@@ -31,6 +31,15 @@ inline bool have_gpu() {
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
 
+// A parameterised CUDA test: skipped (not passed) where no GPU exists.
+template <typename Param>
+class GpuTestWithParam : public ::testing::TestWithParam<Param> {
+ protected:
+  void SetUp() override {
+    if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
 template <typename T>
 struct Dev {
   T* p = nullptr;

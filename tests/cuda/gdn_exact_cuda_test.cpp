@@ -41,12 +41,7 @@ void PrintTo(const std::tuple<Shape, Kernel>& p, std::ostream* os) {
   else *os << "_streaming" << k.slice_cols << "x" << k.tile_rows;
 }
 
-class GdnExactCuda : public ::testing::TestWithParam<std::tuple<Shape, Kernel>> {
- protected:
-  void SetUp() override {
-    if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
-  }
-};
+using GdnExactCuda = test::GpuTestWithParam<std::tuple<Shape, Kernel>>;
 
 template <typename T>
 void put(T* dst, const std::vector<T>& src) {

@@ -101,12 +101,7 @@ struct MDev {
   }
 };
 
-class Mamba2ScanCuda : public ::testing::TestWithParam<MShape> {
- protected:
-  void SetUp() override {
-    if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
-  }
-};
+using Mamba2ScanCuda = test::GpuTestWithParam<MShape>;
 
 TEST_P(Mamba2ScanCuda, MatchesTheCpuScanAfterTheLog) {
   const MCase c(GetParam());
@@ -225,12 +220,7 @@ void PrintTo(const GShape& s, std::ostream* os) {
 }
 
 
-class GdnScanCuda : public ::testing::TestWithParam<GShape> {
- protected:
-  void SetUp() override {
-    if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
-  }
-};
+using GdnScanCuda = test::GpuTestWithParam<GShape>;
 
 TEST_P(GdnScanCuda, MatchesTheCpuScanAfterTheLog) {
   const GShape s = GetParam();

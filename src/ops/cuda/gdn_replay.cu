@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "ops/cuda/gdn_replay_mma.cuh"
+#include "ops/cuda/gdn_token.cuh"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/tile.cuh"
 
@@ -103,8 +104,8 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ, kM
   const int dk = a.dk, dv = a.dv, T = a.T, W = a.W, pass_rows = kMma ? GdnMmaTile::kPassRows : nw * TileT::kRows;
   // This block's value columns [c0, c0 + cw) (as gdn_step.cu; dv: the row stride).
   const int c0 = blockIdx.x * TileT::kCols, cw = dv - c0 < TileT::kCols ? dv - c0 : TileT::kCols;
-  const int n_log = min(max(a.n_log[b], T), W), base = n_log - T;
-  const int f = kFold && a.fold != nullptr ? min(max(a.fold[b], 0), min(base, a.max_fold)) : 0;
+  const GdnLogSpan span = gdn_log_span<true, kFold>(a, b);
+  const int n_log = span.n_log, base = span.base, f = span.f;
   // KB: floats a key row takes as bf16, 4 more than dk needs so that lanes
   // reading one row each (the dots below) meet 4 to a bank, not 32.
   const int W4 = (W + 3) & ~3, K4 = (dk + 3) & ~3, V4 = (cw + 3) & ~3, KB = ((dk + 7) & ~7) / 2 + 4;

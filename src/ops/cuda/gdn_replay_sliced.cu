@@ -10,6 +10,7 @@
 // The checkpoint slice is read once, into registers, in the same round as
 // the log; S_cᵀk_t and S_cᵀq_t are its only uses besides the fold.
 #include "ops/cuda/gdn_decode.h"
+#include "ops/cuda/gdn_token.cuh"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/tile.cuh"
 
@@ -24,8 +25,8 @@ __global__ void __launch_bounds__(512) gdn_replay_sliced_kernel(GdnDecodeArgs a)
   const int h = blockIdx.x, b = blockIdx.y, kh = h / (a.Hv / a.Hk);
   const int nw = blockDim.x / 32, w = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int dk = a.dk, dv = a.dv, T = a.T, W = a.W, c0 = blockIdx.z * kS, cols = min(kS, dv - c0);
-  const int n_log = min(max(a.n_log[b], T), W), base = n_log - T;
-  const int f = a.fold != nullptr ? min(max(a.fold[b], 0), min(base, a.max_fold)) : 0;
+  const GdnLogSpan span = gdn_log_span<true>(a, b);
+  const int n_log = span.n_log, base = span.base, f = span.f;
   extern __shared__ float shm[];
   float* sG = shm;              // (W) G_s
   float* sF = sG + W;           // (W) fold coefficients e^{G_{f−1}−G_s}

@@ -14,19 +14,19 @@ __device__ __forceinline__ float gdn_update(float s, float alpha, float k, float
   return __fmaf_rn(k, u, __fmul_rn(s, alpha));
 }
 
-// Exact replay's place in a sequence's log (the standard kernels with kLog,
-// gdn_step.cu): the step's T tokens are the last T entries, from `base`;
-// the first f ≤ base fold. Zeros without kLog.
+// A replay step's place in sequence b's log (every GDN replay kernel): the
+// step's T tokens are the last T of n_log entries, from `base`; the first
+// f ≤ base fold (kFold false: none). Zeros without kLog (a standard step).
 struct GdnLogSpan {
-  int base = 0, f = 0;
+  int n_log = 0, base = 0, f = 0;
 };
-template <bool kLog>
+template <bool kLog, bool kFold = true>
 __device__ __forceinline__ GdnLogSpan gdn_log_span(const GdnDecodeArgs& a, int b) {
   GdnLogSpan s;
   if constexpr (kLog) {
-    const int n_log = min(max(a.n_log[b], a.T), a.W);
-    s.base = n_log - a.T;
-    s.f = a.fold != nullptr ? min(max(a.fold[b], 0), min(s.base, a.max_fold)) : 0;
+    s.n_log = min(max(a.n_log[b], a.T), a.W);
+    s.base = s.n_log - a.T;
+    s.f = kFold && a.fold != nullptr ? min(max(a.fold[b], 0), min(s.base, a.max_fold)) : 0;
   }
   return s;
 }
