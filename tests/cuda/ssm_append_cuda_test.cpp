@@ -187,6 +187,27 @@ TEST(SsmAppendCuda, LogRowsLandWholeOnTheirEntries) {
   EXPECT_EQ(ops::cuda::log_rows_cuda(a, nullptr), cudaErrorInvalidValue);  // a stride under the width
 }
 
+
+// The gather form (a ragged step's last rows for the LM head): row r of
+// dst is row src_row[r] of src, a row may be taken twice, dense output.
+TEST(SsmAppendCuda, LogRowsGatherFromTheirSourceRows) {
+  if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const int src_rows = 9, width = 700, lds = 712;
+  std::mt19937 g(6);
+  const test::Bf in = test::bf_rand(g, size_t(src_rows * lds), 1.0f);
+  const std::vector<int32_t> src_row = {8, 0, 3, 3, 5};
+  const int rows = int(src_row.size());
+  test::Dev<uint16_t> d_in(in.bits), dst(std::vector<uint16_t>(size_t(rows * width), 0xabcd));
+  test::Dev<int32_t> d_src(src_row);
+  ops::cuda::LogRowsArgs a;
+  a.rows = rows, a.width = width, a.src = d_in.p, a.lds = lds, a.src_row = d_src.p, a.dst = dst.p;
+  ASSERT_EQ(ops::cuda::log_rows_cuda(a, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<uint16_t> h = dst.get();
+  for (int r = 0; r < rows; ++r)
+    for (int i = 0; i < width; ++i)
+      ASSERT_EQ(h[size_t(r * width + i)], in.bits[size_t(src_row[size_t(r)] * lds + i)]) << "row " << r;
+}
 // Three fills of n values: seeds 7, 7 and 8, through fill(p, n, seed).
 template <typename T, typename Fill>
 std::vector<std::vector<T>> three_fills(int64_t n, Fill&& fill) {

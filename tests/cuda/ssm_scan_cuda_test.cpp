@@ -2,7 +2,8 @@
 // reference recurrences: odd and real sizes (every register tile), chunks
 // shorter and longer than a shared-memory tile of tokens, strided rows as
 // the decoder passes them, permuted slots written in place and elsewhere,
-// and replay's log applied before the chunk (none, some, a full window).
+// and replay's log applied before the chunk (none, some, a full window);
+// ragged rows (cu_rows) bit for bit against each sequence's own scan.
 // Outputs (bf16) and states (fp32) checked, the slot read left untouched
 // where the state goes elsewhere; the Mamba2 scan also bit for bit against
 // T one-token steps of mamba2_step_cuda. Skipped where no CUDA device
@@ -44,6 +45,29 @@ struct Slots {
       slot.push_back(2 * b + 1), out.push_back(b % 3 == 0 ? 2 * b + 1 : 2 * b);
       n_log.push_back(b % 4 == 1 ? 0 : b % 4 == 2 ? W : (3 * b + 1) % (W + 1));
     }
+  }
+};
+
+// A ragged step's rows: sequence b takes the first count[b] of its T rows
+// (all, none, about half, one, by b % 4), packed one sequence after
+// another from cu[b].
+struct Ragged {
+  std::vector<int32_t> count, cu{0};
+  Ragged(int B, int T) {
+    for (int b = 0; b < B; ++b) {
+      count.push_back(b % 4 == 0 ? T : b % 4 == 1 ? 0 : b % 4 == 2 ? std::max(1, T / 2) : 1);
+      cu.push_back(cu.back() + count.back());
+    }
+  }
+  // Rows of width w (row stride ld) of the dense layout b·T + t, packed.
+  template <typename E>
+  std::vector<E> pack(const std::vector<E>& dense, int T, int64_t ld) const {
+    std::vector<E> out;
+    for (size_t b = 0; b < count.size(); ++b) {
+      const auto from = dense.begin() + int64_t(b) * T * ld;
+      out.insert(out.end(), from, from + int64_t(count[b]) * ld);
+    }
+    return out;
   }
 };
 
@@ -198,6 +222,50 @@ TEST_P(Mamba2ScanCuda, IsBitIdenticalToOneTokenSteps) {
   }
 }
 
+// A ragged chunk (cu_rows) is each sequence's own chunk: the bits of a
+// one-sequence scan of its rows, from its slot, after its log; a sequence
+// with no rows leaves its slots untouched (its log unapplied).
+TEST_P(Mamba2ScanCuda, RaggedRowsAreEachSequencesOwnChunk) {
+  const MCase c(GetParam());
+  const MShape& s = c.s;
+  const Ragged rg(s.batch, s.T);
+  const int64_t HP = int64_t(s.H) * s.P, GN = int64_t(s.G) * s.N, hs = HP * s.N, rows = rg.cu.back();
+  Dev<uint16_t> xbc(rg.pack(c.xbc.bits, s.T, c.ld)), dt_raw(rg.pack(c.dt_raw.bits, s.T, c.lddt));
+  Dev<int32_t> cu(rg.cu);
+  for (bool with_log : {false, true}) {
+    SCOPED_TRACE(with_log ? "replay: the log first" : "no log");
+    auto packed = [&](ops::cuda::Mamba2ScanArgs& a, int64_t r0, uint16_t* y) {
+      a.x = xbc.p + r0 * c.ld, a.Bm = a.x + HP, a.Cm = a.x + HP + GN, a.dt_raw = dt_raw.p + r0 * c.lddt, a.y = y;
+    };
+    MDev d(c, with_log);
+    Dev<uint16_t> y(std::vector<uint16_t>(size_t(rows * HP)));
+    packed(d.a, 0, y.p);
+    d.a.cu_rows = cu.p;
+    ASSERT_EQ(ops::cuda::mamba2_scan_cuda(d.a, nullptr), cudaSuccess);
+    MDev ref(c, with_log);  // one sequence at a time
+    Dev<uint16_t> y_ref(std::vector<uint16_t>(size_t(rows * HP)));
+    for (int b = 0; b < s.batch; ++b) {
+      if (rg.count[size_t(b)] == 0) continue;
+      ops::cuda::Mamba2ScanArgs a = ref.a;
+      a.batch = 1, a.T = rg.count[size_t(b)], a.slot = ref.slot.p + b, a.out_slot = ref.out.p + b;
+      packed(a, rg.cu[size_t(b)], y_ref.p + rg.cu[size_t(b)] * HP);
+      if (with_log)
+        a.n_log = ref.n_log.p + b, a.log_x = ref.log_x.p + b * s.W * HP, a.log_B = ref.log_B.p + b * s.W * GN,
+        a.log_dt = ref.log_dt.p + b * s.W * s.H;
+      ASSERT_EQ(ops::cuda::mamba2_scan_cuda(a, nullptr), cudaSuccess);
+    }
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(y.get(), y_ref.get());
+    const std::vector<float> after = d.state.get();
+    EXPECT_EQ(after, ref.state.get());
+    for (int b = 0; b < s.batch; ++b)
+      if (rg.count[size_t(b)] == 0)
+        for (int32_t slot : {c.sl.slot[size_t(b)], c.sl.out[size_t(b)]})
+          EXPECT_TRUE(std::equal(after.begin() + slot * hs, after.begin() + (slot + 1) * hs, c.state.begin() + slot * hs))
+              << "sequence " << b << " took no rows but slot " << slot << " changed";
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, Mamba2ScanCuda,
                          ::testing::Values(MShape{3, 4, 37, 16, 2, 45, 8},       // scalar tile, two token tiles
                                            MShape{2, 8, 64, 128, 1, 70, 16},     // 8B's tile, three token tiles
@@ -220,54 +288,81 @@ void PrintTo(const GShape& s, std::ostream* os) {
 }
 
 
+// One random Gated DeltaNet chunk (rows b·T + t, dense) and its logs.
+struct GCase {
+  GShape s;
+  Slots sl;
+  std::vector<float> state, g, beta, lu, lg;
+  Bf q, k, v, lk;
+  explicit GCase(const GShape& sh) : s(sh), sl(sh.batch, sh.W) {
+    std::mt19937 gen(3 + s.T + s.dk);
+    const int64_t hs = int64_t(s.dk) * s.dv, rows = int64_t(s.batch) * s.T;
+    state = uniform(gen, size_t(2 * s.batch + 1) * s.Hv * hs, -0.3f, 0.3f);
+    q = unit_rows(gen, size_t(rows) * s.Hk, s.dk, 1.0f / std::sqrt(float(s.dk))), k = unit_rows(gen, size_t(rows) * s.Hk, s.dk, 1.0f);
+    v = test::bf_of(uniform(gen, size_t(rows) * s.Hv * s.dv, -1.0f, 1.0f));
+    g = uniform(gen, size_t(rows) * s.Hv, -1.5f, -0.01f), beta = uniform(gen, size_t(rows) * s.Hv, 0.05f, 0.95f);
+    lk = unit_rows(gen, size_t(s.batch) * s.W * s.Hk, s.dk, 1.0f);
+    lu = uniform(gen, size_t(s.batch) * s.W * s.Hv * s.dv, -0.5f, 0.5f), lg = uniform(gen, size_t(s.batch) * s.W * s.Hv, -1.0f, -0.01f);
+  }
+};
+
+// A GCase on the device, and the scan's arguments over it (rows as given:
+// the dense ones, or packed by a Ragged).
+struct GDev {
+  Dev<float> state, g, beta, lu, lg;
+  Dev<uint16_t> q, k, v, lk, o;
+  Dev<int32_t> slot, out, n_log;
+  ops::cuda::GdnScanArgs a;
+  GDev(const GCase& c, bool with_log, const Ragged* rg = nullptr)
+      : state(c.state), g(rg ? rg->pack(c.g, c.s.T, c.s.Hv) : c.g), beta(rg ? rg->pack(c.beta, c.s.T, c.s.Hv) : c.beta),
+        lu(c.lu), lg(c.lg), q(rg ? rg->pack(c.q.bits, c.s.T, int64_t(c.s.Hk) * c.s.dk) : c.q.bits),
+        k(rg ? rg->pack(c.k.bits, c.s.T, int64_t(c.s.Hk) * c.s.dk) : c.k.bits),
+        v(rg ? rg->pack(c.v.bits, c.s.T, int64_t(c.s.Hv) * c.s.dv) : c.v.bits), lk(c.lk.bits),
+        o(std::vector<uint16_t>(size_t(rg ? rg->cu.back() : int64_t(c.s.batch) * c.s.T) * c.s.Hv * c.s.dv)),
+        slot(c.sl.slot), out(c.sl.out), n_log(c.sl.n_log) {
+    const GShape& s = c.s;
+    a.batch = s.batch, a.Hk = s.Hk, a.Hv = s.Hv, a.dk = s.dk, a.dv = s.dv, a.T = s.T;
+    a.state = state.p, a.slot = slot.p, a.out_slot = out.p;
+    a.q = q.p, a.k = k.p, a.v = v.p, a.g = g.p, a.beta = beta.p, a.o = o.p;
+    if (with_log) a.W = s.W, a.n_log = n_log.p, a.log_k = lk.p, a.log_u = lu.p, a.log_g = lg.p;
+  }
+};
+
 using GdnScanCuda = test::GpuTestWithParam<GShape>;
 
 TEST_P(GdnScanCuda, MatchesTheCpuScanAfterTheLog) {
-  const GShape s = GetParam();
+  const GCase c(GetParam());
+  const GShape& s = c.s;
   const int B = s.batch, Hk = s.Hk, Hv = s.Hv, dk = s.dk, dv = s.dv, T = s.T, W = s.W, rep = Hv / Hk;
-  std::mt19937 g(3 + T + dk);
-  const Slots sl(B, W);
-  const int64_t hs = int64_t(dk) * dv, rows = int64_t(B) * T;
-  const std::vector<float> state = uniform(g, size_t(2 * B + 1) * Hv * hs, -0.3f, 0.3f);
-  const Bf q = unit_rows(g, size_t(rows) * Hk, dk, 1.0f / std::sqrt(float(dk))), k = unit_rows(g, size_t(rows) * Hk, dk, 1.0f);
-  const Bf v = test::bf_of(uniform(g, size_t(rows) * Hv * dv, -1.0f, 1.0f));
-  const std::vector<float> gg = uniform(g, size_t(rows) * Hv, -1.5f, -0.01f), beta = uniform(g, size_t(rows) * Hv, 0.05f, 0.95f);
-  const Bf lk = unit_rows(g, size_t(B) * W * Hk, dk, 1.0f);
-  const std::vector<float> lu = uniform(g, size_t(B) * W * Hv * dv, -0.5f, 0.5f), lg = uniform(g, size_t(B) * W * Hv, -1.0f, -0.01f);
+  const Slots& sl = c.sl;
+  const int64_t hs = int64_t(dk) * dv;
   for (bool with_log : {false, true}) {
     SCOPED_TRACE(with_log ? "replay: the log first" : "no log");
-    Dev<float> dstate(state), dg(gg), dbeta(beta), dlu(lu), dlg(lg);
-    Dev<uint16_t> dq(q.bits), dk_(k.bits), dv_(v.bits), dlk(lk.bits), dout(std::vector<uint16_t>(size_t(rows) * Hv * dv));
-    Dev<int32_t> dslot(sl.slot), dos(sl.out), dn(sl.n_log);
-    ops::cuda::GdnScanArgs a;
-    a.batch = B, a.Hk = Hk, a.Hv = Hv, a.dk = dk, a.dv = dv, a.T = T;
-    a.state = dstate.p, a.slot = dslot.p, a.out_slot = dos.p;
-    a.q = dq.p, a.k = dk_.p, a.v = dv_.p, a.g = dg.p, a.beta = dbeta.p, a.o = dout.p;
-    if (with_log) a.W = W, a.n_log = dn.p, a.log_k = dlk.p, a.log_u = dlu.p, a.log_g = dlg.p;
-    ASSERT_EQ(ops::cuda::gdn_scan_cuda(a, nullptr), cudaSuccess);
+    GDev d(c, with_log);
+    ASSERT_EQ(ops::cuda::gdn_scan_cuda(d.a, nullptr), cudaSuccess);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    const std::vector<uint16_t> o = dout.get();
-    const std::vector<float> after = dstate.get();
+    const std::vector<uint16_t> o = d.o.get();
+    const std::vector<float> after = d.state.get();
     ops::GdnParams p;
     p.n_k_heads = Hk, p.n_v_heads = Hv, p.k_dim = dk, p.v_dim = dv;
     size_t bad_o = 0, bad_s = 0;
     for (int b = 0; b < B; ++b) {
       const size_t in = size_t(sl.slot[b]) * Hv * hs, out = size_t(sl.out[b]) * Hv * hs;
-      std::vector<float> S(state.begin() + int64_t(in), state.begin() + int64_t(in + Hv * hs));
+      std::vector<float> S(c.state.begin() + int64_t(in), c.state.begin() + int64_t(in + Hv * hs));
       if (sl.out[b] != sl.slot[b])
         ASSERT_TRUE(std::equal(S.begin(), S.end(), after.begin() + int64_t(in))) << "the slot read by " << b << " written";
       for (int e = 0; with_log && e < sl.n_log[b]; ++e) {
         const size_t le = size_t(b) * W + e;
         for (int h = 0; h < Hv; ++h) {
-          ops::cpu::gdn_decay_head(S.data() + h * hs, dk, dv, std::exp(lg[le * Hv + h]));
-          ops::cpu::gdn_rank1_head(S.data() + h * hs, dk, dv, lk.f.data() + (le * Hk + h / rep) * dk,
-                                   lu.data() + (le * Hv + h) * dv);
+          ops::cpu::gdn_decay_head(S.data() + h * hs, dk, dv, std::exp(c.lg[le * Hv + h]));
+          ops::cpu::gdn_rank1_head(S.data() + h * hs, dk, dv, c.lk.f.data() + (le * Hk + h / rep) * dk,
+                                   c.lu.data() + (le * Hv + h) * dv);
         }
       }
       const size_t r0 = size_t(b) * T;
       std::vector<float> want(size_t(T) * Hv * dv);
-      ops::cpu::gdn_scan(p, S.data(), q.f.data() + r0 * Hk * dk, k.f.data() + r0 * Hk * dk, int64_t(Hk) * dk,
-                         v.f.data() + r0 * Hv * dv, int64_t(Hv) * dv, gg.data() + r0 * Hv, beta.data() + r0 * Hv, T,
+      ops::cpu::gdn_scan(p, S.data(), c.q.f.data() + r0 * Hk * dk, c.k.f.data() + r0 * Hk * dk, int64_t(Hk) * dk,
+                         c.v.f.data() + r0 * Hv * dv, int64_t(Hv) * dv, c.g.data() + r0 * Hv, c.beta.data() + r0 * Hv, T,
                          want.data(), int64_t(Hv) * dv);
       for (size_t i = 0; i < want.size(); ++i)
         bad_o += !close(bf16_to_f32(o[r0 * Hv * dv + i]), want[i], test::kBf16Tol);
@@ -275,6 +370,44 @@ TEST_P(GdnScanCuda, MatchesTheCpuScanAfterTheLog) {
     }
     EXPECT_EQ(bad_o, 0u) << "outputs off";
     EXPECT_EQ(bad_s, 0u) << "states off";
+  }
+}
+
+// A ragged chunk is each sequence's own chunk, bit for bit; a sequence
+// with no rows leaves its slots untouched.
+TEST_P(GdnScanCuda, RaggedRowsAreEachSequencesOwnChunk) {
+  const GCase c(GetParam());
+  const GShape& s = c.s;
+  const Ragged rg(s.batch, s.T);
+  const int64_t K = int64_t(s.Hk) * s.dk, V = int64_t(s.Hv) * s.dv, hs = V * s.dk;
+  Dev<int32_t> cu(rg.cu);
+  for (bool with_log : {false, true}) {
+    SCOPED_TRACE(with_log ? "replay: the log first" : "no log");
+    GDev d(c, with_log, &rg);
+    d.a.cu_rows = cu.p;
+    ASSERT_EQ(ops::cuda::gdn_scan_cuda(d.a, nullptr), cudaSuccess);
+    GDev ref(c, with_log, &rg);  // one sequence at a time
+    for (int b = 0; b < s.batch; ++b) {
+      if (rg.count[size_t(b)] == 0) continue;
+      ops::cuda::GdnScanArgs a = ref.a;
+      const int64_t r0 = rg.cu[size_t(b)];
+      a.batch = 1, a.T = rg.count[size_t(b)], a.slot = ref.slot.p + b, a.out_slot = ref.out.p + b;
+      a.q = ref.q.p + r0 * K, a.k = ref.k.p + r0 * K, a.v = ref.v.p + r0 * V, a.o = ref.o.p + r0 * V;
+      a.g = ref.g.p + r0 * s.Hv, a.beta = ref.beta.p + r0 * s.Hv;
+      if (with_log)
+        a.n_log = ref.n_log.p + b, a.log_k = ref.lk.p + b * s.W * K, a.log_u = ref.lu.p + b * s.W * V,
+        a.log_g = ref.lg.p + b * s.W * s.Hv;
+      ASSERT_EQ(ops::cuda::gdn_scan_cuda(a, nullptr), cudaSuccess);
+    }
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(d.o.get(), ref.o.get());
+    const std::vector<float> after = d.state.get();
+    EXPECT_EQ(after, ref.state.get());
+    for (int b = 0; b < s.batch; ++b)
+      if (rg.count[size_t(b)] == 0)
+        for (int32_t slot : {c.sl.slot[size_t(b)], c.sl.out[size_t(b)]})
+          EXPECT_TRUE(std::equal(after.begin() + slot * hs, after.begin() + (slot + 1) * hs, c.state.begin() + slot * hs))
+              << "sequence " << b << " took no rows but slot " << slot << " changed";
   }
 }
 

@@ -43,6 +43,10 @@ __global__ void __launch_bounds__(32 * kScanWarps) gdn_scan_kernel(GdnScanArgs a
   float* sBeta = sA + tok;              // (tok) β
   float* sKQ = sBeta + tok;             // (tok) k·q
 
+  // This sequence's rows (ragged: its own count; none: nothing to touch).
+  const int64_t row0 = a.cu_rows != nullptr ? a.cu_rows[b] : int64_t(b) * a.T;
+  const int n_tok = a.cu_rows != nullptr ? int(a.cu_rows[b + 1] - row0) : a.T;
+  if (n_tok <= 0) return;
   const int64_t at = int64_t(h) * dk * dv + c0 + cl;  // this lane's column within a slot
   float S[R];
   {
@@ -81,9 +85,9 @@ __global__ void __launch_bounds__(32 * kScanWarps) gdn_scan_kernel(GdnScanArgs a
     }
   }
 
-  for (int t0 = 0; t0 < a.T; t0 += tok) {
-    const int n = min(tok, a.T - t0);
-    const int64_t r0 = int64_t(b) * a.T + t0;
+  for (int t0 = 0; t0 < n_tok; t0 += tok) {
+    const int n = min(tok, n_tok - t0);
+    const int64_t r0 = row0 + t0;
     __syncthreads();
     load_bf_rows(sK, a.k + r0 * ldk + int64_t(kh) * dk, n, dk, ldk);
     load_bf_rows(sQ, a.q + r0 * ldk + int64_t(kh) * dk, n, dk, ldk);

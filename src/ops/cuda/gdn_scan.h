@@ -15,7 +15,8 @@
 //
 // Shapes: B batch, Hk key heads, Hv value heads (value head h reads key
 // head h/(Hv/Hk)), dk ≤ 512, any dv, W log capacity. q and k are
-// gdn_prepare's (L2-normalised, q scaled). Rows r = b·T + t, dense.
+// gdn_prepare's (L2-normalised, q scaled). Rows r = b·T + t, dense, or
+// ragged (cu_rows: sequence b's rows cu_rows[b] + t, its own count).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -35,6 +36,10 @@ struct GdnScanArgs {
   const float* g = nullptr;           // (B·T, Hv) log-decay
   const float* beta = nullptr;        // (B·T, Hv)
   uint16_t* o = nullptr;              // (B·T, Hv·dv) bf16
+  // Ragged (nullptr: every sequence T rows): sequence b's rows are
+  // cu_rows[b] .. cu_rows[b+1]−1 (at most T). A sequence with none is not
+  // touched: state neither read nor written, log not applied.
+  const int32_t* cu_rows = nullptr;   // (B + 1), ascending
 
   // Replay (n_log nullptr: none): sequence b's log entries 0..n_log[b]−1,
   // applied before the chunk's tokens (gdn_decode.h's layout).
@@ -45,7 +50,7 @@ struct GdnScanArgs {
   const float* log_g = nullptr;     // (B, W, Hv)
 };
 
-// T ≥ 1; batch = 0 is a no-op. A bad shape is cudaErrorInvalidValue before
+// T ≥ 1 (ragged: the most rows a sequence has); batch = 0 is a no-op. A bad shape is cudaErrorInvalidValue before
 // anything reaches the device.
 cudaError_t gdn_scan_cuda(const GdnScanArgs& a, cudaStream_t stream);
 

@@ -40,6 +40,10 @@ __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_scan_kernel(Mamba2Sc
   float* sDt = sX + tok * pass_rows;  // (tok) dt, then
   float* sDA = sDt + tok;             // (tok) e^{dt·A}
 
+  // This sequence's rows (ragged: its own count; none: nothing to touch).
+  const int64_t row0 = a.cu_rows != nullptr ? a.cu_rows[b] : int64_t(b) * a.T;
+  const int n_tok = a.cu_rows != nullptr ? int(a.cu_rows[b + 1] - row0) : a.T;
+  if (n_tok <= 0) return;
   const float A = -expf(a.A_log[h]);
   const int64_t at = (int64_t(h) * P + p0) * N;  // the block's rows within a slot
   TileT cur;
@@ -67,9 +71,9 @@ __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_scan_kernel(Mamba2Sc
   }
 
   const float Dh = a.D[h];
-  for (int t0 = 0; t0 < a.T; t0 += tok) {
-    const int n = min(tok, a.T - t0);
-    const int64_t r0 = int64_t(b) * a.T + t0;
+  for (int t0 = 0; t0 < n_tok; t0 += tok) {
+    const int n = min(tok, n_tok - t0);
+    const int64_t r0 = row0 + t0;
     __syncthreads();
     load_bf_rows(sB, a.Bm + r0 * a.ldbc + int64_t(g) * N, n, N, a.ldbc, N4);
     load_bf_rows(sC, a.Cm + r0 * a.ldbc + int64_t(g) * N, n, N, a.ldbc, N4);

@@ -16,8 +16,10 @@
 //
 // Shapes: B batch, H heads, P head dim, N state size (≤ 256), G groups
 // (head h reads group h/(H/G)), W log capacity. Rows of the chunk are
-// r = b·T + t, at explicit row strides (the post-conv rows x | B | C of a
-// projection, unsplit).
+// r = b·T + t, or ragged (cu_rows: sequence b's rows cu_rows[b] + t, its
+// own count of them — a step in which prompts and decoding sequences take
+// different numbers of tokens), at explicit row strides (the post-conv
+// rows x | B | C of a projection, unsplit).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -44,6 +46,11 @@ struct Mamba2ScanArgs {
   int64_t lddt = 0;
   uint16_t* y = nullptr;               // (B·T, H·P) bf16 (incl. D·x), row stride ldy
   int64_t ldy = 0;
+  // Ragged (nullptr: every sequence T rows, r = b·T + t): sequence b's rows
+  // are cu_rows[b] .. cu_rows[b+1]−1 (at most T of them). A sequence with
+  // none is not touched: its state is neither read nor written, its log
+  // not applied.
+  const int32_t* cu_rows = nullptr;  // (B + 1), ascending
 
   // Replay (n_log nullptr: none): sequence b's log entries 0..n_log[b]−1,
   // applied before the chunk's tokens, without outputs (mamba2_decode.h's layout).
@@ -59,7 +66,7 @@ struct Mamba2ScanArgs {
   int tokens_per_sum = 0;  // tokens whose y rows a warp sums in one transposed butterfly, 1 or 2
 };
 
-// T ≥ 1; batch = 0 is a no-op. A bad shape or stride is
+// T ≥ 1 (ragged: the most rows a sequence has); batch = 0 is a no-op. A bad shape or stride is
 // cudaErrorInvalidValue before anything reaches the device.
 cudaError_t mamba2_scan_cuda(const Mamba2ScanArgs& a, cudaStream_t stream);
 

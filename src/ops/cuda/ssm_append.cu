@@ -69,9 +69,10 @@ __global__ void __launch_bounds__(kAppendThreads) gdn_append_kernel(GdnAppendArg
 
 __global__ void __launch_bounds__(kAppendThreads) log_rows_kernel(LogRowsArgs a) {
   pdl_begin();
-  const int64_t r = blockIdx.x, e = a.entry[r], c0 = int64_t(blockIdx.y) * kChunk;
+  const int64_t r = blockIdx.x, c0 = int64_t(blockIdx.y) * kChunk;
+  const int64_t s = a.src_row != nullptr ? a.src_row[r] : r, e = a.entry != nullptr ? a.entry[r] : r;
   for (int64_t c = c0 + threadIdx.x; c < min(a.width, c0 + kChunk); c += blockDim.x)
-    a.dst[e * a.width + c] = a.src[r * a.lds + c];
+    a.dst[e * a.width + c] = a.src[s * a.lds + c];
 }
 
 __global__ void __launch_bounds__(kAppendThreads) log_move_kernel(LogMoveArgs a) {
@@ -140,7 +141,7 @@ cudaError_t gdn_append_cuda(const GdnAppendArgs& a, cudaStream_t stream) {
 cudaError_t log_rows_cuda(const LogRowsArgs& a, cudaStream_t stream) {
   if (a.rows < 0 || a.rows > 2147483647 || a.width < 1 || a.lds < a.width) return cudaErrorInvalidValue;
   if (a.rows == 0) return cudaSuccess;
-  if (a.src == nullptr || a.entry == nullptr || a.dst == nullptr) return cudaErrorInvalidValue;
+  if (a.src == nullptr || a.dst == nullptr) return cudaErrorInvalidValue;
   launch_kernel(log_rows_kernel, dim3(unsigned(a.rows), chunks(a.width)), kAppendThreads, 0, stream, a);
   return cudaGetLastError();
 }

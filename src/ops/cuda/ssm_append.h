@@ -9,7 +9,9 @@
 //   gdn_append_cuda    — v (bf16) to row r; with a log, k (bf16) and g (fp32)
 //                        to `entry[r]` as well (q, β stay in gdn_prepare's dense rows);
 //   log_rows_cuda      — whole rows (a token's pre-conv row, which a
-//                        rewindable log keeps beside each entry) to `entry[r]`;
+//                        rewindable log keeps beside each entry) to `entry[r]`,
+//                        or gathered from `src_row[r]` (a ragged step's last
+//                        row of each sequence, for the LM head);
 //   log_move_cuda      — after a fold that left the newest entries at the
 //                        end of a log (GDN's AR fold; either kind after a
 //                        verify folds its committed prefix), moves them to
@@ -74,11 +76,12 @@ cudaError_t gdn_append_cuda(const GdnAppendArgs& a, cudaStream_t stream);
 
 struct LogRowsArgs {
   int64_t rows = 0;
-  int64_t width = 0;               // 16-bit units per row
-  const uint16_t* src = nullptr;   // (rows, width), row stride lds
+  int64_t width = 0;                 // 16-bit units per row
+  const uint16_t* src = nullptr;     // (source rows, width), row stride lds
   int64_t lds = 0;
-  const int32_t* entry = nullptr;  // (rows) destination entry of row r
-  uint16_t* dst = nullptr;         // (entries, width)
+  const int32_t* src_row = nullptr;  // (rows) the source row of row r; nullptr: r
+  const int32_t* entry = nullptr;    // (rows) destination entry of row r; nullptr: r (a gather)
+  uint16_t* dst = nullptr;           // (entries, width)
 };
 
 cudaError_t log_rows_cuda(const LogRowsArgs& a, cudaStream_t stream);
