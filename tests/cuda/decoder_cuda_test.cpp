@@ -16,6 +16,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cuda_test_util.h"
@@ -307,6 +308,137 @@ TEST_P(CudaDecoderTrained, RandomChunksMatchTheCpu) {
       EXPECT_LE(worst, kTrainedRatio);
       if (s == DecodeStrategy::kReplay) EXPECT_GT(scans, 0);
     }
+}
+
+// Ragged steps (step_ragged): four sequences taking their own numbers of
+// tokens a step — none, one, a few, a chunk past max_chunk — mixed with
+// plain one-token steps. Every row's logits against the CPU on the same
+// bf16 weights in every layout (replay with rewind: a sequence that took
+// tokens has its checkpoint at its end, one that took none keeps its log),
+// the device argmax against each sequence's last row, exact replay bit for
+// bit the standard layout's; then without all_logits (a row per sequence,
+// zeros and −1 where it took none), and the refusals.
+TEST_P(CudaDecoderTrained, RaggedStepsMatchTheCpu) {
+  const int64_t V = model_->config().vocab_size, B = 4;
+  const size_t L = 110;
+  std::mt19937 g(31);
+  std::uniform_int_distribution<int32_t> id(0, int32_t(V - 1));
+  std::vector<std::vector<int32_t>> ids(static_cast<size_t>(B));
+  std::vector<std::vector<std::vector<float>>> ref;
+  for (auto& s : ids) {
+    for (size_t i = 0; i < L; ++i) s.push_back(id(g));
+    ref.push_back(cpu_logits(*model_, s));
+  }
+  // The schedule, the same for every layout: a round is a plain step
+  // (empty) or a ragged step's counts, at most 64 rows in all.
+  std::vector<std::vector<int32_t>> rounds;
+  {
+    const int32_t kCounts[] = {0, 1, 1, 3, 17, 40};
+    std::vector<size_t> at(size_t(B), 0);
+    for (bool left = true; left;) {
+      bool all_room = true;
+      for (size_t b = 0; b < size_t(B); ++b) all_room &= at[b] < L;
+      std::vector<int32_t> c(size_t(B), 0);
+      if (!all_room || g() % 3 != 0) {
+        int32_t budget = 64, any = 0;
+        for (size_t b = 0; b < size_t(B); ++b)
+          any += c[b] = std::min({kCounts[g() % std::size(kCounts)], int32_t(L - at[b]), budget}), budget -= c[b];
+        for (size_t b = 0; b < size_t(B) && any == 0; ++b)
+          if (at[b] < L) c[b] = 1, any = 1;
+        rounds.push_back(c);
+      } else {
+        c.assign(size_t(B), 1), rounds.emplace_back();
+      }
+      left = false;
+      for (size_t b = 0; b < size_t(B); ++b) at[b] += size_t(c[b]), left |= at[b] < L;
+    }
+  }
+  struct Layout {
+    DecodeStrategy s;
+    bool exact;
+  };
+  std::vector<std::vector<std::vector<float>>> standard_rows;
+  for (const Layout& lay : {Layout{DecodeStrategy::kStandard, false}, Layout{DecodeStrategy::kReplay, false},
+                            Layout{DecodeStrategy::kRecompute, false}, Layout{DecodeStrategy::kReplay, true}}) {
+    const bool replay = lay.s == DecodeStrategy::kReplay;
+    SCOPED_TRACE(std::string(cuda::decode_strategy_name(lay.s)) + (lay.exact ? " exact" : ""));
+    cuda::DecoderOptions o;
+    o.strategy = lay.s, o.batch = B, o.max_context = int64_t(L), o.window = 8, o.kv_page = 16, o.max_chunk = 16;
+    o.all_logits = true, o.exact = lay.exact, o.rewind = replay && !lay.exact;
+    auto dec = cuda::Decoder::create(*dm_, o);
+    ASSERT_TRUE(dec.ok()) << dec.status().message();
+    ASSERT_EQ((*dec)->max_step_tokens(), 64);
+    std::vector<std::vector<std::vector<float>>> rows(static_cast<size_t>(B));
+    std::vector<float> logits(size_t(64 * V));
+    std::vector<int32_t> next(static_cast<size_t>(B));
+    int64_t ragged = 0;
+    for (const auto& c : rounds) {
+      std::vector<int32_t> tok, count = c.empty() ? std::vector<int32_t>(size_t(B), 1) : c;
+      std::vector<int64_t> floor(static_cast<size_t>(B));
+      for (int64_t b = 0; b < B; ++b) {
+        const size_t at = size_t((*dec)->length(b));
+        tok.insert(tok.end(), ids[size_t(b)].begin() + int64_t(at), ids[size_t(b)].begin() + int64_t(at) + count[size_t(b)]);
+        floor[size_t(b)] = (*dec)->rewind_floor(b);
+      }
+      const Status st = c.empty() ? (*dec)->step(tok, 1, next, logits.data()) : (*dec)->step_ragged(tok, count, next, logits.data());
+      ASSERT_TRUE(st.ok()) << st.message();
+      ragged += !c.empty();
+      for (int64_t b = 0, r = 0; b < B; r += count[size_t(b)], ++b) {
+        for (int i = 0; i < count[size_t(b)]; ++i)
+          rows[size_t(b)].emplace_back(logits.begin() + (r + i) * V, logits.begin() + (r + i + 1) * V);
+        if (count[size_t(b)] == 0) {
+          EXPECT_EQ(next[size_t(b)], -1);
+          EXPECT_EQ((*dec)->rewind_floor(b), floor[size_t(b)]) << "sequence " << b << " took nothing";
+          continue;
+        }
+        const std::vector<float>& last = rows[size_t(b)].back();
+        EXPECT_EQ(next[size_t(b)], int32_t(std::max_element(last.begin(), last.end()) - last.begin()));
+        if (o.rewind && !c.empty()) EXPECT_EQ((*dec)->rewind_floor(b), (*dec)->length(b)) << "its checkpoint after the scans";
+      }
+    }
+    float worst = 0.0f;
+    for (int64_t b = 0; b < B; ++b) worst = std::max(worst, worst_ratio(rows[size_t(b)], ref[size_t(b)]));
+    std::printf("  %s %s%s: %zu rounds (%lld ragged), worst ratio vs CPU on bf16 weights %.3f\n", GetParam().c_str(),
+                cuda::decode_strategy_name(lay.s), lay.exact ? " exact" : "", rounds.size(), (long long)ragged, worst);
+    EXPECT_LE(worst, kTrainedRatio);
+    EXPECT_GT(ragged, 5);
+    if (lay.s == DecodeStrategy::kStandard) standard_rows = rows;
+    if (lay.exact)
+      for (int64_t b = 0; b < B; ++b) EXPECT_EQ(rows[size_t(b)], standard_rows[size_t(b)]) << "exact: sequence " << b;
+  }
+
+  // A row per sequence without all_logits; refusals leave the decoder usable.
+  cuda::DecoderOptions o;
+  o.batch = B, o.max_context = 20, o.window = 8, o.kv_page = 16, o.max_chunk = 4;
+  auto dec = cuda::Decoder::create(*dm_, o);
+  ASSERT_TRUE(dec.ok()) << dec.status().message();
+  std::vector<int32_t> next(static_cast<size_t>(B));
+  std::vector<float> logits(size_t(B * V), 1.0f);
+  const std::vector<int32_t> count = {5, 0, 1, 2};
+  std::vector<int32_t> tok;
+  for (int64_t b = 0; b < B; ++b) tok.insert(tok.end(), ids[size_t(b)].begin(), ids[size_t(b)].begin() + count[size_t(b)]);
+  for (auto [c, n, code] : {std::tuple{std::vector<int32_t>{0, 0, 0, 0}, 0, StatusCode::kInvalidArgument},
+                            std::tuple{std::vector<int32_t>{5, -1, 1, 3}, 8, StatusCode::kInvalidArgument},
+                            std::tuple{std::vector<int32_t>{16, 1, 0, 0}, 17, StatusCode::kOutOfBudget},   // rows over 16
+                            std::tuple{std::vector<int32_t>{5, 0, 1, 3}, 8, StatusCode::kInvalidArgument}}) {  // 8 ≠ 9 tokens
+    const Status st = (*dec)->step_ragged(std::vector<int32_t>(size_t(n), 1), c, next);
+    ASSERT_FALSE(st.ok());
+    EXPECT_EQ(st.code(), code) << st.message();
+  }
+  ASSERT_TRUE((*dec)->step_ragged(tok, count, next, logits.data()).ok());
+  for (int64_t b = 0; b < B; ++b) {
+    const std::vector<float> row(logits.begin() + b * V, logits.begin() + (b + 1) * V);
+    if (count[size_t(b)] == 0) {
+      EXPECT_EQ(next[size_t(b)], -1);
+      EXPECT_TRUE(std::all_of(row.begin(), row.end(), [](float x) { return x == 0.0f; })) << "sequence " << b;
+      EXPECT_EQ((*dec)->length(b), 0);
+      continue;
+    }
+    EXPECT_LE(test::worst_row_ratio(row, ref[size_t(b)][size_t(count[size_t(b)] - 1)]), kTrainedRatio) << "sequence " << b;
+    EXPECT_EQ((*dec)->length(b), count[size_t(b)]);
+  }
+  const Status past = (*dec)->step_ragged(std::vector<int32_t>(16, 1), std::vector<int32_t>{16, 0, 0, 0}, next);
+  EXPECT_EQ(past.code(), StatusCode::kOutOfBudget) << "5 + 16 tokens pass a context of 20: " << past.message();
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaDecoderTrained,

@@ -649,16 +649,8 @@ Status Decoder::run(std::span<const int32_t> tokens, int T, bool verify, std::sp
     I.host_field(kGRoll)[b] = kp[1].roll[size_t(b)];
   }
   I.host_field(kCuRows)[B] = int32_t(B * T);
-  // From the first launch on, a failure leaves the device part-way through
-  // the step (windows shifted, states or logs written): the decoder refuses
-  // further steps until reset().
-  if (const Status st = launch_step(T, fold, verify, I.commit_pending, scan, logits); !st.ok()) {
-    cudaStreamSynchronize(I.stream);  // nothing of the step may still be reading the plan
-    cudaGetLastError();
-    poisoned_ = true;
-    return st;
-  }
-  I.commit_pending = false;
+  I.step_rows = B * T, I.ragged = false;
+  RSSM_RETURN_IF_ERROR(launch_or_poison(T, fold, verify, scan, logits));
   if (fold || (scan && replay)) ++folds_;
   if (replay)
     for (int k = 0; k < 2; ++k) {
@@ -690,14 +682,32 @@ Status Decoder::run(std::span<const int32_t> tokens, int T, bool verify, std::sp
   return note_checkpoints();
 }
 
+Status Decoder::launch_or_poison(int T, bool fold, bool verify, bool scan, float* logits) {
+  Impl& I = *impl_;
+  // From the first launch on, a failure leaves the device part-way through
+  // the step (windows shifted, states or logs written): the decoder refuses
+  // further steps until reset().
+  if (const Status st = launch_step(T, fold, verify, I.commit_pending, scan, logits); !st.ok()) {
+    cudaStreamSynchronize(I.stream);  // nothing of the step may still be reading the plan
+    cudaGetLastError();
+    poisoned_ = true;
+    return st;
+  }
+  I.commit_pending = false;
+  return {};
+}
+
 Status Decoder::launch_step(int T, bool fold, bool verify, bool commit, bool scan, float* logits) {
   Impl& I = *impl_;
   const int64_t B = opt_.batch, V = I.m.config().vocab_size;
   // The first step of each kind runs eagerly (cuBLAS settles its choices
   // and workspace there); the second captures the graph every later one
-  // replays.
+  // replays. A ragged step always runs eagerly: its rows differ from step
+  // to step, and each count of rows would be a graph of its own.
   const int key = graph_key(T, fold, verify, commit, scan);
-  if (!opt_.graphs || !I.ran_eager.count(key)) {
+  if (I.ragged) {
+    RSSM_RETURN_IF_ERROR(I.enqueue(T, fold, verify, commit, scan));
+  } else if (!opt_.graphs || !I.ran_eager.count(key)) {
     RSSM_RETURN_IF_ERROR(I.enqueue(T, fold, verify, commit, scan));
     I.ran_eager.insert(key);
   } else {
@@ -720,7 +730,7 @@ Status Decoder::launch_step(int T, bool fold, bool verify, bool commit, bool sca
     }
     RSSM_CU(cudaGraphLaunch(it->second, I.stream), "graph launch");
   }
-  const int64_t out_rows = opt_.all_logits || verify ? B * T : B;
+  const int64_t out_rows = opt_.all_logits || verify ? I.step_rows : B;
   I.last_rows = out_rows;
   if (logits != nullptr)
     RSSM_CU(cudaMemcpyAsync(logits, I.logits, sizeof(float) * size_t(out_rows * V), cudaMemcpyDeviceToHost, I.stream),

@@ -163,6 +163,25 @@ class Decoder {
   // The most tokens per sequence a step takes: options().max_chunk.
   int max_chunk() const { return opt_.max_chunk; }
 
+  // A ragged step: sequence b takes its next count[b] tokens (count[b] ≥
+  // 0; tokens packed one sequence after another, Σ count of them, at most
+  // max_step_tokens()) at positions length(b) .. and commits them; a
+  // sequence with count 0 is not touched. What continuous batching runs
+  // while prompts go in: a long prompt chunk beside other sequences'
+  // single tokens, in one pass whose GEMMs take Σ count rows. Every SSM
+  // layer takes the chunk scans, so under replay each sequence that takes
+  // tokens folds its log into a new checkpoint (as a chunk does); the
+  // step runs eagerly (its rows vary, so no CUDA graph is kept). next[b]
+  // gets the argmax after sequence b's last token (−1 where count[b] = 0);
+  // logits, when given, that row's logits (batch × vocab; zeros where
+  // count[b] = 0), or with options().all_logits every row's (Σ count ×
+  // vocab, in the tokens' order; top_logprobs, sample and logits_row count
+  // rows the same way).
+  Status step_ragged(std::span<const int32_t> tokens, std::span<const int32_t> count, std::span<int32_t> next,
+                     float* logits = nullptr);
+  // The most tokens a step_ragged() takes in all: batch × max(max_chunk, spec_tokens).
+  int64_t max_step_tokens() const;
+
   // Speculative verify of T (2..spec_tokens) tokens per sequence, laid out
   // as step()'s: argmax[b·T + t] gets the argmax after token t; logits, when
   // given, every row's (batch·T × vocab). Nothing is committed until
@@ -271,6 +290,8 @@ class Decoder {
   // step() and verify(): the plan, the launches, the wait.
   Status run(std::span<const int32_t> tokens, int T, bool verify, std::span<int32_t> next, float* logits);
   Status launch_step(int T, bool fold, bool verify, bool commit, bool scan, float* logits);
+  // launch_step(), the decoder poisoned where it fails (the device part-way through a step).
+  Status launch_or_poison(int T, bool fold, bool verify, bool scan, float* logits);
   void note_state_peak(int64_t copies);  // copies: standard states copied by a reorder in flight
   std::unique_ptr<Impl> impl_;
 };

@@ -10,7 +10,7 @@ Status Decoder::Impl::run_mamba2(const DeviceBlock& blk, LayerState& L, int T, b
   const ModelConfig& c = m.config();
   const Mamba2Config& mc = c.mamba;
   const int B = int(opt.batch), Hd = int(c.hidden_size);
-  const int64_t rows = int64_t(B) * T;
+  const int64_t rows = step_rows;
   const int64_t HP = mc.n_heads * mc.head_dim, GN = mc.n_groups * mc.state_size, C = mc.conv_channels();
   const int64_t width = blk.in.n_out;
   const bool replay = opt.strategy == DecodeStrategy::kReplay;
@@ -29,6 +29,7 @@ Status Decoder::Impl::run_mamba2(const DeviceBlock& blk, LayerState& L, int T, b
     a.x = xbc, a.ldx = ld, a.Bm = xbc + HP, a.Cm = xbc + HP + GN, a.ldbc = ld;
     a.dt_raw = proj + HP + C, a.lddt = width, a.y = y, a.ldy = HP;
     if (replay) a.W = opt.window, a.n_log = field(kMLog), a.log_x = L.log_x, a.log_B = L.log_B, a.log_dt = L.log_dt;
+    if (ragged) a.cu_rows = field(kCuRows);
     RSSM_CU(oc::mamba2_scan_cuda(a, stream), "Mamba2 chunk scan");
   } else {
     if (L.conv_log != nullptr)
@@ -94,8 +95,21 @@ Status Decoder::Impl::run_mamba2(const DeviceBlock& blk, LayerState& L, int T, b
 
 Status Decoder::Impl::scan_checkpoint_windows(LayerState& L) {
   if (L.conv_log == nullptr || L.window_seq_bytes == 0) return {};  // options.rewind only
-  RSSM_CU(cudaMemcpyAsync(L.ck_window, L.window, size_t(opt.batch * L.window_seq_bytes), cudaMemcpyDeviceToDevice, stream),
-          "checkpoint conv windows");
+  if (!ragged) {
+    RSSM_CU(cudaMemcpyAsync(L.ck_window, L.window, size_t(opt.batch * L.window_seq_bytes), cudaMemcpyDeviceToDevice,
+                            stream),
+            "checkpoint conv windows");
+    return {};
+  }
+  // A sequence that took no tokens keeps its log, so its checkpoint's window too.
+  const int32_t* cu = host_field(kCuRows);
+  for (int64_t b = 0; b < opt.batch; ++b) {
+    if (cu[b + 1] == cu[b]) continue;
+    const int64_t at = b * L.window_seq_bytes;
+    RSSM_CU(cudaMemcpyAsync(reinterpret_cast<uint8_t*>(L.ck_window) + at, reinterpret_cast<const uint8_t*>(L.window) + at,
+                            size_t(L.window_seq_bytes), cudaMemcpyDeviceToDevice, stream),
+            "checkpoint conv windows");
+  }
   return {};
 }
 
@@ -110,7 +124,7 @@ oc::Conv1dArgs Decoder::Impl::conv_args(const DeviceBlock& blk, LayerState& L, i
 Status Decoder::Impl::run_conv(const DeviceBlock& blk, LayerState& L, int T, bool verify, int64_t C, int64_t K,
                                int64_t off, int64_t width, const uint16_t** out, int64_t* ldo) {
   oc::Conv1dArgs cv = conv_args(blk, L, C, K, off, width);
-  if (T == 1) {
+  if (T == 1 && !ragged) {
     cv.y = proj + off, cv.ldy = width;
     RSSM_CU(oc::conv1d_step_cuda(cv, stream), "conv1d");
   } else {
@@ -133,7 +147,7 @@ Status Decoder::Impl::keep_conv_rows(LayerState& L, int T, bool fold, int64_t C,
                                      PlanField move_n) {
   // Before the conv: a one-token step's conv overwrites its pre-conv rows.
   oc::LogRowsArgs lr;
-  lr.rows = opt.batch * T, lr.width = C, lr.src = proj + off, lr.lds = width, lr.entry = field(entry);
+  lr.rows = step_rows, lr.width = C, lr.src = proj + off, lr.lds = width, lr.entry = field(entry);
   lr.dst = L.conv_log;
   RSSM_CU(oc::log_rows_cuda(lr, stream), "log pre-conv rows");
   if (!fold) return {};
@@ -154,7 +168,7 @@ Status Decoder::Impl::run_gdn(const DeviceBlock& blk, LayerState& L, int T, bool
   const ModelConfig& c = m.config();
   const GdnConfig& g = c.gdn;
   const int B = int(opt.batch), Hd = int(c.hidden_size);
-  const int64_t rows = int64_t(B) * T;
+  const int64_t rows = step_rows;
   const int64_t K = g.n_k_heads * g.k_dim, V = g.n_v_heads * g.v_dim, C = g.conv_channels(), width = blk.in.n_out;
   const bool replay = opt.strategy == DecodeStrategy::kReplay;
   RSSM_CU(gemm->linear(xn, Hd, rows, blk.in.w, width, Hd, blk.in.b, proj, width, false), "GDN in_proj");
@@ -181,6 +195,7 @@ Status Decoder::Impl::run_gdn(const DeviceBlock& blk, LayerState& L, int T, bool
     a.state = L.state, a.slot = field(kGSlot), a.out_slot = field(kGFoldSlot);
     a.q = gq, a.k = gk, a.v = gv, a.g = gg, a.beta = gbeta, a.o = y;
     if (replay) a.W = opt.window, a.n_log = field(kGLog), a.log_k = L.log_k, a.log_u = L.log_u, a.log_g = L.log_g;
+    if (ragged) a.cu_rows = field(kCuRows);
     RSSM_CU(oc::gdn_scan_cuda(a, stream), "GDN chunk scan");
   } else {
     oc::GdnDecodeArgs a;
@@ -217,7 +232,7 @@ Status Decoder::Impl::run_attention(const DeviceBlock& blk, LayerState& L, int T
   const ModelConfig& c = m.config();
   const AttentionConfig& ac = c.attn;
   const int B = int(opt.batch), Hd = int(c.hidden_size);
-  const int64_t rows = int64_t(B) * T;
+  const int64_t rows = step_rows;
   const int64_t D = ac.head_dim, d_q = ac.n_heads * D, d_kv = ac.n_kv_heads * D;
   const int64_t head_stride = ac.output_gate ? 2 * D : D, q_width = ac.n_heads * head_stride;
   uint16_t *q, *k, *v;
@@ -257,7 +272,7 @@ Status Decoder::Impl::run_attention(const DeviceBlock& blk, LayerState& L, int T
     if (ac.output_gate) at.gate = q + D, at.ldg = ldq, at.g_head_stride = head_stride;
     at.out = y, at.ldo = d_q, at.kv = L.kv;
   };
-  if (T == 1) {
+  if (T == 1 && !ragged) {
     oc::KvAppendArgs ka;
     ka.batch = B, ka.width = int(d_kv), ka.k = k, ka.v = v, ka.ldk = ldk, ka.ldv = ldv;
     ka.pos = field(kRowPos), ka.kv = L.kv;
@@ -283,7 +298,7 @@ Status Decoder::Impl::run_attention(const DeviceBlock& blk, LayerState& L, int T
 Status Decoder::Impl::run_mlp(const DeviceBlock& blk, int T, const float* next_norm) {
   const ModelConfig& c = m.config();
   const int Hd = int(c.hidden_size);
-  const int64_t rows = opt.batch * T, I = c.mlp.intermediate, width = blk.in.n_out;
+  const int64_t rows = step_rows, I = c.mlp.intermediate, width = blk.in.n_out;
   uint16_t* act = c.mlp.gated ? proj + I : proj;  // act(gate) ⊙ up lands on up
   if (c.mlp.gated) {
     RSSM_CU(gemm->linear(xn, Hd, rows, blk.in.w, width, Hd, blk.in.b, proj, width, false), "MLP up");
@@ -302,7 +317,7 @@ Status Decoder::Impl::project_out(const DeviceBlock& blk, const uint16_t* y, int
   const int64_t Hd = c.hidden_size;
   // The norm's next kernel is the next block's in-projection (or the LM
   // head): a GEMV that reads only weights before its wait.
-  RSSM_CU(gemm->linear_residual_norm(y, ldy, opt.batch * T, blk.out.w, Hd, n_in, blk.out.b, h, Hd, next_norm,
+  RSSM_CU(gemm->linear_residual_norm(y, ldy, step_rows, blk.out.w, Hd, n_in, blk.out.b, h, Hd, next_norm,
                                      c.norm_eps, c.norm_unit_offset, xn, Hd, d, Hd, /*release_early=*/true),
           what);
   return {};
@@ -327,7 +342,7 @@ Status Decoder::Impl::commit_windows() {
 Status Decoder::Impl::enqueue(int T, bool fold, bool verify, bool commit, bool scan) {
   const ModelConfig& c = m.config();
   const int B = int(opt.batch);
-  const int64_t Hd = c.hidden_size, V = c.vocab_size, rows = int64_t(B) * T;
+  const int64_t Hd = c.hidden_size, V = c.vocab_size, rows = step_rows;
   RSSM_CU(cudaMemcpyAsync(plan, plan_host, sizeof(int32_t) * kPlanFields * field_len(), cudaMemcpyHostToDevice, stream),
           "plan");
   if (commit) RSSM_RETURN_IF_ERROR(commit_windows());
@@ -354,12 +369,20 @@ Status Decoder::Impl::enqueue(int T, bool fold, bool verify, bool commit, bool s
       case BlockKind::kMlp: RSSM_RETURN_IF_ERROR(run_mlp(blk, T, next_norm)); break;
     }
   }
-  // Logits of every row (all_logits, verify), or of each sequence's last row (rows b·T + T − 1).
+  // Logits of every row (all_logits, verify), or of each sequence's last
+  // row (rows b·T + T − 1; a ragged step's kLastRow, gathered into d, which
+  // the last block's output projection left free).
   const DeviceLinear& lm = m.lm_head();
   const bool every = opt.all_logits || verify;
   const int64_t out_rows = every ? rows : B;
   const uint16_t* x = every ? xn : xn + (T - 1) * Hd;
-  const int64_t ldx = every ? Hd : T * Hd;
+  int64_t ldx = every ? Hd : T * Hd;
+  if (ragged && !every) {
+    oc::LogRowsArgs g;
+    g.rows = B, g.width = Hd, g.src = xn, g.lds = Hd, g.src_row = field(kLastRow), g.dst = d;
+    RSSM_CU(oc::log_rows_cuda(g, stream), "last rows");
+    x = d, ldx = Hd;
+  }
   RSSM_CU(gemm->linear(x, ldx, out_rows, lm.w, V, Hd, lm.b, logits, V, true), "LM head");
   RSSM_CU(oc::argmax_cuda(logits, V, out_rows, V, next, stream), "argmax");
   RSSM_CU(cudaMemcpyAsync(next_host, next, sizeof(int32_t) * out_rows, cudaMemcpyDeviceToHost, stream), "next tokens");

@@ -3,6 +3,7 @@
 // (the buffers, the plan and the launch sequence of one step).
 //   decoder.cpp         — create, reset, the host's plan of a step or verify, graphs;
 //   decoder_blocks.cpp  — the launches of one step, block by block;
+//   decoder_ragged.cpp  — step_ragged(): a step whose sequences take their own numbers of tokens;
 //   decoder_fork.cpp    — reorder(): forks;
 //   decoder_rewind.cpp  — rewind(): going back within the logs;
 //   decoder_readout.cpp — logits rows and top log-probabilities of the last step.
@@ -43,11 +44,13 @@ namespace oc = replayssm::ops::cuda;
 
 // The plan: one int32 array per field in one buffer, each with room for
 // every row of a step (batch × the most tokens per sequence) plus one. Per
-// row r = b·T + t: kTokens, kRowPos, kRowSeq, kMEntry, kGEntry, kOutSlot.
-// Per sequence b: the rest (kCuRows and kCommitRows have B + 1 entries).
+// row r = b·T + t (a ragged step: cu_rows[b] + t): kTokens, kRowPos,
+// kRowSeq, kMEntry, kGEntry, kOutSlot. Per sequence b: the rest (kCuRows
+// and kCommitRows have B + 1 entries).
 enum PlanField {
   kTokens, kRowPos, kRowSeq,      // the step's rows
-  kSeqPos, kSeqLen, kCuRows,      // per sequence: first new position, rows attended, rows b·T
+  kSeqPos, kSeqLen, kCuRows,      // per sequence: first new position, rows attended, first row (b·T)
+  kLastRow,                       // a ragged step: each sequence's last row, which the LM head reads
   kMEntry, kMLog, kMFold,         // Mamba2 layers: log entry (standard: compact row) of each new row; entries; fold
   kGEntry, kGLog, kGFold,         // Gated DeltaNet layers, likewise
   kMSlot, kGSlot,                 // state or checkpoint slot each sequence reads (Mamba2, GDN layers)
@@ -146,6 +149,12 @@ struct Decoder::Impl {
   SlotPool m_pool, g_pool;        // replay: checkpoint slots of the Mamba2 / GDN layers (2 × batch with forks)
   void* fork_temp = nullptr;      // reorder()'s staging: the largest per-layer array a fork copies
   int64_t last_rows = 0;          // logits rows the last step left
+  // The step being enqueued: its rows (batch·T, or a ragged step's Σ
+  // count) and whether it is ragged (rows by kCuRows; every SSM layer
+  // through the chunk scans, every conv and attention through their
+  // prefill kernels; the LM head reads kLastRow).
+  int64_t step_rows = 0;
+  bool ragged = false;
   int32_t* top_ids = nullptr;     // top_logprobs(): rows × k, grown on demand
   double* top_lp = nullptr;
   int64_t top_cap = 0;
@@ -204,7 +213,8 @@ struct Decoder::Impl {
                     const float* next_norm);
   Status run_gdn(const DeviceBlock& blk, LayerState& L, int T, bool fold, bool verify, bool scan, const float* next_norm);
   // A chunk scan step with options.rewind: the windows after the chunk are
-  // the new checkpoint's (its log is empty).
+  // the new checkpoint's (its log is empty) — of the sequences that took
+  // tokens, in a ragged step.
   Status scan_checkpoint_windows(LayerState& L);
   Status run_attention(const DeviceBlock& blk, LayerState& L, int T, const float* next_norm);
   Status run_mlp(const DeviceBlock& blk, int T, const float* next_norm);
