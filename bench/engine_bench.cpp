@@ -1,7 +1,7 @@
 // Continuous batching on the GPU against static batching, end to end: a
 // preset model with random bf16 weights, N requests of random prompt and
 // output lengths, served by cuda::EngineCuda over S slots (requests join
-// as others leave; prompt chunks ride beside decoding) and by static waves
+// as others leave; prompt chunks ride beside decoding in ragged steps) and by static waves
 // of S through generate_batch_cuda (each wave runs until its longest
 // request is done). Tokens/s counts each request's own new tokens.
 //
@@ -9,9 +9,15 @@
 //                          [--prompt 128] [--new 64] [--window 16] [--runs 3]
 //
 // Prompts are uniform in [prompt/2, prompt], outputs in [new/2, new] (the
-// same requests for every strategy and mode). Greedy, no EOS. Per
-// (strategy, mode): a discarded warm-up run, then --runs runs; the median
-// and min–max of tokens/s.
+// same requests for every strategy and mode). Greedy, no EOS. The engine
+// runs once per --chunks value (prompt tokens a request takes per step;
+// every step at most --step-tokens rows). Per (strategy, mode): a
+// discarded warm-up run, then --runs runs; the median and min–max of
+// tokens/s, and for the engine the median run's time to first token
+// (every request submitted at its start: the median and the slowest
+// request's).
+//
+//   [--chunks 8,512] [--step-tokens 1024]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -34,7 +40,7 @@ namespace {
 int usage() {
   std::fprintf(stderr,
                "usage: replayssm_engine_bench [--preset NAME] [--requests 32] [--slots 16] [--prompt 128] [--new 64]\n"
-               "                              [--window 16] [--runs 3]\n");
+               "                              [--window 16] [--runs 3] [--chunks 8,512] [--step-tokens 1024]\n");
   return 2;
 }
 
@@ -44,18 +50,25 @@ struct Work {
   int64_t total_new = 0;
 };
 
-// One run of the engine over every request: seconds (and the engine's stats).
-Result<double> serve(const cuda::DeviceModel& dm, const cuda::EngineCudaOptions& o, const Work& w, EngineStats* st) {
+// One run of the engine over every request: seconds (and the engine's
+// stats, each request's time to its first token).
+Result<double> serve(const cuda::DeviceModel& dm, const cuda::EngineCudaOptions& o, const Work& w, EngineStats* st,
+                     std::vector<double>* first) {
   RSSM_ASSIGN_OR_RETURN(auto eng, cuda::EngineCuda::create(dm, o));
+  first->assign(w.prompts.size(), -1.0);
   const double t0 = now_seconds();
   for (size_t i = 0; i < w.prompts.size(); ++i) {
     RequestParams p;
     p.prompt = w.prompts[i], p.max_new_tokens = w.new_tokens[i], p.stop_at_eos = false;
-    RSSM_RETURN_IF_ERROR(eng->submit(p).status());
+    double* f = &(*first)[i];
+    RSSM_RETURN_IF_ERROR(eng->submit(p, [f, t0](const TokenEvent& e) {
+                              if (e.token >= 0 && *f < 0.0) *f = now_seconds() - t0;
+                            }).status());
   }
   RSSM_RETURN_IF_ERROR(eng->run());
   const double t = now_seconds() - t0;
   *st = eng->stats();
+  std::sort(first->begin(), first->end());
   return t;
 }
 
@@ -84,8 +97,9 @@ Result<double> waves(const cuda::DeviceModel& dm, cuda::DecodeStrategy s, int wi
 
 int main(int argc, char** argv) {
   std::string preset = "nemotron-h-8b";
-  int64_t requests = 32, slots = 16, prompt = 128, n_new = 64, runs = 3;
+  int64_t requests = 32, slots = 16, prompt = 128, n_new = 64, runs = 3, step_tokens = 1024;
   int window = 16;
+  std::vector<int64_t> chunks = {8, 512};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (i + 1 >= argc) return usage();
@@ -97,9 +111,18 @@ int main(int argc, char** argv) {
     else if (a == "--new") n_new = std::stoll(v);
     else if (a == "--window") window = std::stoi(v);
     else if (a == "--runs") runs = std::stoll(v);
+    else if (a == "--step-tokens") step_tokens = std::stoll(v);
+    else if (a == "--chunks") {
+      chunks.clear();
+      for (size_t at = 0; at <= v.size();) {
+        const size_t end = std::min(v.find(',', at), v.size());
+        chunks.push_back(std::stoll(v.substr(at, end - at)));
+        at = end + 1;
+      }
+    }
     else return usage();
   }
-  if (requests < 1 || slots < 1 || prompt < 2 || n_new < 2 || runs < 1) return usage();
+  if (requests < 1 || slots < 1 || prompt < 2 || n_new < 2 || runs < 1 || chunks.empty()) return usage();
   auto c = bench::preset_config(preset);
   if (!c.ok()) return std::fprintf(stderr, "error: %s\n", c.status().message().c_str()), 1;
   auto model = Model::random_without_matrices(*c, 1);
@@ -121,36 +144,52 @@ int main(int argc, char** argv) {
               "window %d, median of %lld runs after a warm-up\n\n",
               preset.c_str(), (long long)requests, (long long)prompt / 2, (long long)prompt, (long long)n_new / 2,
               (long long)n_new, (long long)w.total_new, (long long)slots, window, (long long)runs);
-  std::printf("%-10s %-12s %12s %21s\n", "strategy", "batching", "tok/s", "min-max");
+  std::printf("%-10s %-16s %12s %21s %22s\n", "strategy", "batching", "tok/s", "min-max", "first token ms (worst)");
   for (cuda::DecodeStrategy s :
        {cuda::DecodeStrategy::kStandard, cuda::DecodeStrategy::kReplay, cuda::DecodeStrategy::kRecompute}) {
     double static_med = 0.0;
-    for (bool continuous : {false, true}) {
+    std::vector<int64_t> modes = {0};  // 0: static waves; then the engine at each chunk
+    modes.insert(modes.end(), chunks.begin(), chunks.end());
+    for (int64_t chunk : modes) {
+      const bool continuous = chunk > 0;
       std::vector<double> tps;
-      std::vector<std::pair<double, EngineStats>> by_run;  // continuous: tok/s and where the time went
+      struct Run {
+        double tps;
+        EngineStats st;
+        std::vector<double> first;
+      };
+      std::vector<Run> by_run;  // continuous: where the time went
       for (int64_t r = 0; r < runs + 1; ++r) {
         cuda::EngineCudaOptions o;
-        o.strategy = s, o.window = window, o.slots = slots, o.max_context = prompt + n_new, o.prefill_chunk = 8;
+        o.strategy = s, o.window = window, o.slots = slots, o.max_context = prompt + n_new;
+        o.prefill_chunk = int(chunk), o.max_batch_tokens = std::max(step_tokens, slots);
         EngineStats st;
-        Result<double> t = continuous ? serve(**dm, o, w, &st) : waves(**dm, s, window, slots, prompt + n_new, w);
+        std::vector<double> first;
+        Result<double> t = continuous ? serve(**dm, o, w, &st, &first) : waves(**dm, s, window, slots, prompt + n_new, w);
         if (!t.ok()) return std::fprintf(stderr, "error: %s\n", t.status().message().c_str()), 1;
-        if (r > 0) tps.push_back(double(w.total_new) / *t), by_run.emplace_back(tps.back(), st);
+        if (r > 0) tps.push_back(double(w.total_new) / *t), by_run.push_back({tps.back(), st, first});
       }
       std::sort(tps.begin(), tps.end());
       const double med = tps[tps.size() / 2];
-      if (!continuous) static_med = med;
-      std::printf("%-10s %-12s %12.1f %10.1f-%-10.1f%s\n", cuda::decode_strategy_name(s),
-                  continuous ? "continuous" : "static", med, tps.front(), tps.back(),
-                  continuous ? ("  " + std::to_string(med / static_med).substr(0, 4) + "x static").c_str() : "");
-      if (continuous) {  // the median run's steps: prompt chunks (feeds) and plain decoding
-        std::sort(by_run.begin(), by_run.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
-        const EngineStats& st = by_run[by_run.size() / 2].second;
-        const int64_t dsteps = st.steps - st.prefill_steps;
-        std::printf("%-10s   %lld steps: %lld with prompt chunks at %.3f ms, %lld decoding at %.3f ms\n", "",
-                    (long long)st.steps, (long long)st.prefill_steps,
-                    st.prefill_steps > 0 ? 1e3 * st.prefill_step_s / double(st.prefill_steps) : 0.0, (long long)dsteps,
-                    dsteps > 0 ? 1e3 * st.decode_step_s / double(dsteps) : 0.0);
+      if (!continuous) {
+        static_med = med;
+        std::printf("%-10s %-16s %12.1f %10.1f-%-10.1f\n", cuda::decode_strategy_name(s), "static", med, tps.front(),
+                    tps.back());
+        continue;
       }
+      std::sort(by_run.begin(), by_run.end(), [](const Run& x, const Run& y) { return x.tps < y.tps; });
+      const Run& m = by_run[by_run.size() / 2];
+      const std::string mode = "chunks of " + std::to_string(chunk);
+      std::printf("%-10s %-16s %12.1f %10.1f-%-10.1f %10.1f (%7.1f)  %.2fx static\n", cuda::decode_strategy_name(s),
+                  mode.c_str(), med, tps.front(), tps.back(), 1e3 * m.first[m.first.size() / 2], 1e3 * m.first.back(),
+                  med / static_med);
+      const EngineStats& st = m.st;  // the median run's steps: with prompt chunks (ragged) and plain decoding
+      const int64_t dsteps = st.steps - st.prefill_steps;
+      std::printf("%-10s   %lld steps: %lld with prompt chunks at %.3f ms (%lld rows at most), %lld decoding at %.3f ms\n",
+                  "", (long long)st.steps, (long long)st.prefill_steps,
+                  st.prefill_steps > 0 ? 1e3 * st.prefill_step_s / double(st.prefill_steps) : 0.0,
+                  (long long)st.max_batch_rows, (long long)dsteps,
+                  dsteps > 0 ? 1e3 * st.decode_step_s / double(dsteps) : 0.0);
       std::fflush(stdout);
     }
   }

@@ -1,6 +1,7 @@
 // Continuous batching on the GPU (runtime/cuda/engine_cuda.h): requests
 // of different lengths join between steps into fewer slots than requests,
-// prefill in chunks beside others' decoding, leave, and their slots are
+// prefill in chunks beside others' decoding (ragged steps: short chunks in
+// a tight step's rows, and whole prompts at once), leave, and their slots are
 // cleared for the next — every greedy token against stepping the request's
 // own tokens from scratch (a parting only at a near tie of the top two
 // logits, as chunked and single-token rows round differently), in every
@@ -29,10 +30,18 @@ using CudaEngine = test::DeviceModelTest;
 
 TEST_P(CudaEngine, JoiningRequestsDecodeWhatSteppingTheirTokensGives) {
   const int64_t V = dm_->config().vocab_size;
+  // Short chunks in a tight step (prompts wait for rows behind the
+  // decoding requests' tokens), and whole prompts in one step.
+  struct Rows {
+    int chunk;
+    int64_t step;
+  };
+  for (auto [chunk, step_rows] : {Rows{4, 6}, Rows{64, 64}})
   for (DecodeStrategy s : {DecodeStrategy::kReplay, DecodeStrategy::kStandard, DecodeStrategy::kRecompute}) {
-    SCOPED_TRACE(cuda::decode_strategy_name(s));
+    SCOPED_TRACE(std::string(cuda::decode_strategy_name(s)) + ", chunks of " + std::to_string(chunk));
     cuda::EngineCudaOptions o;
-    o.strategy = s, o.window = 8, o.slots = 3, o.max_context = 64, o.prefill_chunk = 4;
+    o.strategy = s, o.window = 8, o.slots = 3, o.max_context = 64, o.prefill_chunk = chunk;
+    o.max_batch_tokens = step_rows;
     auto eng = cuda::EngineCuda::create(*dm_, o);
     ASSERT_TRUE(eng.ok()) << eng.status().message();
     std::mt19937 g(13);
@@ -66,6 +75,7 @@ TEST_P(CudaEngine, JoiningRequestsDecodeWhatSteppingTheirTokensGives) {
     const EngineStats& st = (*eng)->stats();
     EXPECT_EQ(st.max_running, 3);
     EXPECT_GE(st.max_waiting, 2);
+    EXPECT_LE(st.max_batch_rows, step_rows);
     int64_t prompt_tokens = 0, parted = 0;
     for (size_t k = 0; k < reqs.size(); ++k) {
       auto out = (*eng)->output(ids[k]);
@@ -90,9 +100,10 @@ TEST_P(CudaEngine, JoiningRequestsDecodeWhatSteppingTheirTokensGives) {
       }
     }
     EXPECT_EQ(st.prefill_tokens, prompt_tokens);
-    std::printf("  %s %s: %lld steps, %lld prefill and %lld decode tokens, %lld requests parted at a near tie\n",
-                GetParam().c_str(), cuda::decode_strategy_name(s), (long long)st.steps, (long long)st.prefill_tokens,
-                (long long)st.decode_tokens, (long long)parted);
+    std::printf("  %s %s, chunks of %d: %lld steps (%lld with prompt chunks), %lld prefill and %lld decode tokens, "
+                "%lld requests parted at a near tie\n",
+                GetParam().c_str(), cuda::decode_strategy_name(s), chunk, (long long)st.steps, (long long)st.prefill_steps,
+                (long long)st.prefill_tokens, (long long)st.decode_tokens, (long long)parted);
   }
 }
 
@@ -145,8 +156,13 @@ TEST_P(CudaEngine, SamplingRepeatsCancelsEndAndMisfitsAreRefused) {
   EXPECT_NE(over.status().message().find("max_context 40"), std::string::npos) << over.status().message();
   bad.max_new_tokens = 4, bad.state_budget = 16;
   EXPECT_FALSE((*eng)->submit(bad).ok());  // a budget under a slot's state
-  o.prefill_chunk = 1;
-  EXPECT_FALSE(cuda::EngineCuda::create(*dm_, o).ok());
+  for (auto bad_rows : {+[](cuda::EngineCudaOptions& e) { e.prefill_chunk = 0; },
+                        +[](cuda::EngineCudaOptions& e) { e.prefill_chunk = cuda::kMaxChunk + 1; },
+                        +[](cuda::EngineCudaOptions& e) { e.max_batch_tokens = e.slots - 1; }}) {  // a slot without a row
+    cuda::EngineCudaOptions b = o;
+    bad_rows(b);
+    EXPECT_FALSE(cuda::EngineCuda::create(*dm_, b).ok());
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaEngine,

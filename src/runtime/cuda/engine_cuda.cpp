@@ -11,15 +11,20 @@ namespace replayssm::cuda {
 
 Result<std::unique_ptr<EngineCuda>> EngineCuda::create(const DeviceModel& model, const EngineCudaOptions& opt) {
   if (opt.slots < 1) return invalid_argument("engine (cuda): slots must be >= 1, got " + std::to_string(opt.slots));
-  if (opt.prefill_chunk < 2 || opt.prefill_chunk > 8)
-    return invalid_argument("engine (cuda): prefill_chunk " + std::to_string(opt.prefill_chunk) +
-                            " out of range [2, 8]");
+  if (opt.prefill_chunk < 1 || opt.prefill_chunk > kMaxChunk)
+    return invalid_argument("engine (cuda): prefill_chunk " + std::to_string(opt.prefill_chunk) + " out of range [1, " +
+                            std::to_string(kMaxChunk) + "]");
+  if (opt.max_batch_tokens < opt.slots || opt.max_batch_tokens > opt.slots * kMaxChunk)
+    return invalid_argument("engine (cuda): max_batch_tokens " + std::to_string(opt.max_batch_tokens) +
+                            " out of range [" + std::to_string(opt.slots) + ", " + std::to_string(opt.slots * kMaxChunk) +
+                            "] (at least a token for every slot)");
   DecoderOptions o;
   o.strategy = opt.strategy, o.batch = opt.slots, o.max_context = opt.max_context, o.window = opt.window;
-  // A prefilling step is a feed of up to prefill_chunk rows; no verifies,
-  // so the standard layout keeps no per-draft states.
-  o.graphs = opt.graphs, o.spec_tokens = opt.prefill_chunk, o.draft_states = false;
-  o.max_chunk = 1;  // its other steps are single tokens: no longer rows to hold
+  // Its steps are single tokens and ragged ones of up to max_batch_tokens
+  // rows (the decoder's rows: slots × max_chunk); no verifies, so the
+  // standard layout keeps no per-draft states.
+  o.graphs = opt.graphs, o.draft_states = false;
+  o.max_chunk = int((opt.max_batch_tokens + opt.slots - 1) / opt.slots);
   RSSM_ASSIGN_OR_RETURN(std::unique_ptr<Decoder> dec, Decoder::create(model, o));
   std::unique_ptr<EngineCuda> e(new EngineCuda(std::move(dec)));
   e->opt_ = opt;
@@ -103,31 +108,36 @@ Status EngineCuda::step() {
   RSSM_RETURN_IF_ERROR(admit());
   if (running_ == 0) return {};
   const int64_t B = opt_.slots;
-  // Who takes what: a prefilling request its next chunk, a decoding one its last token.
+  // Who takes what: a decoding request its last token first, then the
+  // prefilling ones their next chunks, within the step's rows.
   std::vector<int32_t> count(static_cast<size_t>(B), 0);
   bool prefilling = false;
-  int T = 1;
+  int64_t budget = opt_.max_batch_tokens;
+  for (int pass = 0; pass < 2; ++pass)
+    for (int64_t s = 0; s < B; ++s) {
+      const RequestId id = slot_owner_[size_t(s)];
+      if (id < 0) continue;
+      const Request& r = *requests_[size_t(id)];
+      const int64_t left = int64_t(r.params.prompt.size()) - r.fed;
+      if ((left > 0) != (pass == 1)) continue;
+      prefilling |= left > 0;
+      count[size_t(s)] = int32_t(left > 0 ? std::min({left, int64_t(opt_.prefill_chunk), budget}) : 1);
+      budget -= count[size_t(s)];
+    }
+  std::vector<int32_t> tok, next(static_cast<size_t>(B));
   for (int64_t s = 0; s < B; ++s) {
     const RequestId id = slot_owner_[size_t(s)];
-    if (id < 0) continue;
-    const Request& r = *requests_[size_t(id)];
-    const int64_t left = int64_t(r.params.prompt.size()) - r.fed;
-    count[size_t(s)] = left > 0 ? int32_t(std::min<int64_t>(left, opt_.prefill_chunk)) : 1;
-    prefilling |= left > 0;
-    T = std::max(T, int(count[size_t(s)]));
-  }
-  if (prefilling) T = std::max(T, 2);  // a feed takes at least 2 rows
-  std::vector<int32_t> tok(size_t(B * T), 0), argmax(size_t(B * T));
-  for (int64_t s = 0; s < B; ++s) {
-    const RequestId id = slot_owner_[size_t(s)];
-    if (id < 0) continue;
+    if (id < 0) {
+      if (!prefilling) tok.push_back(0);  // a plain step's filler token
+      continue;
+    }
     const Request& r = *requests_[size_t(id)];
     for (int i = 0; i < count[size_t(s)]; ++i)
-      tok[size_t(s * T + i)] = r.fed < int64_t(r.params.prompt.size()) ? r.params.prompt[size_t(r.fed + i)] : r.last;
+      tok.push_back(r.fed < int64_t(r.params.prompt.size()) ? r.params.prompt[size_t(r.fed + i)] : r.last);
   }
   const double t0 = now_seconds();
   if (prefilling) {
-    RSSM_RETURN_IF_ERROR(dec_->feed(tok, T, count, argmax));
+    RSSM_RETURN_IF_ERROR(dec_->step_ragged(tok, count, next));
   } else {
     // A free slot steps a filler token: cleared before it would pass the context.
     for (int64_t s = 0; s < B; ++s)
@@ -135,13 +145,12 @@ Status EngineCuda::step() {
         if (dec_->length(s) + 1 > opt_.max_context) RSSM_RETURN_IF_ERROR(dec_->clear(s));
         slot_dirty_[size_t(s)] = 1;
       }
-    argmax.resize(size_t(B));
-    RSSM_RETURN_IF_ERROR(dec_->step(tok, 1, argmax));
+    RSSM_RETURN_IF_ERROR(dec_->step(tok, 1, next));
   }
   ++stats_.steps;
   stats_.prefill_steps += prefilling;
   (prefilling ? stats_.prefill_step_s : stats_.decode_step_s) += now_seconds() - t0;
-  stats_.max_batch_rows = std::max(stats_.max_batch_rows, B * T);
+  stats_.max_batch_rows = std::max(stats_.max_batch_rows, int64_t(tok.size()));
   // The requests with a new row to choose from (their prompt all in), by
   // sampling parameters for the device draws.
   std::vector<std::pair<int64_t, int32_t>> picks;  // slot, row
@@ -158,8 +167,8 @@ Status EngineCuda::step() {
     } else {
       ++stats_.decode_tokens;
     }
-    const int32_t row = int32_t(prefilling ? s * T + count[size_t(s)] - 1 : s);
-    r.last = argmax[size_t(row)];
+    const int32_t row = int32_t(s);  // either step leaves a row per slot: its last token's
+    r.last = next[size_t(row)];
     picks.emplace_back(s, row);
     if (r.params.temperature > 0.0f) draws[{r.params.temperature, r.params.top_p}].push_back(picks.size() - 1);
   }

@@ -7,11 +7,16 @@
 // when a slot is free; the slot is cleared (Decoder::clear) and the
 // request's prompt goes in chunks of up to prefill_chunk tokens. A step
 // is one batched pass over every slot:
-//   - while some request is prefilling, a feed (Decoder::feed) of T rows
-//     per slot in which a prefilling request takes its next chunk, a
-//     decoding one its last token, and a free slot nothing;
-//   - otherwise a plain one-token step (a free slot steps a filler token
-//     and is cleared before it is reused or reaches the context).
+//   - while some request is prefilling, a ragged step
+//     (Decoder::step_ragged): every decoding request takes its last token
+//     first (latency), then the prefilling ones their next chunks in slot
+//     order, up to max_batch_tokens rows in all; a free slot takes
+//     nothing. The GEMMs do the work of those rows only, and the SSM
+//     layers take the chunk scans (under replay, each request in the step
+//     folds its log);
+//   - otherwise a plain one-token step, replayed as a CUDA graph (a free
+//     slot steps a filler token and is cleared before it is reused or
+//     reaches the context).
 // The next token of each request whose prompt is in comes from its last
 // row: the device argmax, or a device draw (Decoder::sample) with the
 // request's own Sampler's uniforms (seeded by RequestParams::seed). The
@@ -40,10 +45,9 @@ struct EngineCudaOptions {
   int window = 16;             // replay: the log's capacity; recompute: the sparse interval
   int64_t slots = 8;           // requests running at once (the decoder's batch)
   int64_t max_context = 2048;  // a request's prompt + new tokens
-  // Prompt tokens per request per step, 2..8 (replay: ≤ window / 2). Replay
-  // keeps room in every log for a whole chunk, so a chunk near W/2 folds
-  // the logs about twice as often as plain decoding does.
-  int prefill_chunk = 8;
+  int prefill_chunk = 512;          // prompt tokens per request per step, 1..4096
+  int64_t max_batch_tokens = 1024;  // rows of a step in all, slots .. slots × 4096 (every running request's
+                                    // token fits); the decoder's activations hold this many rows
   bool graphs = true;
 };
 
