@@ -13,15 +13,20 @@ Result<std::unique_ptr<TreeSearchCuda>> TreeSearchCuda::create(const DeviceModel
     return invalid_argument("tree (cuda): slots " + std::to_string(opt.slots) +
                             " out of range [3, 65535] (the root, a parent and its new child)");
   if (opt.max_context < 1) return invalid_argument("tree (cuda): max_context must be >= 1");
+  if (opt.prefill_chunk < 1 || opt.prefill_chunk > kMaxChunk)
+    return invalid_argument("tree (cuda): prefill_chunk " + std::to_string(opt.prefill_chunk) + " out of range [1, " +
+                            std::to_string(kMaxChunk) + "]");
   // Every feed verifies `chunk` rows in every slot, so each slot needs that
   // much room past the longest path.
   DecoderOptions o;
   o.strategy = opt.strategy, o.batch = opt.slots, o.max_context = opt.max_context + opt.chunk, o.window = opt.window;
   o.graphs = opt.graphs, o.spec_tokens = opt.chunk, o.forks = true;
   o.draft_states = false;  // the tree only feeds: no per-draft states
-  o.max_chunk = 1;         // nor steps of more than a token: no longer rows to hold
+  // A ragged step of prefill_chunk rows (the decoder's rows: slots × max_chunk).
+  o.max_chunk = int((opt.prefill_chunk + opt.slots - 1) / opt.slots);
   RSSM_ASSIGN_OR_RETURN(std::unique_ptr<Decoder> dec, Decoder::create(model, o));
   std::unique_ptr<TreeSearchCuda> t(new TreeSearchCuda(std::move(dec)));
+  t->prefill_chunk_ = opt.prefill_chunk;
   t->owner_.assign(size_t(opt.slots), -1);
   return t;
 }
@@ -32,13 +37,36 @@ Result<TreeSearchCuda::Node*> TreeSearchCuda::find(NodeId id) const {
   return nodes_[size_t(id)].get();
 }
 
+Status TreeSearchCuda::check_room(int64_t slot, int64_t n) const {
+  const DecoderOptions& o = dec_->options();
+  const int64_t longest = o.max_context - o.spec_tokens;
+  if (dec_->length(slot) + n > longest)
+    return out_of_budget("tree (cuda): a path of " + std::to_string(dec_->length(slot) + n) +
+                         " tokens does not fit max_context " + std::to_string(longest));
+  return {};
+}
+
+Status TreeSearchCuda::prefill(int64_t slot, std::span<const int32_t> tokens, std::vector<float>* last) {
+  RSSM_RETURN_IF_ERROR(check_room(slot, int64_t(tokens.size())));
+  const int64_t B = dec_->options().batch;
+  std::vector<int32_t> count(static_cast<size_t>(B), 0), next(static_cast<size_t>(B));
+  for (size_t t = 0; t < tokens.size();) {
+    const size_t n = std::min(tokens.size() - t, size_t(prefill_chunk_));
+    count[size_t(slot)] = int32_t(n);
+    RSSM_RETURN_IF_ERROR(dec_->step_ragged(tokens.subspan(t, n), count, next));
+    t += n;
+  }
+  if (last != nullptr) {  // without all_logits a ragged step leaves a row per slot
+    last->resize(size_t(dec_->model().config().vocab_size));
+    RSSM_RETURN_IF_ERROR(dec_->logits_row(slot, *last));
+  }
+  return {};
+}
+
 Status TreeSearchCuda::feed(int64_t slot, std::span<const int32_t> tokens, std::vector<float>* rows) {
   const DecoderOptions& o = dec_->options();
   const int64_t B = o.batch, V = dec_->model().config().vocab_size;
-  const int64_t longest = o.max_context - o.spec_tokens;
-  if (dec_->length(slot) + int64_t(tokens.size()) > longest)
-    return out_of_budget("tree (cuda): a path of " + std::to_string(dec_->length(slot) + int64_t(tokens.size())) +
-                         " tokens does not fit max_context " + std::to_string(longest));
+  RSSM_RETURN_IF_ERROR(check_room(slot, int64_t(tokens.size())));
   if (rows != nullptr) rows->clear();
   std::vector<int32_t> tok, argmax, count(static_cast<size_t>(B));
   std::vector<float> row(static_cast<size_t>(V));
@@ -92,7 +120,7 @@ Result<RestorePlan> TreeSearchCuda::make_resident(NodeId id) {
   parent[size_t(slot)] = int32_t(anc->slot);
   RSSM_RETURN_IF_ERROR(dec_->reorder(parent));
   const int64_t from = int64_t(anc->path.size());
-  RSSM_RETURN_IF_ERROR(feed(slot, std::span<const int32_t>(n->path).subspan(size_t(from)), nullptr));
+  RSSM_RETURN_IF_ERROR(prefill(slot, std::span<const int32_t>(n->path).subspan(size_t(from)), nullptr));
   n->slot = slot, owner_[size_t(slot)] = id;
   ++stats_.reprefills, stats_.reprefilled_tokens += len - from;
   return RestorePlan{RestorePath::kReprefill, from, len};
@@ -104,11 +132,11 @@ Result<TreeSearchCuda::NodeId> TreeSearchCuda::root(std::span<const int32_t> pro
   const int64_t V = dec_->model().config().vocab_size;
   for (int32_t t : prompt)
     if (t < 0 || t >= V) return invalid_argument("tree: token id " + std::to_string(t) + " out of range");
-  std::vector<float> rows;
-  RSSM_RETURN_IF_ERROR(feed(0, prompt, &rows));
+  std::vector<float> last;
+  RSSM_RETURN_IF_ERROR(prefill(0, prompt, &last));
   auto n = std::make_unique<Node>();
   n->path.assign(prompt.begin(), prompt.end());
-  n->logits.assign(rows.end() - V, rows.end());
+  n->logits = std::move(last);
   n->slot = 0, n->used = ++clock_;
   owner_[0] = 0;
   nodes_.push_back(std::move(n));

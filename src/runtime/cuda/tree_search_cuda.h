@@ -10,9 +10,12 @@
 // checkpoint and copies its log entries, under the standard layout it
 // copies the state — then feeds the new tokens to that slot alone
 // (Decoder::feed: every other slot takes none of its rows), so no other
-// node's state moves. A node evicted from its slot is made resident again from
-// its nearest resident ancestor (the root at worst) by feeding the tokens
-// in between — restore() reports that as a re-prefill of those tokens.
+// node's state moves. The root's prompt goes in ragged steps
+// (Decoder::step_ragged, only the root's slot taking tokens) of up to
+// prefill_chunk tokens, its last row's logits kept. A node evicted from
+// its slot is made resident again from its nearest resident ancestor (the
+// root at worst) by feeding the tokens in between the same way — restore()
+// reports that as a re-prefill of those tokens.
 // Logits and scores are kept per node on the host, as on the CPU.
 //
 // The decoder keeps each slot's latest state only: a node is never
@@ -34,7 +37,8 @@ struct TreeSearchCudaOptions {
   int window = 16;
   int64_t slots = 16;           // resident nodes, ≥ 3 (the root, a parent, its new child)
   int64_t max_context = 2048;   // the longest path, prompt included
-  int chunk = 8;                // tokens fed per pass, 2..8 (replay: ≤ window / 2)
+  int chunk = 8;                // tokens an expansion feeds per pass, 2..8 (replay: ≤ window / 2)
+  int prefill_chunk = 512;      // tokens of the prompt or a re-prefill per pass, 1..4096
   bool graphs = true;
 };
 
@@ -79,10 +83,16 @@ class TreeSearchCuda {
   // Feeds tokens to `slot` alone; rows (optional) gets the logits after
   // each token, row-major.
   Status feed(int64_t slot, std::span<const int32_t> tokens, std::vector<float>* rows);
+  // The same in ragged steps of up to prefill_chunk tokens; last (optional)
+  // gets the logits after the last token only.
+  Status prefill(int64_t slot, std::span<const int32_t> tokens, std::vector<float>* last);
+  // Whether `slot` has room for n more tokens on its path.
+  Status check_room(int64_t slot, int64_t n) const;
   // Makes the node resident; returns the tokens it had to feed again.
   Result<RestorePlan> make_resident(NodeId id);
 
   std::unique_ptr<Decoder> dec_;
+  int prefill_chunk_ = 0;
   std::vector<std::unique_ptr<Node>> nodes_;  // index = id; null once released
   std::vector<NodeId> owner_;                 // per slot: the resident node, or -1
   uint64_t clock_ = 0;
