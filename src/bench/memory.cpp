@@ -190,9 +190,12 @@ int64_t estimate_device_run_bytes(const ModelConfig& c, const Config& cfg, const
       else if (k == BlockKind::kGatedDeltaNet) staging = std::max(staging, W * static_cast<double>(g.n_v_heads * g.v_dim) * 4.0);
   }
   const double scratch_slot = replay ? 0.0 : one_state;
+  // Rows a step's activations hold: T a sequence; the tree's decoder at
+  // least its prompt's ragged steps (Decoder: batch × max(max_chunk, spec)).
+  const double act_rows = tree ? B * std::max(T, std::ceil(double(kTreePrefillChunk) / B)) : B * T;
   return static_cast<int64_t>(std::ceil(
-             (B * (per_seq + T * act + logit_rows * static_cast<double>(c.vocab_size) * 4.0 + staging) + scratch_slot +
-              cublas) *
+             (B * (per_seq + logit_rows * static_cast<double>(c.vocab_size) * 4.0 + staging) + act_rows * act +
+              scratch_slot + cublas) *
              1.1)) +
          (int64_t{256} << 20);
 }

@@ -36,6 +36,9 @@ int64_t device_weight_bytes(const ModelConfig& c);
 // pass (a verify: ≤ W/2 under replay).
 constexpr int64_t kTreeSlotsPerChild = 4;
 inline int tree_chunk(int64_t window) { return int(std::min<int64_t>(8, std::max<int64_t>(2, window / 2))); }
+// Its prompt goes in ragged steps of this many tokens (TreeSearchCudaOptions::prefill_chunk),
+// so its decoder's steps hold at least this many rows.
+constexpr int kTreePrefillChunk = 512;
 // The restore workload's prompt chunk on cuda (its base sequence and its
 // re-prefills): about 1,024 rows a step, 8 to 4,096 tokens per sequence.
 inline int restore_chunk(int64_t batch) { return int(std::max<int64_t>(8, std::min<int64_t>(4096, 1024 / batch))); }

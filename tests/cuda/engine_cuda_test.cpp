@@ -31,12 +31,13 @@ using CudaEngine = test::DeviceModelTest;
 TEST_P(CudaEngine, JoiningRequestsDecodeWhatSteppingTheirTokensGives) {
   const int64_t V = dm_->config().vocab_size;
   // Short chunks in a tight step (prompts wait for rows behind the
-  // decoding requests' tokens), and whole prompts in one step.
+  // decoding requests' tokens; at 3 rows the decoder holds no more rows
+  // than slots), and whole prompts in one step.
   struct Rows {
     int chunk;
     int64_t step;
   };
-  for (auto [chunk, step_rows] : {Rows{4, 6}, Rows{64, 64}})
+  for (auto [chunk, step_rows] : {Rows{4, 6}, Rows{3, 3}, Rows{64, 64}})
   for (DecodeStrategy s : {DecodeStrategy::kReplay, DecodeStrategy::kStandard, DecodeStrategy::kRecompute}) {
     SCOPED_TRACE(std::string(cuda::decode_strategy_name(s)) + ", chunks of " + std::to_string(chunk));
     cuda::EngineCudaOptions o;

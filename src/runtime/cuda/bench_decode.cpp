@@ -66,7 +66,7 @@ Result<bench::Measurement> BenchDecodeRunner::run_tree(const bench::Config& c) {
   TreeSearchCudaOptions o;
   RSSM_ASSIGN_OR_RETURN(o.strategy, device_strategy(c.strategy));
   o.window = static_cast<int>(c.window);
-  o.chunk = bench::tree_chunk(c.window);
+  o.chunk = bench::tree_chunk(c.window), o.prefill_chunk = bench::kTreePrefillChunk;
   o.slots = std::max<int64_t>(3, bench::kTreeSlotsPerChild * c.batch);
   o.max_context = opt.prompt_tokens + opt.new_tokens + 1;  // a path grows a token per expansion at most
   RSSM_ASSIGN_OR_RETURN(std::unique_ptr<TreeSearchCuda> tree, TreeSearchCuda::create(*model_, o));

@@ -254,10 +254,11 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
                                                                     int(mc.head_dim)),
                                    "Mamba2 replay scratch", &ws2));
   }
-  if (R > B)
-    RSSM_RETURN_IF_ERROR(I.alloc(&I.xconv, R * std::max(any_mamba ? mc.conv_channels() : 0,
-                                                       any_gdn ? gc.conv_channels() : 0),
-                                 "chunk conv output", &ws2));
+  // Chunks, verifies, feeds and ragged steps (which may have as many rows
+  // as the batch, a sequence taking several) convolve into it.
+  RSSM_RETURN_IF_ERROR(I.alloc(&I.xconv, R * std::max(any_mamba ? mc.conv_channels() : 0,
+                                                     any_gdn ? gc.conv_channels() : 0),
+                               "chunk conv output", &ws2));
   if (any_gdn) {
     const int64_t K = gc.n_k_heads * gc.k_dim, V = gc.n_v_heads * gc.v_dim;
     RSSM_RETURN_IF_ERROR(I.alloc(&I.gq, R * K, "GDN q", &ws2));

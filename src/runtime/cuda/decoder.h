@@ -176,7 +176,9 @@ class Decoder {
   // logits, when given, that row's logits (batch × vocab; zeros where
   // count[b] = 0), or with options().all_logits every row's (Σ count ×
   // vocab, in the tokens' order; top_logprobs, sample and logits_row count
-  // rows the same way).
+  // rows the same way; without all_logits, row b of a sequence that took
+  // no token holds no meaningful logits there). A sequence takes at most
+  // kMaxChunk tokens.
   Status step_ragged(std::span<const int32_t> tokens, std::span<const int32_t> count, std::span<int32_t> next,
                      float* logits = nullptr);
   // The most tokens a step_ragged() takes in all: batch × max(max_chunk, spec_tokens).

@@ -24,9 +24,9 @@ Status Decoder::step_ragged(std::span<const int32_t> tokens, std::span<const int
   int T = 0;  // the most rows a sequence takes
   for (int64_t b = 0; b < B; ++b) {
     const int32_t n = count[size_t(b)];
-    if (n < 0)
+    if (n < 0 || n > kMaxChunk)
       return invalid_argument("cuda decode: sequence " + std::to_string(b) + " takes " + std::to_string(n) +
-                              " tokens in a ragged step (0 or more)");
+                              " tokens in a ragged step (0.." + std::to_string(kMaxChunk) + ")");
     if (pos_[size_t(b)] + n > opt_.max_context)
       return out_of_budget("cuda decode: sequence " + std::to_string(b) + " (" + std::to_string(pos_[size_t(b)]) +
                            " tokens) would pass the context (" + std::to_string(opt_.max_context) + " positions) with " +

@@ -14,7 +14,8 @@ Result<std::unique_ptr<EngineCuda>> EngineCuda::create(const DeviceModel& model,
   if (opt.prefill_chunk < 1 || opt.prefill_chunk > kMaxChunk)
     return invalid_argument("engine (cuda): prefill_chunk " + std::to_string(opt.prefill_chunk) + " out of range [1, " +
                             std::to_string(kMaxChunk) + "]");
-  if (opt.max_batch_tokens < opt.slots || opt.max_batch_tokens > opt.slots * kMaxChunk)
+  const int64_t rows = opt.max_batch_tokens != 0 ? opt.max_batch_tokens : std::max<int64_t>(1024, opt.slots);
+  if (rows < opt.slots || rows > opt.slots * kMaxChunk)
     return invalid_argument("engine (cuda): max_batch_tokens " + std::to_string(opt.max_batch_tokens) +
                             " out of range [" + std::to_string(opt.slots) + ", " + std::to_string(opt.slots * kMaxChunk) +
                             "] (at least a token for every slot)");
@@ -24,10 +25,11 @@ Result<std::unique_ptr<EngineCuda>> EngineCuda::create(const DeviceModel& model,
   // rows (the decoder's rows: slots × max_chunk); no verifies, so the
   // standard layout keeps no per-draft states.
   o.graphs = opt.graphs, o.draft_states = false;
-  o.max_chunk = int((opt.max_batch_tokens + opt.slots - 1) / opt.slots);
+  o.max_chunk = int((rows + opt.slots - 1) / opt.slots);
   RSSM_ASSIGN_OR_RETURN(std::unique_ptr<Decoder> dec, Decoder::create(model, o));
   std::unique_ptr<EngineCuda> e(new EngineCuda(std::move(dec)));
   e->opt_ = opt;
+  e->opt_.max_batch_tokens = rows;
   e->slot_owner_.assign(size_t(opt.slots), -1);
   e->slot_dirty_.assign(size_t(opt.slots), 0);
   return e;
@@ -96,7 +98,7 @@ Status EngineCuda::admit() {
     const RequestId id = waiting_.front();
     waiting_.pop_front();
     Request& r = *requests_[size_t(id)];
-    r.slot = s, r.fed = 0;
+    r.slot = s, r.fed = 0, r.admitted = admissions_++;
     slot_owner_[size_t(s)] = id;
     ++running_;
   }
@@ -109,15 +111,20 @@ Status EngineCuda::step() {
   if (running_ == 0) return {};
   const int64_t B = opt_.slots;
   // Who takes what: a decoding request its last token first, then the
-  // prefilling ones their next chunks, within the step's rows.
+  // prefilling ones their next chunks in admission order (the earliest is
+  // never starved by later ones), within the step's rows.
   std::vector<int32_t> count(static_cast<size_t>(B), 0);
+  std::vector<int64_t> order;  // slots, by their requests' admission
+  for (int64_t s = 0; s < B; ++s)
+    if (slot_owner_[size_t(s)] >= 0) order.push_back(s);
+  std::sort(order.begin(), order.end(), [&](int64_t x, int64_t y) {
+    return requests_[size_t(slot_owner_[size_t(x)])]->admitted < requests_[size_t(slot_owner_[size_t(y)])]->admitted;
+  });
   bool prefilling = false;
   int64_t budget = opt_.max_batch_tokens;
   for (int pass = 0; pass < 2; ++pass)
-    for (int64_t s = 0; s < B; ++s) {
-      const RequestId id = slot_owner_[size_t(s)];
-      if (id < 0) continue;
-      const Request& r = *requests_[size_t(id)];
+    for (int64_t s : order) {
+      const Request& r = *requests_[size_t(slot_owner_[size_t(s)])];
       const int64_t left = int64_t(r.params.prompt.size()) - r.fed;
       if ((left > 0) != (pass == 1)) continue;
       prefilling |= left > 0;

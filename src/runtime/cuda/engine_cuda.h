@@ -9,8 +9,8 @@
 // is one batched pass over every slot:
 //   - while some request is prefilling, a ragged step
 //     (Decoder::step_ragged): every decoding request takes its last token
-//     first (latency), then the prefilling ones their next chunks in slot
-//     order, up to max_batch_tokens rows in all; a free slot takes
+//     first (latency), then the prefilling ones their next chunks in the
+//     order they were admitted, up to max_batch_tokens rows in all; a free slot takes
 //     nothing. The GEMMs do the work of those rows only, and the SSM
 //     layers take the chunk scans (under replay, each request in the step
 //     folds its log);
@@ -46,8 +46,8 @@ struct EngineCudaOptions {
   int64_t slots = 8;           // requests running at once (the decoder's batch)
   int64_t max_context = 2048;  // a request's prompt + new tokens
   int prefill_chunk = 512;          // prompt tokens per request per step, 1..4096
-  int64_t max_batch_tokens = 1024;  // rows of a step in all, slots .. slots × 4096 (every running request's
-                                    // token fits); the decoder's activations hold this many rows
+  int64_t max_batch_tokens = 0;  // rows of a step in all, slots .. slots × 4096 (every running request's token
+                                 // fits; 0: max(1024, slots)); the decoder's activations hold this many rows
   bool graphs = true;
 };
 
@@ -83,6 +83,7 @@ class EngineCuda {
     Sampler sampler;
     std::vector<int32_t> out;
     int64_t slot = -1, fed = 0;  // fed: prompt tokens in the slot
+    int64_t admitted = 0;        // admission order: who takes prompt rows first
     int32_t last = -1;           // the token chosen and not yet fed
     bool done = false;
   };
@@ -96,7 +97,7 @@ class EngineCuda {
   std::deque<RequestId> waiting_;
   std::vector<RequestId> slot_owner_;  // -1: free
   std::vector<char> slot_dirty_;       // holds a finished request's or filler tokens
-  int64_t running_ = 0;
+  int64_t running_ = 0, admissions_ = 0;
   EngineStats stats_;
 };
 
