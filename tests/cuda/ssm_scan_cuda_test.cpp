@@ -59,6 +59,15 @@ struct Ragged {
       cu.push_back(cu.back() + count.back());
     }
   }
+  // A sequence that took no rows has both its slots as they were (hs floats a slot).
+  void expect_untouched(const Slots& sl, const std::vector<float>& before, const std::vector<float>& after,
+                        int64_t hs) const {
+    for (size_t b = 0; b < count.size(); ++b)
+      if (count[b] == 0)
+        for (int32_t slot : {sl.slot[b], sl.out[b]})
+          EXPECT_TRUE(std::equal(after.begin() + slot * hs, after.begin() + (slot + 1) * hs, before.begin() + slot * hs))
+              << "sequence " << b << " took no rows but slot " << slot << " changed";
+  }
   // Rows of width w (row stride ld) of the dense layout b·T + t, packed.
   template <typename E>
   std::vector<E> pack(const std::vector<E>& dense, int T, int64_t ld) const {
@@ -258,11 +267,7 @@ TEST_P(Mamba2ScanCuda, RaggedRowsAreEachSequencesOwnChunk) {
     EXPECT_EQ(y.get(), y_ref.get());
     const std::vector<float> after = d.state.get();
     EXPECT_EQ(after, ref.state.get());
-    for (int b = 0; b < s.batch; ++b)
-      if (rg.count[size_t(b)] == 0)
-        for (int32_t slot : {c.sl.slot[size_t(b)], c.sl.out[size_t(b)]})
-          EXPECT_TRUE(std::equal(after.begin() + slot * hs, after.begin() + (slot + 1) * hs, c.state.begin() + slot * hs))
-              << "sequence " << b << " took no rows but slot " << slot << " changed";
+    rg.expect_untouched(c.sl, c.state, after, hs);
   }
 }
 
@@ -403,11 +408,7 @@ TEST_P(GdnScanCuda, RaggedRowsAreEachSequencesOwnChunk) {
     EXPECT_EQ(d.o.get(), ref.o.get());
     const std::vector<float> after = d.state.get();
     EXPECT_EQ(after, ref.state.get());
-    for (int b = 0; b < s.batch; ++b)
-      if (rg.count[size_t(b)] == 0)
-        for (int32_t slot : {c.sl.slot[size_t(b)], c.sl.out[size_t(b)]})
-          EXPECT_TRUE(std::equal(after.begin() + slot * hs, after.begin() + (slot + 1) * hs, c.state.begin() + slot * hs))
-              << "sequence " << b << " took no rows but slot " << slot << " changed";
+    rg.expect_untouched(c.sl, c.state, after, hs);
   }
 }
 
