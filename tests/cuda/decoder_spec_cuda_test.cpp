@@ -250,6 +250,52 @@ TEST_P(CudaSpec, GreedyNgramSpeculationEmitsGreedyDecodingsTokens) {
   }
 }
 
+// Prompts of very different lengths in one batch: the short ones decode
+// in ragged steps while the long one's chunks go in (max_chunk 16 at
+// batch 3), and every prompt's greedy tokens are its own — against
+// stepping the prompt and its tokens from scratch, a parting only at a
+// near tie — in every layout.
+TEST_P(CudaSpec, UnequalPromptsGenerateTheirOwnGreedyTokens) {
+  const int64_t V = dm_->config().vocab_size;
+  std::mt19937 g(17);
+  std::uniform_int_distribution<int32_t> id(0, int32_t(V - 1));
+  std::vector<std::vector<int32_t>> prompts;
+  for (int n : {5, 70, 23}) {
+    prompts.emplace_back();
+    for (int i = 0; i < n; ++i) prompts.back().push_back(id(g));
+  }
+  for (DecodeStrategy s : {DecodeStrategy::kStandard, DecodeStrategy::kReplay, DecodeStrategy::kRecompute}) {
+    SCOPED_TRACE(cuda::decode_strategy_name(s));
+    cuda::CudaGenerateOptions o;
+    o.max_new_tokens = 12, o.stop_at_eos = false, o.strategy = s, o.window = 8;
+    cuda::DecoderOptions d;
+    d.strategy = s, d.batch = 3, d.window = 8, d.max_context = cuda::decoder_context(70, o), d.max_chunk = 16;
+    auto dec = cuda::Decoder::create(*dm_, d);
+    ASSERT_TRUE(dec.ok()) << dec.status().message();
+    auto got = cuda::generate_batch_cuda(**dec, prompts, o);
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    int parted = 0;
+    for (size_t p = 0; p < prompts.size(); ++p) {
+      const std::vector<int32_t>& out = got->tokens[p];
+      ASSERT_EQ(out.size(), 12u) << "prompt " << p;
+      std::vector<int32_t> path = prompts[p];
+      path.insert(path.end(), out.begin(), out.end() - 1);
+      const auto rows = stepped(*dm_, path);
+      for (size_t j = 0; j < out.size(); ++j) {
+        const std::vector<float>& row = rows[prompts[p].size() - 1 + j];
+        if (int32_t(std::max_element(row.begin(), row.end()) - row.begin()) == out[j]) continue;
+        std::vector<float> top(row);
+        std::partial_sort(top.begin(), top.begin() + 2, top.end(), std::greater<float>());
+        EXPECT_LT(top[0] - top[1], kGreedyGap) << "prompt " << p << " token " << j;
+        ++parted;
+        break;  // the rest follow its own choice
+      }
+    }
+    std::printf("  %s %s: unequal prompts, %d parted at a near tie\n", GetParam().c_str(), cuda::decode_strategy_name(s),
+                parted);
+  }
+}
+
 // Sampled decoding draws on the device with each prompt's Sampler's
 // uniforms: the tokens a host Sampler (seed + i) draws from the same
 // decoder's logits, fed the same way (equal prompts' chunks, then a token

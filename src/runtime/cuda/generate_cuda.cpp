@@ -127,21 +127,43 @@ Result<BatchResult> generate_batch_cuda(Decoder& decoder, std::span<const std::v
   for (size_t b = 0; b < size_t(B); ++b) every[b] = b;
   const double start = now_s();
   // The prompts: while every sequence is inside its prompt, whole chunks of
-  // it go in one step; after that, one token per step. The last token of
-  // each prompt's step picks its first new token.
-  for (size_t t = 0; t < longest;) {
+  // it go in one step (as long as the shortest allows). After that, ragged
+  // steps: each unfinished prompt takes its next chunk (up to max_chunk)
+  // while the sequences past theirs feed what they have chosen, one token
+  // each, and finished ones nothing — a short prompt does not hold a long
+  // one to a token a step. The last token of each prompt's step picks its
+  // first new token.
+  std::vector<size_t> fed(static_cast<size_t>(B), 0);  // prompt tokens in
+  std::vector<int32_t> count(static_cast<size_t>(B));
+  for (;;) {
     size_t T = size_t(dec->max_chunk());
-    for (const auto& p : prompts) T = t < p.size() ? std::min(T, p.size() - t) : 1;
-    tok.resize(size_t(B) * T);
-    for (size_t b = 0; b < size_t(B); ++b)
-      for (size_t i = 0; i < T; ++i)  // a sequence past its prompt feeds what it has chosen
-        tok[b * T + i] = t + i < prompts[b].size() ? prompts[b][t + i] : last[b];
-    RSSM_RETURN_IF_ERROR(dec->step(tok, int(T), next));
-    t += T;
+    bool any = false, all = true;
+    for (size_t b = 0; b < size_t(B); ++b) {
+      const bool in = fed[b] < prompts[b].size();
+      any |= in, all &= in;
+      if (in) T = std::min(T, prompts[b].size() - fed[b]);
+    }
+    if (!any) break;
+    tok.clear();
+    for (size_t b = 0; b < size_t(B); ++b) {
+      const size_t left = prompts[b].size() - std::min(fed[b], prompts[b].size());
+      count[b] = int32_t(all ? T : left > 0 ? std::min(left, size_t(dec->max_chunk())) : done[b] ? 0 : 1);
+      if (left == 0) {
+        if (count[b] == 1) tok.push_back(last[b]);
+        continue;
+      }
+      tok.insert(tok.end(), prompts[b].begin() + int64_t(fed[b]), prompts[b].begin() + int64_t(fed[b]) + count[b]);
+    }
+    RSSM_RETURN_IF_ERROR(all ? dec->step(tok, int(T), next) : dec->step_ragged(tok, count, next));
     ready.clear();
     for (size_t b = 0; b < size_t(B); ++b) {
-      if (t < prompts[b].size()) continue;
-      if (t > prompts[b].size()) emit(b, last[b]);  // a shorter prompt's choice, fed this step
+      if (count[b] == 0) continue;
+      if (fed[b] < prompts[b].size()) {
+        fed[b] += size_t(count[b]);
+        if (fed[b] < prompts[b].size()) continue;
+      } else {
+        emit(b, last[b]);  // a shorter prompt's choice, fed this step
+      }
       last[b] = next[b];
       ready.push_back(b);
     }
