@@ -62,7 +62,6 @@ Status Decoder::step_ragged(std::span<const int32_t> tokens, std::span<const int
       I.host_field(kTokens)[r] = tokens[size_t(r)];
       I.host_field(kRowPos)[r] = int32_t(pos + t);
       I.host_field(kRowSeq)[r] = int32_t(b);
-      I.host_field(kMEntry)[r] = I.host_field(kGEntry)[r] = int32_t(r);  // read by no kernel of a scan step
       I.host_field(kOutSlot)[r] = live;
     }
     if (replay) {

@@ -98,7 +98,7 @@ Status EngineCuda::admit() {
     const RequestId id = waiting_.front();
     waiting_.pop_front();
     Request& r = *requests_[size_t(id)];
-    r.slot = s, r.fed = 0, r.admitted = admissions_++;
+    r.slot = s, r.fed = 0;
     slot_owner_[size_t(s)] = id;
     ++running_;
   }
@@ -114,12 +114,13 @@ Status EngineCuda::step() {
   // prefilling ones their next chunks in admission order (the earliest is
   // never starved by later ones), within the step's rows.
   std::vector<int32_t> count(static_cast<size_t>(B), 0);
+  // Ids grow at submit and the queue admits first come first, so
+  // admission order is id order.
   std::vector<int64_t> order;  // slots, by their requests' admission
   for (int64_t s = 0; s < B; ++s)
     if (slot_owner_[size_t(s)] >= 0) order.push_back(s);
-  std::sort(order.begin(), order.end(), [&](int64_t x, int64_t y) {
-    return requests_[size_t(slot_owner_[size_t(x)])]->admitted < requests_[size_t(slot_owner_[size_t(y)])]->admitted;
-  });
+  std::sort(order.begin(), order.end(),
+            [&](int64_t x, int64_t y) { return slot_owner_[size_t(x)] < slot_owner_[size_t(y)]; });
   bool prefilling = false;
   int64_t budget = opt_.max_batch_tokens;
   for (int pass = 0; pass < 2; ++pass)

@@ -83,7 +83,6 @@ class EngineCuda {
     Sampler sampler;
     std::vector<int32_t> out;
     int64_t slot = -1, fed = 0;  // fed: prompt tokens in the slot
-    int64_t admitted = 0;        // admission order: who takes prompt rows first
     int32_t last = -1;           // the token chosen and not yet fed
     bool done = false;
   };
@@ -97,7 +96,7 @@ class EngineCuda {
   std::deque<RequestId> waiting_;
   std::vector<RequestId> slot_owner_;  // -1: free
   std::vector<char> slot_dirty_;       // holds a finished request's or filler tokens
-  int64_t running_ = 0, admissions_ = 0;
+  int64_t running_ = 0;
   EngineStats stats_;
 };
 

@@ -146,7 +146,7 @@ Result<BatchResult> generate_batch_cuda(Decoder& decoder, std::span<const std::v
     if (!any) break;
     tok.clear();
     for (size_t b = 0; b < size_t(B); ++b) {
-      const size_t left = prompts[b].size() - std::min(fed[b], prompts[b].size());
+      const size_t left = prompts[b].size() - fed[b];  // fed never passes the prompt
       count[b] = int32_t(all ? T : left > 0 ? std::min(left, size_t(dec->max_chunk())) : done[b] ? 0 : 1);
       if (left == 0) {
         if (count[b] == 1) tok.push_back(last[b]);
