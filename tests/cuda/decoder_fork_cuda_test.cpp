@@ -1,5 +1,5 @@
-// Forks on the CUDA decoder: reorder() mixed with steps and speculative
-// verifies at random, every sequence's rows against stepping its own
+// Forks on the CUDA decoder: reorder() mixed with steps, ragged steps and
+// speculative verifies at random, every sequence's rows against stepping its own
 // token history from scratch (a fork that left the child any of its old
 // state — a conv window, a log entry, a checkpoint slot, a K/V row — or
 // folded into a slot another sequence still reads shows up in the logits
@@ -37,10 +37,10 @@ struct ForkCase {
 
 using CudaFork = test::DeviceModelTest;
 
-// Four sequences, a 6-token prompt each, then 40 rounds of a plain step, a
-// verify with random acceptance (where the case speculates) or a reorder
-// to random parents. Window 4 folds every few tokens, so folds of shared
-// checkpoints (into fresh slots) happen throughout.
+// Four sequences, a 6-token prompt each, then 48 rounds of a plain step, a
+// ragged step, a verify with random acceptance (where the case speculates)
+// or a reorder to random parents. Window 4 folds every few tokens, so
+// folds of shared checkpoints (into fresh slots) happen throughout.
 TEST_P(CudaFork, ReorderedSequencesMatchSteppingTheirHistories) {
   const int64_t B = 4, V = dm_->config().vocab_size;
   const std::vector<ForkCase> cases = {
@@ -51,7 +51,7 @@ TEST_P(CudaFork, ReorderedSequencesMatchSteppingTheirHistories) {
     std::mt19937 g(23);
     std::uniform_int_distribution<int32_t> id(0, int32_t(V - 1));
     cuda::DecoderOptions o;
-    o.strategy = fc.strategy, o.batch = B, o.max_context = 160, o.window = fc.window, o.kv_page = 16;
+    o.strategy = fc.strategy, o.batch = B, o.max_context = 260, o.window = fc.window, o.kv_page = 16;
     o.spec_tokens = fc.spec_tokens, o.forks = true;
     auto dec = cuda::Decoder::create(*dm_, o);
     ASSERT_TRUE(dec.ok()) << dec.status().message();
@@ -67,9 +67,14 @@ TEST_P(CudaFork, ReorderedSequencesMatchSteppingTheirHistories) {
       t += T;
     }
     for (auto& r : rows) r.resize(6);
-    int forks = 0;
-    for (int round = 0; round < 40; ++round) {
-      const int kind = int(g() % 3);
+    int forks = 0, ragged = 0;
+    for (int round = 0; round < 48; ++round) {
+      const int kind = int(g() % 4);
+      if (kind == 3) {  // a ragged step; lengths stay under 150 of the 260 positions
+        ASSERT_TRUE(test::ragged_step_at_random(**dec, g, V, 150, ids, rows));
+        ++ragged;
+        continue;
+      }
       if (kind == 2) {  // reorder
         std::vector<int32_t> parent(static_cast<size_t>(B));
         for (auto& p : parent) p = int32_t(g() % uint32_t(B));
@@ -103,10 +108,11 @@ TEST_P(CudaFork, ReorderedSequencesMatchSteppingTheirHistories) {
         }
     }
     EXPECT_GT(forks, 8);
+    EXPECT_GT(ragged, 5);
     const test::SteppedCheck r = test::check_against_stepping(*dm_, ids, rows, 6, 0.5);
-    std::printf("  %s %s W=%d spec %d: %d reorders, %lld rows, worst ratio vs stepping %.3f, argmax differs at %lld "
+    std::printf("  %s %s W=%d spec %d: %d reorders, %d ragged steps, %lld rows, worst ratio vs stepping %.3f, argmax differs at %lld "
                 "(%lld of %lld with a top-2 gap >= 0.5); state peak %lld bytes, written %lld\n",
-                GetParam().c_str(), cuda::decode_strategy_name(fc.strategy), fc.window, fc.spec_tokens, forks,
+                GetParam().c_str(), cuda::decode_strategy_name(fc.strategy), fc.window, fc.spec_tokens, forks, ragged,
                 (long long)r.rows, r.worst, (long long)r.flips, (long long)r.clear_flips, (long long)r.clear,
                 (long long)(*dec)->state_bytes_peak(), (long long)(*dec)->state_bytes_written());
     EXPECT_LE(r.worst, trained() ? kTrainedRatio : kFixtureRatio);

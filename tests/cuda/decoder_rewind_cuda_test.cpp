@@ -1,12 +1,14 @@
 // Going back on the CUDA decoder (options.rewind): rewind() to random
 // positions between each sequence's checkpoint and its end, mixed at random
-// with steps of one token or a chunk, speculative verifies with random
-// acceptance and reorders, every sequence's rows against stepping its own
-// token history from scratch. A rewound conv window that missed a row or
-// kept a dropped one, a checkpoint window not rolled at a fold, a pre-conv
-// row not moved with its entry or not copied by a fork: each shows up in
-// the logits after it. Then the refusals: positions before the checkpoint
-// or past the end, the standard layout, a verify awaiting accept().
+// with steps of one token or a chunk, ragged steps (each sequence its own
+// count, none to dozens, through the chunk scans), speculative verifies
+// with random acceptance and reorders, every sequence's rows against
+// stepping its own token history from scratch — exact replay too. A
+// rewound conv window that missed a row or kept a dropped one, a
+// checkpoint window not rolled at a fold, a pre-conv row not moved with its
+// entry or not copied by a fork: each shows up in the logits after it.
+// Then the refusals: positions before the checkpoint or past the end, the
+// standard layout, a verify awaiting accept().
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -30,6 +32,7 @@ struct RewindCase {
   DecodeStrategy strategy;
   int window, spec_tokens;
   bool forks;
+  bool exact = false;
 };
 
 using CudaRewind = test::DeviceModelTest;
@@ -40,15 +43,17 @@ TEST_P(CudaRewind, RewoundSequencesMatchSteppingTheirHistories) {
   // after a fork: from the empty state) and re-runs the tokens since.
   for (const RewindCase& rc : {RewindCase{DecodeStrategy::kReplay, 4, 0, true}, RewindCase{DecodeStrategy::kReplay, 8, 4, true},
                                RewindCase{DecodeStrategy::kReplay, 16, 0, false},
+                               RewindCase{DecodeStrategy::kReplay, 8, 4, true, true},
                                RewindCase{DecodeStrategy::kRecompute, 4, 4, true},
                                RewindCase{DecodeStrategy::kRecompute, 16, 0, false}}) {
-    SCOPED_TRACE(std::string(cuda::decode_strategy_name(rc.strategy)) + " window " + std::to_string(rc.window) +
-                 " spec " + std::to_string(rc.spec_tokens));
+    SCOPED_TRACE(std::string(cuda::decode_strategy_name(rc.strategy)) + (rc.exact ? " exact" : "") + " window " +
+                 std::to_string(rc.window) + " spec " + std::to_string(rc.spec_tokens));
     std::mt19937 g(31);
     std::uniform_int_distribution<int32_t> id(0, int32_t(V - 1));
     cuda::DecoderOptions o;
-    o.strategy = rc.strategy, o.batch = B, o.max_context = 200, o.window = rc.window, o.kv_page = 16;
+    o.strategy = rc.strategy, o.batch = B, o.max_context = 400, o.window = rc.window, o.kv_page = 16;
     o.spec_tokens = rc.spec_tokens, o.forks = rc.forks, o.rewind = rc.strategy == DecodeStrategy::kReplay;
+    o.exact = rc.exact;
     auto dec = cuda::Decoder::create(*dm_, o);
     ASSERT_TRUE(dec.ok()) << dec.status().message();
     std::vector<std::vector<int32_t>> ids(static_cast<size_t>(B));
@@ -63,9 +68,9 @@ TEST_P(CudaRewind, RewoundSequencesMatchSteppingTheirHistories) {
       ASSERT_TRUE((*dec)->step(one, next).ok());
     }
     for (auto& r : rows) r.resize(prompt);
-    int rewinds = 0, moved = 0, deepest = 0;
+    int rewinds = 0, moved = 0, deepest = 0, ragged = 0;
     for (int round = 0; round < 80; ++round) {
-      const int kind = int(g() % 4);
+      const int kind = int(g() % 5);
       if (kind == 0) {  // rewind each sequence to a random position from its checkpoint on
         std::vector<int64_t> len(static_cast<size_t>(B));
         for (int64_t b = 0; b < B; ++b) {
@@ -92,6 +97,11 @@ TEST_P(CudaRewind, RewoundSequencesMatchSteppingTheirHistories) {
         const auto old_rows = rows;
         for (int64_t b = 0; b < B; ++b)
           ids[size_t(b)] = old_ids[size_t(parent[size_t(b)])], rows[size_t(b)] = old_rows[size_t(parent[size_t(b)])];
+        continue;
+      }
+      if (kind == 4) {  // a ragged step; lengths stay under 250 of the 400 positions
+        ASSERT_TRUE(test::ragged_step_at_random(**dec, g, V, 250, ids, rows));
+        ++ragged;
         continue;
       }
       const bool verify = kind == 2 && rc.spec_tokens > 0;
@@ -121,26 +131,14 @@ TEST_P(CudaRewind, RewoundSequencesMatchSteppingTheirHistories) {
     }
     EXPECT_GE(rewinds, 8);
     EXPECT_GT(moved, 8);
+    EXPECT_GE(ragged, 8);
     // Every recorded row against stepping; the chunk rows not returned are skipped.
-    test::SteppedCheck r;
-    for (size_t b = 0; b < ids.size(); ++b) {
-      const auto ref = test::stepped(*dm_, ids[b]);
-      ASSERT_EQ(ref.size(), ids[b].size());
-      for (size_t t = prompt; t < ids[b].size(); ++t) {
-        if (rows[b][t].empty()) continue;
-        r.worst = std::max(r.worst, test::worst_row_ratio(rows[b][t], ref[t]));
-        std::vector<float> top(ref[t]);
-        std::partial_sort(top.begin(), top.begin() + 2, top.end(), std::greater<float>());
-        const bool flip = std::max_element(rows[b][t].begin(), rows[b][t].end()) - rows[b][t].begin() !=
-                          std::max_element(ref[t].begin(), ref[t].end()) - ref[t].begin();
-        ++r.rows, r.flips += flip;
-        if (top[0] - top[1] >= 0.5) ++r.clear, r.clear_flips += flip;
-      }
-    }
-    std::printf("  %s %s W=%d spec %d: %d rewinds (%d sequences moved, deepest %d), %lld rows, worst ratio vs "
-                "stepping %.3f, argmax differs at %lld (%lld of %lld with a top-2 gap >= 0.5); state peak %lld bytes\n",
-                GetParam().c_str(), cuda::decode_strategy_name(rc.strategy), rc.window, rc.spec_tokens, rewinds, moved,
-                deepest, (long long)r.rows, r.worst,
+    const test::SteppedCheck r = test::check_against_stepping(*dm_, ids, rows, size_t(prompt), 0.5);
+    std::printf("  %s %s%s W=%d spec %d: %d rewinds (%d sequences moved, deepest %d), %d ragged steps, %lld rows, "
+                "worst ratio vs stepping %.3f, argmax differs at %lld (%lld of %lld with a top-2 gap >= 0.5); state "
+                "peak %lld bytes\n",
+                GetParam().c_str(), cuda::decode_strategy_name(rc.strategy), rc.exact ? " exact" : "", rc.window,
+                rc.spec_tokens, rewinds, moved, deepest, ragged, (long long)r.rows, r.worst,
                 (long long)r.flips, (long long)r.clear_flips, (long long)r.clear,
                 (long long)(*dec)->state_bytes_peak());
     EXPECT_GT(r.rows, 30);

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <functional>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -89,9 +90,10 @@ inline std::vector<std::vector<float>> stepped(const cuda::DeviceModel& dm, cons
 }
 
 // Rows of logits a test recorded for a sequence's tokens, against
-// stepping them from scratch, from position `first` on: the worst ratio,
-// and the argmax flips — all of them, and those where stepping's top-2 gap
-// is at least clear_gap (bf16 cannot explain those).
+// stepping them from scratch, from position `first` on (an empty row: not
+// returned by the decoder, not checked): the worst ratio, and the argmax
+// flips — all of them, and those where stepping's top-2 gap is at least
+// clear_gap (bf16 cannot explain those).
 struct SteppedCheck {
   float worst = 0.0f;
   int64_t rows = 0, flips = 0, clear = 0, clear_flips = 0;
@@ -107,6 +109,7 @@ inline SteppedCheck check_against_stepping(const cuda::DeviceModel& dm,
     const auto ref = stepped(dm, ids[b]);
     for (size_t t = first; t < ids[b].size() && t < ref.size(); ++t) {
       const auto& got = rows[b][t];
+      if (got.empty()) continue;
       r.worst = std::max(r.worst, worst_row_ratio(got, ref[t]));
       std::vector<float> top(ref[t]);
       std::partial_sort(top.begin(), top.begin() + 2, top.end(), std::greater<float>());
@@ -120,6 +123,41 @@ inline SteppedCheck check_against_stepping(const cuda::DeviceModel& dm,
   std::sort(gaps.begin(), gaps.end());
   r.median_gap = gaps.empty() ? 0.0 : gaps[gaps.size() / 2];
   return r;
+}
+
+// A ragged step with random counts — none, one, a few or dozens of random
+// tokens a sequence, each kept under `cap` tokens in all (at least one
+// sequence takes one) — appended to each sequence's ids; rows gets the
+// step's last row of each sequence that took tokens, and an empty row (not
+// returned, not checked) for each token before it. Returns false (with a
+// test failure) where the decoder refused.
+inline bool ragged_step_at_random(cuda::Decoder& dec, std::mt19937& g, int64_t V, int64_t cap,
+                                  std::vector<std::vector<int32_t>>& ids,
+                                  std::vector<std::vector<std::vector<float>>>& rows) {
+  const int64_t B = int64_t(ids.size());
+  const int32_t kCounts[] = {0, 1, 1, 2, 5, 13, 40};
+  std::vector<int32_t> count(static_cast<size_t>(B)), tok, next(static_cast<size_t>(B));
+  int32_t any = 0;
+  for (int64_t b = 0; b < B; ++b)
+    any += count[size_t(b)] =
+        int32_t(std::min<int64_t>(kCounts[g() % std::size(kCounts)], std::max<int64_t>(0, cap - dec.length(b))));
+  if (any == 0) count[0] = 1;
+  for (int64_t b = 0; b < B; ++b)
+    for (int j = 0; j < count[size_t(b)]; ++j) tok.push_back(int32_t(g() % uint32_t(V)));
+  std::vector<float> logits(size_t(B * V));
+  const Status st = dec.step_ragged(tok, count, next, logits.data());
+  EXPECT_TRUE(st.ok()) << st.message();
+  if (!st.ok()) return false;
+  for (int64_t b = 0, r = 0; b < B; r += count[size_t(b)], ++b) {
+    if (count[size_t(b)] == 0) {
+      EXPECT_EQ(next[size_t(b)], -1);
+      continue;
+    }
+    ids[size_t(b)].insert(ids[size_t(b)].end(), tok.begin() + r, tok.begin() + r + count[size_t(b)]);
+    rows[size_t(b)].resize(rows[size_t(b)].size() + size_t(count[size_t(b)]) - 1);
+    rows[size_t(b)].emplace_back(logits.begin() + b * V, logits.begin() + (b + 1) * V);
+  }
+  return true;
 }
 
 }  // namespace replayssm::test
