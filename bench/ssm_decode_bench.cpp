@@ -9,9 +9,10 @@
 //            standard: read the state, write one state per draft (vLLM/SGLang).
 //            replay: outputs for the 4 drafts from checkpoint + log, no state
 //            write, the committed log folded every 7 steps (14 tokens).
-//   beam8  — Mamba2, 8 beams sharing a checkpoint (a fork group), AR:
+//   beamN  — Mamba2, N beams sharing a checkpoint (a fork group), AR:
 //            replay reads the shared checkpoint once per group per step
-//            (mamba2-fma: the groups' pass on FMAs instead of tensor cores).
+//            (mamba2-fma: the groups' pass on FMAs instead of tensor cores;
+//            beamN-alone: each beam decoded alone, the same checkpoints).
 // Beside the batch ≥ 64 rows: the replay cycle's last two steps alone (the
 // longest log without a fold, then the fold step), and Mamba2's state
 // stream alone (a one-entry log). Steps without a fold get no fold arrays,
@@ -26,7 +27,7 @@
 // TFLOP/s (the scans are bound by their FMAs, not by bytes), steps / scan.
 //
 // Usage: replayssm_ssm_bench [JSON_OUT]
-//        replayssm_ssm_bench --only mamba2|gdn|gdn-ex|scan [--gdn-mma 1|0|-1 | --mamba2-variant 0..4 |
+//        replayssm_ssm_bench --only mamba2|gdn|gdn-ex|scan|beams [--gdn-mma 1|0|-1 | --mamba2-variant 0..4 |
 //                                                           --scan-knobs TOKENS_PER_SUM TILE_ROWS]
 //            (one family's rows, no JSON; GdnDecodeArgs::mma, Mamba2DecodeArgs::variant or
 //            Mamba2ScanArgs' tokens_per_sum and tile_rows, 0 the launcher's, for A/B runs)
@@ -290,14 +291,17 @@ Row run_mamba2(int batch, bool verify, int variant, bool exact = false) {
           rep_us, batch * rep_bytes / plan.size()};
 }
 
-// Beam search with 8 beams sharing a checkpoint (a fork group), AR with
-// W = 16: standard reads and writes 8 states per step; replay reads the
-// shared checkpoint once per group on the 15 steps without a fold, and on
-// the step whose window fills every beam folds into its own checkpoint
-// (each block reads the shared checkpoint and writes its beam's).
-Row run_mamba2_beams(int batch, int variant = 0) {
+// Beam search with `beams` beams sharing a checkpoint (a fork group), AR
+// with W = 16: standard reads and writes a state per beam and step; replay
+// reads the shared checkpoint once per group on the 15 steps without a
+// fold, and on the step whose window fills every beam folds into its own
+// checkpoint (each block reads the shared checkpoint and writes its
+// beam's). grouped = false: every beam decoded alone, reading the shared
+// checkpoint itself (what the decoder does without fork groups; its bytes
+// counted as requested, though L2 may serve the repeats).
+Row run_mamba2_beams(int batch, int variant = 0, int beams = 8, bool grouped = true) {
   using replayssm::ops::cuda::Mamba2DecodeArgs;
-  constexpr int kBeams = 8;
+  const int kBeams = beams;
   const int H = 128, P = 64, N = 128, G = 8, W = kW;
   const double S = 4.0 * H * P * N, in_tok = H * P * 2.0 + 2 * G * N * 2.0 + H * 4.0 + H * P * 2.0,
                entry = H * P * 2.0 + G * N * 2.0 + H * 4.0;
@@ -331,16 +335,18 @@ Row run_mamba2_beams(int batch, int variant = 0) {
         return replayssm::ops::cuda::mamba2_step_cuda(r, nullptr);
       },
       [&](Mamba2DecodeArgs r, const Plan& p) {
-        r.group_start = p.f == 0 ? groups : nullptr;  // a filling window: every beam folds alone
-        r.n_groups = p.f == 0 ? int(gs.size()) - 1 : 0, r.max_group = kBeams;
-        r.variant = variant != 0 ? variant : p.f == 0 ? 0 : 2;
+        const bool together = grouped && p.f == 0;  // a filling window: every beam folds alone
+        r.group_start = together ? groups : nullptr;
+        r.n_groups = together ? int(gs.size()) - 1 : 0, r.max_group = kBeams;
+        r.variant = variant != 0 ? variant : together ? 0 : 2;
         return replayssm::ops::cuda::mamba2_replay_cuda(r, nullptr);
       });
   double rep_bytes = 0;  // per cycle, the whole batch
   for (const Plan& p : plan)
-    rep_bytes += p.f == 0 ? batch / kBeams * S + batch * (p.n * entry + G * N * 2.0 + H * P * 2.0)
+    rep_bytes += p.f == 0 ? (grouped ? batch / kBeams : batch) * S + batch * (p.n * entry + G * N * 2.0 + H * P * 2.0)
                           : batch * (2 * S + p.n * entry + G * N * 2.0 + H * P * 2.0);
-  return {variant == 2 ? "mamba2-fma" : "mamba2", "beam8", batch, std_us, batch * (2 * S + in_tok), rep_us, rep_bytes / plan.size()};
+  return {variant == 2 ? "mamba2-fma" : "mamba2", "beam" + std::to_string(kBeams) + (grouped ? "" : "-alone"), batch,
+          std_us, batch * (2 * S + in_tok), rep_us, rep_bytes / plan.size()};
 }
 
 // slice, rows: the streaming blocks' shape (GdnDecodeArgs; 0: the launchers' choice).
@@ -511,8 +517,8 @@ int main(int argc, char** argv) {
   const bool shapes = argc > 1 && std::string(argv[1]) == "--gdn-shapes";
   const std::string only = argc > 2 && std::string(argv[1]) == "--only" ? argv[2] : "";
   if (argc > 1 && std::string(argv[1]) == "--only") {
-    if (only != "mamba2" && only != "gdn" && only != "gdn-ex" && only != "scan") {
-      std::fprintf(stderr, "--only: mamba2, gdn, gdn-ex or scan, not '%s'\n", argc > 2 ? argv[2] : "");
+    if (only != "mamba2" && only != "gdn" && only != "gdn-ex" && only != "scan" && only != "beams") {
+      std::fprintf(stderr, "--only: mamba2, gdn, gdn-ex, scan or beams, not '%s'\n", argc > 2 ? argv[2] : "");
       return 2;
     }
     const bool mma_arg = argc == 5 && std::string(argv[3]) == "--gdn-mma";
@@ -524,7 +530,7 @@ int main(int argc, char** argv) {
     if (g_gdn_mma < -1 || g_gdn_mma > 1 || g_mamba2_variant < 0 || g_mamba2_variant > 4 ||
         (argc > 3 && !mma_arg && !variant_arg && !scan_arg)) {
       std::fprintf(stderr,
-                   "usage: replayssm_ssm_bench --only mamba2|gdn|gdn-ex|scan [--gdn-mma 1|0|-1 | --mamba2-variant 0..4 |\n"
+                   "usage: replayssm_ssm_bench --only mamba2|gdn|gdn-ex|scan|beams [--gdn-mma 1|0|-1 | --mamba2-variant 0..4 |\n"
                    "                                                          --scan-knobs TOKENS_PER_SUM TILE_ROWS]\n");
       return 2;
     }
@@ -553,7 +559,7 @@ int main(int argc, char** argv) {
   if (shapes) return gdn_shapes(copy_gbs);
   std::printf("ar: W = %d; verify: T = %d drafts, %d accepted per step, fold every %d steps\n\n", kW, kT, kAccepted,
               kVerifyCycle);
-  std::printf("%-9s %-7s %6s | %9s %7s %6s | %9s %7s %6s | %7s\n", "family", "work", "batch", "std us", "GB/s",
+  std::printf("%-9s %-11s %6s | %9s %7s %6s | %9s %7s %6s | %7s\n", "family", "work", "batch", "std us", "GB/s",
               "%copy", "replay us", "GB/s", "%copy", "rep/std");
   std::string json = "{\"device\": \"" + std::string(prop.name) + "\", \"copy_gbs\": " + std::to_string(copy_gbs) +
                      ", \"read_ld_gbs\": " + std::to_string(ld_gbs) + ", \"read_bulk_gbs\": " + std::to_string(bulk_gbs) +
@@ -564,7 +570,7 @@ int main(int argc, char** argv) {
   // kept in the table to show what the split buys.
   auto print_row = [&](const Row& r) {
     const double sg = r.std_bytes / (r.std_us * 1e3), rg = r.rep_bytes / (r.rep_us * 1e3);
-    std::printf("%-9s %-7s %6d | %9.1f %7.0f %5.0f%% | %9.1f %7.0f %5.0f%% | %6.2fx\n", r.family.c_str(),
+    std::printf("%-9s %-11s %6d | %9.1f %7.0f %5.0f%% | %9.1f %7.0f %5.0f%% | %6.2fx\n", r.family.c_str(),
                 r.workload.c_str(), r.batch, r.std_us, sg, 100 * sg / copy_gbs, r.rep_us, rg, 100 * rg / copy_gbs,
                 r.std_us / r.rep_us);
     char row[512];
@@ -577,10 +583,17 @@ int main(int argc, char** argv) {
     json += row;
     first = false;
   };
-  if (only.empty()) {
+  if (only.empty() || only == "beams") {
     for (int batch : {8, 64, 256, 512}) print_row(run_mamba2_beams(batch));
     // mamba2-fma: the fork groups' pass on FMAs (variant 2), as before the tensor cores.
     for (int batch : {64, 256, 512}) print_row(run_mamba2_beams(batch, 2));
+    // What the groups buy over decoding each beam alone (the decoder's
+    // choice), at the widths searches use.
+    for (auto [beams, batch] : {std::pair{2, 2}, std::pair{4, 4}, std::pair{4, 64}, std::pair{8, 8}, std::pair{8, 64},
+                                std::pair{8, 256}}) {
+      if (beams != 8) print_row(run_mamba2_beams(batch, 0, beams));
+      print_row(run_mamba2_beams(batch, 0, beams, false));
+    }
   }
   // mamba2-ex: exact replay (the sequential recurrence, n_log × a step's
   // FLOPs, no dual form) where a batch is too small to stream the state at

@@ -7,6 +7,26 @@
 #   bash scripts/gpu_check.sh run [OUT]    # there (device tool, carry .gpu): tests, bench, table
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# The short table `run` ends with: the issue's figures, from its outputs.
+summary() {
+  local o="$1"
+  echo
+  echo "== summary ($(date -u +%F), H200) =="
+  grep -E '^\[  PASSED  \]|^\[  FAILED  \]' "$o/cuda_tests.log" | tail -1 | sed 's/^/CUDA tests: /'
+  echo "kernels (replay / standard, same run; standard % of copy bandwidth):"
+  awk '$1 ~ /^(mamba2|gdn)$/ && $2 ~ /^(ar|verify)$/ && $3 ~ /^(1|64|256)$/ {
+         printf "  %-7s %-7s batch %4s  %6s  standard at %s of copy\n", $1, $2, $3, $NF, $7 }' "$o/ssm_decode_bench.txt"
+  awk '$1 == "mamba2" && $2 ~ /^beam8(-alone)?$/ && $3 ~ /^(64|256)$/ {
+         printf "  %-7s %-12s batch %4s  %6s\n", $1, $2, $3, $NF }' "$o/ssm_decode_bench.txt"
+  echo "end to end at 8B shapes (tok/s, standard -> replay):"
+  awk '$2 == "standard" && NF == 8 { s[$1] = $3 } $2 == "replay" && NF == 9 && ($1 in s) {
+         printf "  batch %4s  %9s -> %9s  %s\n", $1, s[$1], $3, $NF }' "$o/e2e_decode_bench.txt"
+  awk '$2 == "chunks" && $3 == "of" && $4 == "512" { printf "  serving (engine, chunks of 512): %-9s %s tok/s\n", $1, $5 }' \
+    "$o/engine_bench.txt"
+  awk '$1 == "beam" { printf "  beam width %3s %-8s %s tok/s\n", $3, $2, $9 }' "$o/beam/table.txt"
+  awk '$1 == "beam" { printf "  beam width %3s replay, each beam alone: %s tok/s\n", $3, $9 }' "$o/beam_alone/table.txt"
+}
 case "${1:-}" in
   stage)
     cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -47,6 +67,15 @@ case "${1:-}" in
     # Long prompts: their prefill in chunks of 8 (the decode kernels' T)
     # against the decoder's default chunks (the chunk scans).
     .gpu/replayssm_e2e_bench --batch 1,8 --prompt 1024 --new 8 | tee "$out/e2e_prefill_bench.txt"
+    # Beam search: replay (fork groups where they pay) against the standard
+    # layout, and replay with every beam decoded alone.
+    .gpu/replayssm bench --device cuda --preset nemotron-h-8b --workload beam --strategy replay,snapshot \
+      --batch 8,32,64 --prompt-tokens 128 --new-tokens 128 --no-concurrency --out "$out/beam" >/dev/null
+    .gpu/replayssm bench --device cuda --preset nemotron-h-8b --workload beam --strategy replay \
+      --batch 32,64 --prompt-tokens 128 --new-tokens 128 --no-concurrency --no-fork-groups \
+      --out "$out/beam_alone" >/dev/null
+    cat "$out/beam/table.txt" "$out/beam_alone/table.txt"
+    summary "$out" | tee "$out/summary.txt"
     ;;
   libs)  # there: the binaries unpacked and the environment, for a single command (device tool)
     mkdir -p /tmp/replayssm_libs && tar -xJf .gpu/libs.tar.xz -C /tmp/replayssm_libs

@@ -461,6 +461,11 @@ TEST(CudaDecoderArgs, BadOptionsAreRefused) {
     auto d = cuda::Decoder::create(**dm, bad);
     EXPECT_FALSE(d.ok());
   }
+  cuda::DecoderOptions groups;
+  groups.fork_groups = 2;  // -1, 0 or 1
+  auto bad_groups = cuda::Decoder::create(**dm, groups);
+  ASSERT_FALSE(bad_groups.ok());
+  EXPECT_NE(bad_groups.status().message().find("fork_groups 2"), std::string::npos) << bad_groups.status().message();
   cuda::DecoderOptions o;
   o.max_context = 2;
   auto d = cuda::Decoder::create(**dm, o);

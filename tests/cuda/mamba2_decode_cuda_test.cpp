@@ -34,7 +34,7 @@ void PrintTo(const Shape& s, std::ostream* os);
 void PrintTo(const std::tuple<Shape, int>& p, std::ostream* os) {
   PrintTo(std::get<0>(p), os);
   static const char* const kName[] = {"", "_one_kernel", "_split", "_fork_groups", "_wide", "_tensor_cores",
-                                      "_fork_groups_tensor_cores"};
+                                      "_fork_groups_tensor_cores", "_scattered_groups", "_scattered_groups_fma"};
   *os << kName[std::get<1>(p)];
 }
 void PrintTo(const Shape& s, std::ostream* os) {
@@ -58,9 +58,12 @@ std::vector<float> raw_of(const float* dt, int H) {
 // Every replay variant (1: one kernel; 2: the log's part split into its
 // own kernel over scratch; 3: fork groups sharing checkpoints; 4: the
 // sequential recurrence in wide blocks, a head per pass; 5: the split
-// path's pass on tensor cores; 6: fork groups on tensor cores) on every
-// shape (5 and 6 fall back to the FMA split pass where N % 16 ≠ 0 or a
-// block has more than 8 outputs).
+// path's pass on tensor cores; 6: fork groups on tensor cores; 7 and 8:
+// fork groups whose members are scattered over the batch (a decode order,
+// Mamba2DecodeArgs::seq) with empty groups past the last, on the
+// launcher's choice and on the FMA pass) on every shape (5, 6 and 7 fall
+// back to the FMA split pass where N % 16 ≠ 0 or a block has more than 8
+// outputs).
 class Mamba2CudaReplay : public ::testing::TestWithParam<std::tuple<Shape, int>> {
  protected:
   void SetUp() override {
@@ -84,21 +87,26 @@ TEST_P(Mamba2CudaReplay, ReplayWithFoldsMatchesTheCpuScan) {
     fold[b] = b % 4 == 1 ? 0 : (b % 4 == 2 ? n_log[b] : (b * 7) % (n_log[b] + 1));
     fold_slot[b] = b % 3 == 0 ? slot[b] : 2 * b;
   }
-  // Variant 3: fork groups of 3, 1, 2, 3, 1, 2, … members sharing the first
-  // member's checkpoint; only a sequence alone in its group folds.
+  // Variants 3, 6–8: fork groups of 3, 1, 2, 3, 1, 2, … members sharing
+  // the first member's checkpoint, consecutive positions of the decode
+  // order (7, 8: a shuffle of the batch, and two empty groups after the
+  // last); only a sequence alone in its group folds.
   const int variant = std::get<1>(GetParam());
-  std::vector<int32_t> group_start{0};
-  const bool groups = variant == 3 || variant == 6;
+  std::vector<int32_t> group_start{0}, order(B);
+  for (int v = 0; v < B; ++v) order[v] = v;
+  const bool groups = variant == 3 || variant >= 6, scattered = variant >= 7;
+  if (scattered) std::shuffle(order.begin(), order.end(), g);
   if (groups) {
-    for (int b = 0, k = 0; b < B; ++k) {
-      const int members = std::min(B - b, k % 3 == 0 ? 3 : (k % 3 == 1 ? 1 : 2));
+    for (int v = 0, k = 0; v < B; ++k) {
+      const int members = std::min(B - v, k % 3 == 0 ? 3 : (k % 3 == 1 ? 1 : 2));
       for (int m = 0; m < members; ++m) {
-        slot[b + m] = slot[b];
-        if (members > 1) fold[b + m] = 0;
+        slot[order[v + m]] = slot[order[v]];
+        if (members > 1) fold[order[v + m]] = 0;
       }
-      b += members;
-      group_start.push_back(b);
+      v += members;
+      group_start.push_back(v);
     }
+    if (scattered) group_start.push_back(B), group_start.push_back(B);
   }
   std::vector<float> state(size_t(slots) * H * P * N);
   for (float& x : state) x = 0.3f * u(g);
@@ -108,17 +116,19 @@ TEST_P(Mamba2CudaReplay, ReplayWithFoldsMatchesTheCpuScan) {
   for (float& v : log_dt) v = ops::softplus(u(g) - 1.0f);
 
   Dev<float> dA(A_log), dD(Dv), dbias(zero), dstate(state), dlogdt(log_dt);
-  Dev<int32_t> dslot(slot), dn(n_log), dfold(fold), dfslot(fold_slot), dgroups(group_start);
+  Dev<int32_t> dslot(slot), dn(n_log), dfold(fold), dfslot(fold_slot), dgroups(group_start), dorder(order);
   Dev<uint16_t> dC(Cm.bits), dlx(lx.bits), dlB(lB.bits), dy(std::vector<uint16_t>(size_t(B) * T * H * P));
   ops::cuda::Mamba2DecodeArgs a;
   a.batch = B, a.H = H, a.P = P, a.N = N, a.G = G, a.W = W, a.T = T;
   a.A_log = dA.p, a.D = dD.p, a.dt_bias = dbias.p, a.state = dstate.p, a.slot = dslot.p, a.Cm = dC.p, a.y = dy.p;
   a.n_log = dn.p, a.log_x = dlx.p, a.log_B = dlB.p, a.log_dt = dlogdt.p;
   a.fold = dfold.p, a.fold_slot = dfslot.p, a.max_fold = W;
-  a.variant = variant == 3 ? 0 : variant == 4 ? 3 : variant >= 5 ? 4 : variant;
+  static const int kVariantArg[] = {0, 1, 2, 0, 3, 4, 4, 0, 2};
+  a.variant = kVariantArg[variant];
   Dev<float> scratch(std::vector<float>(ops::cuda::mamba2_replay_scratch_floats(B, T, H, P)));
   if (variant == 2 || variant == 3 || variant >= 5) a.scratch = scratch.p;
   if (groups) a.group_start = dgroups.p, a.n_groups = int(group_start.size()) - 1, a.max_group = 3;
+  if (scattered) a.seq = dorder.p;
   // early: the checkpoint's first pass and the older log entries read
   // before the PDL wait (here a plain launch: the same results by contract).
   for (const bool early : {false, true}) {
@@ -316,8 +326,10 @@ TEST(Mamba2CudaArgs, OutOfRangeShapesAreRefused) {
   float scratch = 0.0f;  // never reached: refused before the device is asked anything
   a.variant = 3, a.scratch = &scratch, a.group_start = groups, a.n_groups = 1, a.max_group = 1;  // fork groups, wide blocks
   EXPECT_EQ(ops::cuda::mamba2_replay_cuda(a, nullptr), cudaErrorInvalidValue);
-  a.scratch = nullptr, a.group_start = nullptr, a.n_groups = 0;
-  a.variant = 0;
+  a.group_start = nullptr, a.n_groups = 0;
+  a.variant = 0, a.seq = groups;  // a decode order without fork groups
+  EXPECT_EQ(ops::cuda::mamba2_replay_cuda(a, nullptr), cudaErrorInvalidValue);
+  a.scratch = nullptr, a.seq = nullptr;
   a.T = 1, a.G = 3;  // H not a multiple of G
   EXPECT_EQ(ops::cuda::mamba2_step_cuda(a, nullptr), cudaErrorInvalidValue);
 }
@@ -334,7 +346,7 @@ const auto kShapes = ::testing::Values(Shape{3, 6, 5, 11, 3, 4, 1},       // odd
                                            Shape{3, 6, 20, 100, 3, 10, 5},    // N % 32 ≠ 0 with 16-byte rows
                                            Shape{4, 4, 20, 48, 2, 40, 3});    // N ≡ 16 (mod 32), folds of 3 × 16 entries
 INSTANTIATE_TEST_SUITE_P(Shapes, Mamba2Cuda, kShapes);
-INSTANTIATE_TEST_SUITE_P(Shapes, Mamba2CudaReplay, ::testing::Combine(kShapes, ::testing::Values(1, 2, 3, 4, 5, 6)));
+INSTANTIATE_TEST_SUITE_P(Shapes, Mamba2CudaReplay, ::testing::Combine(kShapes, ::testing::Values(1, 2, 3, 4, 5, 6, 7, 8)));
 
 }  // namespace
 }  // namespace replayssm

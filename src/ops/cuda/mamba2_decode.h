@@ -98,15 +98,23 @@ struct Mamba2DecodeArgs {
   int variant = 0;
   // Fork-aware replay: sequences that share a checkpoint (beams, best-of-n
   // samples) are decoded together, one block per head reading the shared
-  // checkpoint once for all of them. The batch is ordered so that group k
-  // is sequences group_start[k] .. group_start[k+1] − 1 (n_groups + 1
-  // entries): they share slot[] (each has its own log), and a group of
-  // more than one folds nothing this step (a sequence whose window fills
-  // goes in a group of its own). At most kMamba2MaxGroup members. Needs
-  // scratch (the split path runs).
+  // checkpoint once for all of them. Group k is the sequences at positions
+  // group_start[k] .. group_start[k+1] − 1 of the decode order (n_groups + 1
+  // entries, non-decreasing): they share slot[] (each has its own log), and
+  // a group of more than one folds nothing this step (a sequence whose
+  // window fills goes in a group of its own). At most max_group members
+  // (more are not decoded). An empty group decodes nothing: a caller whose
+  // count of groups changes from step to step keeps n_groups (the grid) and
+  // leaves the groups past its count empty. Needs scratch (the split path
+  // runs).
   const int32_t* group_start = nullptr;
   int n_groups = 0;
   int max_group = 0;  // host bound on members per group (1..kMamba2MaxGroup), sizes shared memory
+  // The decode order the groups index: position v is sequence seq[v] (a
+  // permutation of 0..batch−1), so that a group's members need not be
+  // neighbours in the batch. nullptr: position v is sequence v. Only with
+  // group_start.
+  const int32_t* seq = nullptr;
 
   // Exact replay: the log replayed by the sequential recurrence — the same
   // per-token arithmetic as mamba2_step_cuda, so outputs and folds are

@@ -206,11 +206,11 @@ __global__ void __launch_bounds__(32 * kMamba2Warps, kMamba2ReplayBlocks<TileT, 
   const int h = blockIdx.x, g = h / (a.H / a.G);
   const int nw = blockDim.x / 32, w = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int P = a.P, N = a.N, T = a.T, W = a.W, pass_rows = nw * TileT::kRows;
-  const int first = kSplit && a.group_start != nullptr ? a.group_start[blockIdx.y] : blockIdx.y;
-  const int members = kSplit && a.group_start != nullptr
-                          ? min(max(a.group_start[blockIdx.y + 1] - first, 1), a.max_group)
-                          : 1;
-  const int b = first, n_out = members * T;
+  // A fork group: its first position in the decode order, and the
+  // sequence there, whose checkpoint (and, alone, whose fold) the block takes.
+  const ReplayGroup fg = kSplit ? replay_group(a, blockIdx.y) : ReplayGroup{int(blockIdx.y), 1, int(blockIdx.y)};
+  if (fg.members <= 0) return;  // an empty group (block-uniform)
+  const int first = fg.first, members = fg.members, b = fg.b, n_out = members * T;
   const int n_log = min(max(a.n_log[b], T), W), base = n_log - T;
   const int f = kFold && a.fold != nullptr && members == 1 ? min(max(a.fold[b], 0), min(n_log, a.max_fold)) : 0;
   extern __shared__ float shm[];  // every array a multiple of 4 floats from the start: 16-byte aligned
@@ -244,9 +244,10 @@ __global__ void __launch_bounds__(32 * kMamba2Warps, kMamba2ReplayBlocks<TileT, 
   load_bf_rows(sB, a.log_B + (int64_t(b) * W * a.G + g) * N, rows_needed, N, int64_t(a.G) * N, N4);
   load_bf_rows(sX, a.log_x + (int64_t(b) * W * a.H + h) * P, rows_needed, P, int64_t(a.H) * P, P4);
   for (int m = 0; m < members; ++m)
-    load_bf_rows(sC + m * T * N4, a.Cm + (int64_t(b + m) * T * a.G + g) * N, T, N, int64_t(a.G) * N, N4);
+    load_bf_rows(sC + m * T * N4, a.Cm + (int64_t(replay_seq(a, first + m)) * T * a.G + g) * N, T, N,
+                 int64_t(a.G) * N, N4);
   for (int u = threadIdx.x; u < n_out; u += blockDim.x)
-    sYoff[u] = ((int64_t(b + u / T) * T + u % T) * a.H + h) * P;
+    sYoff[u] = ((int64_t(replay_seq(a, first + u / T)) * T + u % T) * a.H + h) * P;
   __syncthreads();
   if (rows_needed > 0) {  // block-uniform
     if (w == 0) warp_prefix_sum(sL, rows_needed, lane);
@@ -300,7 +301,7 @@ __global__ void __launch_bounds__(32 * kMamba2Warps, kMamba2ReplayBlocks<TileT, 
     if (p0 + pass_rows < P) {
       nxt.load(S + int64_t(p0 + pass_rows) * N, min(pass_rows, P - p0 - pass_rows), N, N, w, nw, lane);
     } else if constexpr (kSplit) {
-      request_replay_scratch(a, b, h, n_out, sY, sDecay, P4);  // in flight during the last pass
+      request_replay_scratch(a, first, h, n_out, sY, sDecay, P4);  // in flight during the last pass
     }
     replay_pass<TileT, kSplit>(a, cur, lg, Sf, p0, rows, nw, w, lane);
     cur = nxt;
@@ -319,6 +320,7 @@ cudaError_t mamba2_replay_cuda(const Mamba2DecodeArgs& a, cudaStream_t stream) {
       a.N > kMaxTileCols ||
       (a.group_start != nullptr && (a.scratch == nullptr || a.variant == 1 || a.variant == 3 || a.exact || a.n_groups < 1 ||
                                     a.max_group < 1 || a.max_group > kMamba2MaxGroup)) ||
+      (a.seq != nullptr && a.group_start == nullptr) ||
       (a.tile_rows != 0 && a.tile_rows != 2 && a.tile_rows != kMamba2Rows))
     return cudaErrorInvalidValue;  // every refusal before the device is asked anything
   int sms = 0;

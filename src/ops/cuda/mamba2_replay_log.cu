@@ -1,8 +1,9 @@
 // The log's part of the Mamba2 replay outputs: the split path's first
 // kernel (mamba2_replay.cu), one block per (group or chunk of its heads,
-// sequence), for the per-head pass to read from scratch:
-//   y_log[b, t, h, p] = D_h·x_{base+t}[p] + Σ_{s≤base+t} e^{L_t−L_s}·dt_s·(B_s·C_t)·x_s[p]
-//   decay[b, t, h]    = e^{L_{base+t}}
+// position v of the decode order, sequence b there), for the per-head pass
+// to read from scratch (mamba2_replay_scratch.cuh):
+//   y_log[v, t, h, p] = D_h·x_{base+t}[p] + Σ_{s≤base+t} e^{L_t−L_s}·dt_s·(B_s·C_t)·x_s[p]
+//   decay[v, t, h]    = e^{L_{base+t}}
 // with L_s = Σ_{r≤s} dt_r·A_h. B_s·C_t is shared by a group's heads, so it
 // is computed once per block instead of once per head.
 //
@@ -49,7 +50,9 @@ __global__ void __launch_bounds__(kLogThreads) mamba2_replay_log_kernel(Mamba2De
   pdl_begin();
   const int hpg = a.H / a.G, chunks = (hpg + hc - 1) / hc;
   const int g = blockIdx.x / chunks, k0 = blockIdx.x % chunks * hc, nh = min(hc, hpg - k0), h0 = g * hpg + k0;
-  const int b = blockIdx.y, nw = blockDim.x / 32, w = threadIdx.x / 32, lane = threadIdx.x % 32;
+  // Position v of the decode order (the scratch's rows), sequence b there (the log's).
+  const int v = blockIdx.y, b = a.seq != nullptr ? a.seq[v] : v;
+  const int nw = blockDim.x / 32, w = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int P = a.P, N = a.N, T = a.T, W = a.W, H = a.H;
   const int n_log = min(max(a.n_log[b], T), W), base = n_log - T;
   const LogLayout l = log_layout(kT, W, hc, P, N);
@@ -99,7 +102,7 @@ __global__ void __launch_bounds__(kLogThreads) mamba2_replay_log_kernel(Mamba2De
   float* y_log = a.scratch;
   float* decay = a.scratch + int64_t(a.batch) * T * H * P;
   for (int i = threadIdx.x; i < nh * T; i += blockDim.x)
-    decay[(int64_t(b) * T + i % T) * H + h0 + i / T] = expf(sL[i / T * W4 + base + i % T]);
+    decay[(int64_t(v) * T + i % T) * H + h0 + i / T] = expf(sL[i / T * W4 + base + i % T]);
   __syncthreads();
 
   // A thread per (head, row): all T outputs, each x_s read once.
@@ -118,7 +121,7 @@ __global__ void __launch_bounds__(kLogThreads) mamba2_replay_log_kernel(Mamba2De
     }
 #pragma unroll
     for (int t = 0; t < kT; ++t)
-      if (t < T) y_log[((int64_t(b) * T + t) * H + h) * P + p] = acc[t];
+      if (t < T) y_log[((int64_t(v) * T + t) * H + h) * P + p] = acc[t];
   }
 }
 

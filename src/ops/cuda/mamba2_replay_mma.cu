@@ -77,9 +77,9 @@ __global__ void __launch_bounds__(32 * kWarps, kMinBlocks) mamba2_replay_mma_ker
   const int h = blockIdx.x, grp = h / (a.H / a.G);
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
   const int P = a.P, N = a.N, T = a.T, W = a.W;
-  const int first = a.group_start != nullptr ? a.group_start[blockIdx.y] : blockIdx.y;
-  const int members = a.group_start != nullptr ? min(max(a.group_start[blockIdx.y + 1] - first, 1), a.max_group) : 1;
-  const int b = first, n_out = members * T;
+  const ReplayGroup fg = replay_group(a, blockIdx.y);  // as mamba2_replay_kernel's
+  if (fg.members <= 0) return;                         // an empty group (block-uniform)
+  const int first = fg.first, members = fg.members, b = fg.b, n_out = members * T;
   const int n_log = min(max(a.n_log[b], T), W);
   const int f = a.fold != nullptr && members == 1 ? min(max(a.fold[b], 0), min(n_log, a.max_fold)) : 0;
   const int tiles = (P + 15) / 16, passes = (N + 16 * kB - 1) / (16 * kB);
@@ -111,7 +111,7 @@ __global__ void __launch_bounds__(32 * kWarps, kMinBlocks) mamba2_replay_mma_ker
   if (a.release_early) pdl_release();
   // The scratch comes from the kernel just before: requested once by
   // every thread, at its warp's last pass.
-  auto request_scratch = [&] { request_replay_scratch(a, b, h, n_out, sY, sDecay, P4); };
+  auto request_scratch = [&] { request_replay_scratch(a, first, h, n_out, sY, sDecay, P4); };
 
   // The staging below repeats mamba2_replay_kernel's with this kernel's
   // strides. Shared through one inline function it left that file's N > 128
@@ -125,9 +125,11 @@ __global__ void __launch_bounds__(32 * kWarps, kMinBlocks) mamba2_replay_mma_ker
   load_bf_rows(sB, a.log_B + (int64_t(b) * W * a.G + grp) * N, f, N, int64_t(a.G) * N, ldb);
   load_bf_rows(sX, a.log_x + (int64_t(b) * W * a.H + h) * P, f, P, int64_t(a.H) * P, ldx);
   for (int m = 0; m < members; ++m)
-    load_bf_rows(sC + m * T * ldc, a.Cm + (int64_t(b + m) * T * a.G + grp) * N, T, N, int64_t(a.G) * N, ldc);
+    load_bf_rows(sC + m * T * ldc, a.Cm + (int64_t(replay_seq(a, first + m)) * T * a.G + grp) * N, T, N,
+                 int64_t(a.G) * N, ldc);
   for (int i = n_out * ldc + threadIdx.x; i < kMaxOut * ldc; i += blockDim.x) sC[i] = 0.0f;
-  for (int u = threadIdx.x; u < n_out; u += blockDim.x) sYoff[u] = ((int64_t(b + u / T) * T + u % T) * a.H + h) * P;
+  for (int u = threadIdx.x; u < n_out; u += blockDim.x)
+    sYoff[u] = ((int64_t(replay_seq(a, first + u / T)) * T + u % T) * a.H + h) * P;
   __syncthreads();
   const int f16 = round16(f);
   if (f > 0) {  // block-uniform: the fold's operands, once per block

@@ -1,8 +1,10 @@
 // The Mamba2 split replay's scratch, as its per-head passes read it
 // (mamba2_replay.cu, mamba2_replay_mma.cu): written by mamba2_replay_log
-// (mamba2_replay_log.cu) as
-//   y_log[b, t, h, p] at ((b·T + t)·H + h)·P + p, then
-//   decay[b, t, h]    at batch·T·H·P + (b·T + t)·H + h.
+// (mamba2_replay_log.cu) by position v of the decode order (sequence
+// Mamba2DecodeArgs::seq[v], or v), so that a fork group's outputs are
+// neighbours there, as
+//   y_log[v, t, h, p] at ((v·T + t)·H + h)·P + p, then
+//   decay[v, t, h]    at batch·T·H·P + (v·T + t)·H + h.
 // A pass waits for that kernel (PDL) only here, at its last pass, and
 // writes y once for the block (launch.cuh, "by construction").
 #pragma once
@@ -14,18 +16,32 @@
 namespace replayssm::ops::cuda {
 
 // After the PDL wait, the log's part of y (n_out rows of P, row stride P4)
-// and the decays of block (h, first sequence b) into shared memory by
-// cp.async, committed. Output u is row b·T + u of the scratch (member
+// and the decays of block (h, first position v) into shared memory by
+// cp.async, committed. Output u is row v·T + u of the scratch (member
 // u / T, token u % T). Every thread of the block calls it once.
-__device__ __forceinline__ void request_replay_scratch(const Mamba2DecodeArgs& a, int b, int h, int n_out,
+__device__ __forceinline__ void request_replay_scratch(const Mamba2DecodeArgs& a, int v, int h, int n_out,
                                                        float* sY, float* sDecay, int P4) {
   pdl_wait();
   if (!a.release_early) pdl_release();
   const int T = a.T, P = a.P;
-  copy_async_rows(sY, a.scratch + int64_t(b) * T * a.H * P + int64_t(h) * P, n_out, P, int64_t(a.H) * P, P4);
-  const float* dec = a.scratch + int64_t(a.batch) * T * a.H * P + int64_t(b) * T * a.H + h;
+  copy_async_rows(sY, a.scratch + int64_t(v) * T * a.H * P + int64_t(h) * P, n_out, P, int64_t(a.H) * P, P4);
+  const float* dec = a.scratch + int64_t(a.batch) * T * a.H * P + int64_t(v) * T * a.H + h;
   for (int u = threadIdx.x; u < n_out; u += blockDim.x) cp_async<4>(sDecay + u, dec + int64_t(u) * a.H);
   cp_async_commit();
+}
+
+// The sequence at position v of the decode order (Mamba2DecodeArgs::seq).
+__device__ __forceinline__ int replay_seq(const Mamba2DecodeArgs& a, int v) { return a.seq != nullptr ? a.seq[v] : v; }
+
+// A fork group's block: its first position, members (0: an empty group,
+// nothing to decode) and first member's sequence.
+struct ReplayGroup {
+  int first, members, b;
+};
+__device__ __forceinline__ ReplayGroup replay_group(const Mamba2DecodeArgs& a, int k) {
+  if (a.group_start == nullptr) return {k, 1, k};
+  const int first = a.group_start[k], members = min(a.group_start[k + 1] - first, a.max_group);
+  return {first, members, members > 0 ? replay_seq(a, first) : 0};
 }
 
 // y = e^{L_t}·S_c·C_t + the log's part, a row of each output by the block,

@@ -108,7 +108,7 @@ Result<bench::Measurement> BenchDecodeRunner::run(const bench::Config& c) {
   if (spec) reach.spec.kind = SpecOptions::kCustom, reach.spec.tokens = c.spec_t;
   o.max_context = decoder_context(size_t(opt.prompt_tokens), reach);
   o.max_chunk = 1;  // the prompt goes one token per step, as estimate_device_run_bytes assumes
-  o.forks = search;
+  o.forks = search, o.fork_groups = opt.fork_groups;
   RSSM_ASSIGN_OR_RETURN(Decoder * decp, decoder_for(o));
   Decoder& dec = *decp;
   const std::vector<std::vector<int32_t>> prompts = ctx_.prompts(c.batch);

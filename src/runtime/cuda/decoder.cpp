@@ -21,8 +21,8 @@ constexpr int kRecomputeFeedRows = 4;
 }  // namespace
 
 namespace {
-int graph_key(int T, bool fold, bool verify, bool commit, bool scan) {
-  return T * 16 + scan * 8 + fold * 4 + verify * 2 + commit;
+int64_t graph_key(int T, bool fold, bool verify, bool commit, bool scan, int groups) {
+  return ((int64_t(groups) * (kMaxChunk + 1) + T) * 16) + scan * 8 + fold * 4 + verify * 2 + commit;
 }
 }  // namespace
 
@@ -36,6 +36,9 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
     return invalid_argument("cuda decode: batch " + std::to_string(o.batch) + " out of range [1, 65535]");
   if (o.max_context < 1 || o.max_context > (int64_t{1} << 24))
     return invalid_argument("cuda decode: max_context " + std::to_string(o.max_context) + " out of range [1, 16777216]");
+  if (o.fork_groups < -1 || o.fork_groups > 1)
+    return invalid_argument("cuda decode: fork_groups " + std::to_string(o.fork_groups) +
+                            " out of range (-1: where it pays, 0: never, 1: always)");
   if (o.strategy == DecodeStrategy::kReplay && (o.window < 2 || o.window > oc::kMamba2MaxW))
     return invalid_argument("cuda decode: window " + std::to_string(o.window) + " out of range [2, 64]");
   if (o.strategy == DecodeStrategy::kRecompute && (o.window < 1 || o.window > (1 << 20)))
@@ -651,7 +654,15 @@ Status Decoder::run(std::span<const int32_t> tokens, int T, bool verify, std::sp
   }
   I.host_field(kCuRows)[B] = int32_t(B * T);
   I.step_rows = B * T, I.ragged = false;
+  // Fork groups: on a plain step the readers of one Mamba2 checkpoint that
+  // do not fold decode together (exact replay keeps the stepping kernels).
+  int64_t shared = 0;
+  I.m_groups = replay && opt_.fork_groups != 0 && !I.toks.empty() && I.has_mamba && !verify && !scan && T == 1 &&
+                       !opt_.exact
+                   ? I.plan_fork_groups(kp[0].fold_n, &shared)
+                   : 0;
   RSSM_RETURN_IF_ERROR(launch_or_poison(T, fold, verify, scan, logits));
+  reads_shared_ += shared;
   if (fold || (scan && replay)) ++folds_;
   if (replay)
     for (int k = 0; k < 2; ++k) {
@@ -705,7 +716,7 @@ Status Decoder::launch_step(int T, bool fold, bool verify, bool commit, bool sca
   // and workspace there); the second captures the graph every later one
   // replays. A ragged step always runs eagerly: its rows differ from step
   // to step, and each count of rows would be a graph of its own.
-  const int key = graph_key(T, fold, verify, commit, scan);
+  const int64_t key = graph_key(T, fold, verify, commit, scan, I.m_groups);
   if (I.ragged) {
     RSSM_RETURN_IF_ERROR(I.enqueue(T, fold, verify, commit, scan));
   } else if (!opt_.graphs || !I.ran_eager.count(key)) {

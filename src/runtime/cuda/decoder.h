@@ -74,7 +74,10 @@
 //              reads the slot, else into a free one (a pool of 2 × batch);
 //              on a plain step, readers of one slot whose oldest entries
 //              come from the same tokens fold those once, into one slot
-//              they all read (family folds), and keep the rest.
+//              they all read (family folds), and keep the rest; and the
+//              readers of one slot that do not fold decode together, each
+//              Mamba2 layer reading that checkpoint once per head for up
+//              to 8 of them (fork groups, options.fork_groups).
 // Both copy the conv window and the K/V rows (no shared K/V pages yet).
 //
 // Going back (options.rewind, replay layout): rewind() takes sequences
@@ -118,6 +121,9 @@ struct DecoderOptions {
   int spec_tokens = 0;         // the most tokens a verify() or feed() takes, 2..8 (replay: ≤ window/2);
                                // 0: no verify (recompute: 0 means 4 — its re-prefills are feeds)
   bool forks = false;          // reorder() allowed (beams, best-of-n): room for shared or copied states
+  int fork_groups = -1;        // replay with forks: sequences that read one checkpoint decode as a group
+                               // on plain steps — -1 where it pays (batch × Mamba2 heads ≥ 1024: H200,
+                               // slower below), 1 wherever some do, 0 never (each alone)
   bool draft_states = true;    // standard: a state slot per verified token, for verify(); false: feed()
                                // only (a continuous batch, a tree), no per-draft slots
   bool rewind = false;         // replay: rewind() allowed — each log entry's pre-conv row and the
@@ -251,6 +257,10 @@ class Decoder {
   Status clear(int64_t b);
 
   int64_t folds() const { return folds_; }  // replay steps that folded the log
+  // Replay with fork groups: the checkpoint reads the groups saved — per
+  // step, the sequences decoded in groups less the groups (each a read of
+  // one checkpoint per Mamba2 layer instead of one per member).
+  int64_t checkpoint_reads_shared() const { return reads_shared_; }
   // SSM state bytes written since creation, over all sequences: fp32 states
   // (standard: every step, one per token of a verify; replay: where a log
   // folds) and bf16 conv windows (once per step or accepted verify).
@@ -271,7 +281,7 @@ class Decoder {
   DecoderOptions opt_;
   DecoderMemory mem_;
   std::vector<int64_t> pos_;  // per sequence
-  int64_t folds_ = 0, state_written_ = 0, state_peak_ = 0;
+  int64_t folds_ = 0, state_written_ = 0, state_peak_ = 0, reads_shared_ = 0;
   bool poisoned_ = false;  // a step failed after its first launch
   int verify_T_ = 0;       // a verify awaiting accept(): its T
   const int32_t* feed_count_ = nullptr;  // the plan of a feed() being built: its counts

@@ -73,6 +73,8 @@ Status Decoder::Impl::run_mamba2(const DeviceBlock& blk, LayerState& L, int T, b
       a.max_fold = a.fold != nullptr ? a.W : 0;
       a.scratch = mamba_scratch;
       a.exact = opt.exact;
+      if (m_groups > 0)  // sequences reading one checkpoint decode together (plan_fork_groups)
+        a.group_start = field(kMGroup), a.seq = field(kMSeq), a.n_groups = m_groups, a.max_group = kForkGroupMax;
       RSSM_CU(oc::mamba2_replay_cuda(a, stream), "Mamba2 replay");
       if (fold) {
         // A verify folds only the committed prefix, a family its shared

@@ -1,5 +1,6 @@
 // Decoder::reorder (see decoder.h): forks — the plan of what each moved
-// sequence copies, the copies, and the slots' and counters' bookkeeping.
+// sequence copies, the copies, and the slots' and counters' bookkeeping;
+// and after them the fork groups a plain step decodes together.
 #include "runtime/cuda/decoder_impl.h"
 
 namespace replayssm::cuda {
@@ -105,6 +106,46 @@ Status Decoder::reorder(std::span<const int32_t> parent) {
                                 : I.mamba_state_w + I.gdn_state_w);
   note_state_peak(replay ? 0 : moved);
   return {};
+}
+
+// Sequences that read one checkpoint (the children of one parent since
+// its last fold, a family that folded together) decode as a group: each
+// Mamba2 block reads the checkpoint once for all of them
+// (Mamba2DecodeArgs::group_start, on tensor cores where it fits: 8
+// outputs a block at T = 1). A sequence that folds this step writes a
+// checkpoint of its own and goes alone. Where the batch has too few
+// blocks for that to pay (options.fork_groups = -1), none. The launch's grid is the count of
+// groups rounded up to a multiple of 8, the groups past it empty, so that
+// steps whose counts differ a little share one captured graph.
+int Decoder::Impl::plan_fork_groups(const std::vector<int>& fold_n, int64_t* saved) {
+  const int64_t B = opt.batch;
+  *saved = 0;
+  // H200, Nemotron-H-8B's 128 heads (replayssm_ssm_bench, beamN against
+  // beamN-alone): groups of 8 at batch 8 11.2 against 13.0 µs, beams of 4
+  // at 64 48.2 against 62.2; but a group of 4 at batch 4 9.8 against 9.6,
+  // of 2 at 2 9.2 against 8.7 — too few blocks for the grouped kernels.
+  if (opt.fork_groups < 0 && B * m.config().mamba.n_heads < 1024) return 0;
+  std::map<int32_t, std::vector<int32_t>> readers;  // checkpoint slot → the sequences that read it and do not fold
+  std::vector<int32_t> alone;
+  for (int64_t b = 0; b < B; ++b)
+    (fold_n[size_t(b)] == 0 ? readers[m_pool.slot(b)] : alone).push_back(int32_t(b));
+  int32_t* seq = host_field(kMSeq);
+  int32_t* start = host_field(kMGroup);
+  int v = 0, k = 0;
+  for (auto& [slot, members] : readers)
+    for (size_t i = 0; i < members.size(); i += kForkGroupMax) {
+      start[k++] = v;
+      for (size_t j = i; j < std::min(members.size(), i + kForkGroupMax); ++j) seq[v++] = members[j];
+    }
+  for (int32_t b : alone) start[k++] = v, seq[v++] = b;
+  // Each group of two or more saves its members' reads but one; at least a
+  // quarter of the batch's, or the grouped kernels (the log's part as a
+  // kernel of its own, then the pass) cost more than they save.
+  if (B - k < std::max<int64_t>(1, B / 4)) return 0;
+  const int grid = int(std::min<int64_t>(B, (k + 7) / 8 * 8));
+  for (int i = k; i <= grid; ++i) start[i] = int32_t(B);
+  *saved = B - k;
+  return grid;
 }
 
 }  // namespace replayssm::cuda

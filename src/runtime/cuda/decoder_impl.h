@@ -72,8 +72,16 @@ enum PlanField {
   // How far each sequence's checkpoint advances this step (Mamba2, GDN):
   // its fold, or its family's (options.rewind rolls the checkpoint window so far).
   kMRoll, kGRoll,
+  // Fork groups (Mamba2 replay, plain steps): the decode order (position v
+  // is sequence kMSeq[v]) and each group's first position (groups + 1
+  // entries; the groups past the step's count are empty).
+  kMSeq, kMGroup,
   kPlanFields
 };
+
+// The most sequences a fork group takes (decoder_fork.cpp): a Mamba2
+// block's outputs on tensor cores at T = 1 (Mamba2DecodeArgs::max_group).
+constexpr int kForkGroupMax = 8;
 
 #define RSSM_CU(expr, what) RSSM_RETURN_IF_ERROR(cuda_status((expr), "cuda decode", (what)))
 
@@ -129,8 +137,8 @@ struct Decoder::Impl {
   float* inv_freq = nullptr;
   int32_t* page_table = nullptr;  // (B, pages per sequence): sequence b owns pages b·n .. b·n + n − 1
   int pages_per_seq = 0;
-  std::map<int, cudaGraphExec_t> graphs;  // graph_key(T, fold, verify, commit) → the captured step
-  std::set<int> ran_eager;
+  std::map<int64_t, cudaGraphExec_t> graphs;  // graph_key(T, fold, verify, commit, scan, groups) → the captured step
+  std::set<int64_t> ran_eager;
   int64_t rows_cap = 0;           // rows a step may have: batch × max(max_chunk, spec_tokens)
   int log_limit = 0;              // tokens a step through the decode kernels takes at most (replay: < window)
   int slots_per_seq = 1;          // standard layout: spec_tokens + 1 with speculation, ≥ 2 with forks
@@ -155,6 +163,9 @@ struct Decoder::Impl {
   // prefill kernels; the LM head reads kLastRow).
   int64_t step_rows = 0;
   bool ragged = false;
+  // Its fork groups (kMSeq, kMGroup): the Mamba2 replay launch's groups (its
+  // grid, padded past their count so a CUDA graph serves several steps); 0: none.
+  int m_groups = 0;
   int32_t* top_ids = nullptr;     // top_logprobs(): rows × k, grown on demand
   double* top_lp = nullptr;
   int64_t top_cap = 0;
@@ -230,6 +241,13 @@ struct Decoder::Impl {
                   int64_t width, const uint16_t** out, int64_t* ldo);
   // The accepted rows of the last verify into every conv window.
   Status commit_windows();
+  // A plain step's fork groups (decoder_fork.cpp): the sequences that read
+  // one Mamba2 checkpoint and fold nothing (fold_n[b] == 0), up to
+  // kForkGroupMax a group, then every other sequence alone, into kMSeq and
+  // kMGroup. Returns the launch's group count (0: no group of two or more,
+  // or too few reads saved to pay for the grouped kernels) and, in *saved,
+  // the checkpoint reads saved.
+  int plan_fork_groups(const std::vector<int>& fold_n, int64_t* saved);
   // recompute: state slot and window copies per kCkOne/kCkFrom/kCkTo/
   // kCkWinFrom/kCkWinTo (the plan already on the device).
   Status checkpoint_copies();

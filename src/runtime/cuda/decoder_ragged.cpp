@@ -78,7 +78,7 @@ Status Decoder::step_ragged(std::span<const int32_t> tokens, std::span<const int
     }
   }
   I.host_field(kCuRows)[B] = int32_t(R);
-  I.step_rows = R, I.ragged = true;
+  I.step_rows = R, I.ragged = true, I.m_groups = 0;
   const Status st = launch_or_poison(T, false, false, true, logits);
   I.ragged = false;
   RSSM_RETURN_IF_ERROR(st);
