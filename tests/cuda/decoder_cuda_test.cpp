@@ -393,7 +393,14 @@ TEST_P(CudaDecoderTrained, RaggedStepsMatchTheCpu) {
         }
         const std::vector<float>& last = rows[size_t(b)].back();
         EXPECT_EQ(next[size_t(b)], int32_t(std::max_element(last.begin(), last.end()) - last.begin()));
-        if (o.rewind && !c.empty()) EXPECT_EQ((*dec)->rewind_floor(b), (*dec)->length(b)) << "its checkpoint after the scans";
+        // A chunk's scans fold the log into a checkpoint at its end; one
+        // token takes the decode kernels and keeps the checkpoint (or, its
+        // log full, the scans too).
+        if (o.rewind && !c.empty() && count[size_t(b)] > 1)
+          EXPECT_EQ((*dec)->rewind_floor(b), (*dec)->length(b)) << "its checkpoint after the scans";
+        if (o.rewind && !c.empty() && count[size_t(b)] == 1)
+          EXPECT_TRUE((*dec)->rewind_floor(b) == floor[size_t(b)] || (*dec)->rewind_floor(b) == (*dec)->length(b))
+              << "sequence " << b << ": checkpoint at " << (*dec)->rewind_floor(b) << ", was " << floor[size_t(b)];
       }
     }
     float worst = 0.0f;

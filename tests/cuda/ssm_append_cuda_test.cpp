@@ -23,12 +23,13 @@ namespace {
 
 TEST(SsmAppendCuda, Mamba2RowsLandOnTheirEntriesWithDt) {
   if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
-  const int H = 6, P = 5, G = 2, N = 7, rows = 3, W = 4, width = H * P + 2 * G * N + H + 3;  // padded rows
+  const int H = 6, P = 5, G = 2, N = 7, rows = 4, W = 4, width = H * P + 2 * G * N + H + 3;  // padded rows
   const int HP = H * P, GN = G * N;
   std::mt19937 g(3);
   const test::Bf in = test::bf_rand(g, size_t(rows * width), 2.0f);
   const std::vector<float> bias = test::uniform(g, size_t(H), -1.0f, 1.0f);
-  const std::vector<int32_t> entry = {1 * W + 2, 0 * W + 3, 2 * W + 0};  // rows → log entries of 3 sequences
+  // Rows → log entries of 3 sequences; the last row left out (a ragged step's row of a chunk scan).
+  const std::vector<int32_t> entry = {1 * W + 2, 0 * W + 3, 2 * W + 0, -1};
   const int entries = 3 * W;
   test::Dev<uint16_t> d_in(in.bits), x(std::vector<uint16_t>(size_t(entries * HP), 0xffff)),
       Bm(std::vector<uint16_t>(size_t(entries * GN), 0xffff)), Cm(std::vector<uint16_t>(size_t(rows * GN), 0));
@@ -45,6 +46,10 @@ TEST(SsmAppendCuda, Mamba2RowsLandOnTheirEntriesWithDt) {
   std::vector<bool> written(size_t(entries), false);
   for (int r = 0; r < rows; ++r) {
     const int e = entry[size_t(r)];
+    if (e < 0) {
+      for (int i = 0; i < GN; ++i) ASSERT_EQ(hC[size_t(r * GN + i)], 0) << "row " << r << " was left out, its C too";
+      continue;
+    }
     written[size_t(e)] = true;
     for (int i = 0; i < HP; ++i) ASSERT_EQ(hx[size_t(e * HP + i)], in.bits[size_t(r * width + i)]);
     for (int i = 0; i < GN; ++i) {
@@ -121,12 +126,12 @@ TEST(SsmAppendCuda, Mamba2ConvAppendHasTheBitsOfTheTwoKernels) {
 
 TEST(SsmAppendCuda, GdnDenseVAndLogKGThenTheMoveWithOverlap) {
   if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
-  const int Hk = 2, Hv = 4, dk = 3, dv = 5, rows = 2, W = 5, ldv = Hv * dv + 2;
+  const int Hk = 2, Hv = 4, dk = 3, dv = 5, rows = 3, W = 5, ldv = Hv * dv + 2;
   const int K = Hk * dk, V = Hv * dv;
   std::mt19937 g(5);
   const test::Bf vin = test::bf_rand(g, size_t(rows * ldv), 1.0f), k = test::bf_rand(g, size_t(rows * K), 1.0f);
   const std::vector<float> gg = test::uniform(g, size_t(rows * Hv), -2.0f, 0.0f);
-  const std::vector<int32_t> entry = {0 * W + 3, 1 * W + 1};
+  const std::vector<int32_t> entry = {0 * W + 3, 1 * W + 1, -1};  // the last row's v only (a chunk scan's row)
   test::Dev<uint16_t> d_vin(vin.bits), d_k(k.bits), v(std::vector<uint16_t>(size_t(rows * V), 0)),
       log_k(std::vector<uint16_t>(size_t(2 * W * K), 0));
   test::Dev<float> d_g(gg), log_g(std::vector<float>(size_t(2 * W * Hv), 0.0f));
@@ -144,6 +149,7 @@ TEST(SsmAppendCuda, GdnDenseVAndLogKGThenTheMoveWithOverlap) {
   for (int r = 0; r < rows; ++r) {
     for (int i = 0; i < V; ++i) ASSERT_EQ(hv[size_t(r * V + i)], vin.bits[size_t(r * ldv + i)]);
     const int e = entry[size_t(r)];
+    if (e < 0) continue;
     for (int i = 0; i < K; ++i) ASSERT_EQ(hk[size_t(e * K + i)], k.bits[size_t(r * K + i)]);
     for (int h = 0; h < Hv; ++h) ASSERT_EQ(hg[size_t(e * Hv + h)], gg[size_t(r * Hv + h)]);
   }
@@ -158,6 +164,10 @@ TEST(SsmAppendCuda, GdnDenseVAndLogKGThenTheMoveWithOverlap) {
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const std::vector<float> hu = log_u.get();
   const std::vector<uint16_t> hk2 = log_k.get();
+  // Nothing of the left-out row reached a log: entries other than 3 and W + 1 are still 0.
+  for (int e = 0; e < 2 * W; ++e)
+    if (e != 3 && e != W + 1)
+      for (int i = 0; i < K; ++i) ASSERT_EQ(hk[size_t(e * K + i)], 0) << "entry " << e;
   for (int s = 0; s < 3; ++s)
     for (int i = 0; i < V; ++i) ASSERT_EQ(hu[size_t(s * V + i)], u0[size_t((1 + s) * V + i)]) << "entry " << s;
   for (int i = 0; i < K; ++i) ASSERT_EQ(hk2[size_t(2 * K + i)], hk[size_t(3 * K + i)]);  // entry 3 → 2
@@ -168,10 +178,10 @@ TEST(SsmAppendCuda, GdnDenseVAndLogKGThenTheMoveWithOverlap) {
 // width over two chunks, a padded source stride); other entries untouched.
 TEST(SsmAppendCuda, LogRowsLandWholeOnTheirEntries) {
   if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
-  const int rows = 3, width = 1031, lds = 1040, entries = 8;
+  const int rows = 4, width = 1031, lds = 1040, entries = 8;
   std::mt19937 g(5);
   const test::Bf in = test::bf_rand(g, size_t(rows * lds), 1.0f);
-  const std::vector<int32_t> entry = {5, 0, 6};
+  const std::vector<int32_t> entry = {5, 0, -1, 6};  // row 2 left out (a chunk scan's)
   test::Dev<uint16_t> d_in(in.bits), dst(std::vector<uint16_t>(size_t(entries * width), 0xabcd));
   test::Dev<int32_t> d_entry(entry);
   ops::cuda::LogRowsArgs a;
@@ -181,7 +191,8 @@ TEST(SsmAppendCuda, LogRowsLandWholeOnTheirEntries) {
   const std::vector<uint16_t> h = dst.get();
   std::vector<uint16_t> want(size_t(entries * width), 0xabcd);
   for (int r = 0; r < rows; ++r)
-    for (int i = 0; i < width; ++i) want[size_t(entry[size_t(r)] * width + i)] = in.bits[size_t(r * lds + i)];
+    for (int i = 0; i < width && entry[size_t(r)] >= 0; ++i)
+      want[size_t(entry[size_t(r)] * width + i)] = in.bits[size_t(r * lds + i)];
   EXPECT_EQ(h, want);
   a.lds = width - 1;
   EXPECT_EQ(ops::cuda::log_rows_cuda(a, nullptr), cudaErrorInvalidValue);  // a stride under the width

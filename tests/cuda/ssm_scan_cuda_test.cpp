@@ -59,11 +59,20 @@ struct Ragged {
       cu.push_back(cu.back() + count.back());
     }
   }
-  // A sequence that took no rows has both its slots as they were (hs floats a slot).
+  // The scan's rows of each sequence (Mamba2ScanArgs::n_rows): all of its
+  // rows, or (aside) none for a sequence of one row — a ragged step's
+  // decoding sequence, which the decode kernels take.
+  std::vector<int32_t> taken(bool aside) const {
+    std::vector<int32_t> n = count;
+    for (int32_t& c : n)
+      if (aside && c == 1) c = 0;
+    return n;
+  }
+  // A sequence the scan took no rows of has both its slots as they were (hs floats a slot).
   void expect_untouched(const Slots& sl, const std::vector<float>& before, const std::vector<float>& after,
-                        int64_t hs) const {
+                        int64_t hs, const std::vector<int32_t>& n) const {
     for (size_t b = 0; b < count.size(); ++b)
-      if (count[b] == 0)
+      if (n[b] == 0)
         for (int32_t slot : {sl.slot[b], sl.out[b]})
           EXPECT_TRUE(std::equal(after.begin() + slot * hs, after.begin() + (slot + 1) * hs, before.begin() + slot * hs))
               << "sequence " << b << " took no rows but slot " << slot << " changed";
@@ -241,8 +250,11 @@ TEST_P(Mamba2ScanCuda, RaggedRowsAreEachSequencesOwnChunk) {
   const int64_t HP = int64_t(s.H) * s.P, GN = int64_t(s.G) * s.N, hs = HP * s.N, rows = rg.cu.back();
   Dev<uint16_t> xbc(rg.pack(c.xbc.bits, s.T, c.ld)), dt_raw(rg.pack(c.dt_raw.bits, s.T, c.lddt));
   Dev<int32_t> cu(rg.cu);
-  for (bool with_log : {false, true}) {
-    SCOPED_TRACE(with_log ? "replay: the log first" : "no log");
+  for (const auto& [with_log, aside] : {std::pair{false, false}, std::pair{true, false}, std::pair{true, true}}) {
+    SCOPED_TRACE(testing::Message() << (with_log ? "replay: the log first" : "no log")
+                                    << (aside ? ", one-row sequences left to the decode kernels" : ""));
+    const std::vector<int32_t> n = rg.taken(aside);
+    Dev<int32_t> n_rows(n);
     auto packed = [&](ops::cuda::Mamba2ScanArgs& a, int64_t r0, uint16_t* y) {
       a.x = xbc.p + r0 * c.ld, a.Bm = a.x + HP, a.Cm = a.x + HP + GN, a.dt_raw = dt_raw.p + r0 * c.lddt, a.y = y;
     };
@@ -250,11 +262,12 @@ TEST_P(Mamba2ScanCuda, RaggedRowsAreEachSequencesOwnChunk) {
     Dev<uint16_t> y(std::vector<uint16_t>(size_t(rows * HP)));
     packed(d.a, 0, y.p);
     d.a.cu_rows = cu.p;
+    if (aside) d.a.n_rows = n_rows.p;
     ASSERT_EQ(ops::cuda::mamba2_scan_cuda(d.a, nullptr), cudaSuccess);
     MDev ref(c, with_log);  // one sequence at a time
     Dev<uint16_t> y_ref(std::vector<uint16_t>(size_t(rows * HP)));
     for (int b = 0; b < s.batch; ++b) {
-      if (rg.count[size_t(b)] == 0) continue;
+      if (n[size_t(b)] == 0) continue;
       ops::cuda::Mamba2ScanArgs a = ref.a;
       a.batch = 1, a.T = rg.count[size_t(b)], a.slot = ref.slot.p + b, a.out_slot = ref.out.p + b;
       packed(a, rg.cu[size_t(b)], y_ref.p + rg.cu[size_t(b)] * HP);
@@ -267,7 +280,7 @@ TEST_P(Mamba2ScanCuda, RaggedRowsAreEachSequencesOwnChunk) {
     EXPECT_EQ(y.get(), y_ref.get());
     const std::vector<float> after = d.state.get();
     EXPECT_EQ(after, ref.state.get());
-    rg.expect_untouched(c.sl, c.state, after, hs);
+    rg.expect_untouched(c.sl, c.state, after, hs, n);
   }
 }
 
@@ -386,14 +399,18 @@ TEST_P(GdnScanCuda, RaggedRowsAreEachSequencesOwnChunk) {
   const Ragged rg(s.batch, s.T);
   const int64_t K = int64_t(s.Hk) * s.dk, V = int64_t(s.Hv) * s.dv, hs = V * s.dk;
   Dev<int32_t> cu(rg.cu);
-  for (bool with_log : {false, true}) {
-    SCOPED_TRACE(with_log ? "replay: the log first" : "no log");
+  for (const auto& [with_log, aside] : {std::pair{false, false}, std::pair{true, false}, std::pair{true, true}}) {
+    SCOPED_TRACE(testing::Message() << (with_log ? "replay: the log first" : "no log")
+                                    << (aside ? ", one-row sequences left to the decode kernels" : ""));
+    const std::vector<int32_t> n = rg.taken(aside);
+    Dev<int32_t> n_rows(n);
     GDev d(c, with_log, &rg);
     d.a.cu_rows = cu.p;
+    if (aside) d.a.n_rows = n_rows.p;
     ASSERT_EQ(ops::cuda::gdn_scan_cuda(d.a, nullptr), cudaSuccess);
     GDev ref(c, with_log, &rg);  // one sequence at a time
     for (int b = 0; b < s.batch; ++b) {
-      if (rg.count[size_t(b)] == 0) continue;
+      if (n[size_t(b)] == 0) continue;
       ops::cuda::GdnScanArgs a = ref.a;
       const int64_t r0 = rg.cu[size_t(b)];
       a.batch = 1, a.T = rg.count[size_t(b)], a.slot = ref.slot.p + b, a.out_slot = ref.out.p + b;
@@ -408,7 +425,7 @@ TEST_P(GdnScanCuda, RaggedRowsAreEachSequencesOwnChunk) {
     EXPECT_EQ(d.o.get(), ref.o.get());
     const std::vector<float> after = d.state.get();
     EXPECT_EQ(after, ref.state.get());
-    rg.expect_untouched(c.sl, c.state, after, hs);
+    rg.expect_untouched(c.sl, c.state, after, hs, n);
   }
 }
 

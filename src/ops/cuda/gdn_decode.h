@@ -73,6 +73,11 @@ struct GdnDecodeArgs {
   // tests): 1 always, −1 never, 0 the launcher's choice (a verify; one
   // token's step stays on FMAs, its fold too: docs/perf).
   int mma = 0;
+  // Ragged steps (decode_rows.cuh): sequence b's T rows of the per-row
+  // arrays — q, v, β and o; the standard step's k, g and out_slot — start
+  // at row[b] instead of b·T, and a sequence with row[b] < 0 takes no part
+  // (its state, log and outputs untouched). nullptr: b·T.
+  const int32_t* row = nullptr;
   // Replay by the sequential recurrence (see above): the standard step's
   // kernel, variant and block shape at this batch (variant, slice_cols,
   // tile_rows as there; fold_rows and mma do not apply); dk ≤ 512, or a

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "ops/cuda/decode_rows.cuh"
 #include "ops/cuda/gdn_replay_mma.cuh"
 #include "ops/cuda/gdn_token.cuh"
 #include "ops/cuda/launch.cuh"
@@ -105,6 +106,8 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ, kM
   // This block's value columns [c0, c0 + cw) (as gdn_step.cu; dv: the row stride).
   const int c0 = blockIdx.x * TileT::kCols, cw = dv - c0 < TileT::kCols ? dv - c0 : TileT::kCols;
   const GdnLogSpan span = gdn_log_span<true, kFold>(a, b);
+  const int64_t r0 = decode_row0(a.row, b, T);  // this sequence's first row of q, v, β, o (k, g, out_slot)
+  if (r0 < 0) return;                           // not in this launch (block-uniform)
   const int n_log = span.n_log, base = span.base, f = span.f;
   // KB: floats a key row takes as bf16, 4 more than dk needs so that lanes
   // reading one row each (the dots below) meet 4 to a bank, not 32.
@@ -159,15 +162,15 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ, kM
     uint16_t* st = reinterpret_cast<uint16_t*>(shm + L.St);
     const uint16_t* lk = a.log_k + (int64_t(b) * W * a.Hk + kh) * dk;
     copy(st, lk + int64_t(base) * a.Hk * dk, dk, int64_t(a.Hk) * dk, SK);
-    copy(st + T * SK, a.q + (int64_t(b) * T * a.Hk + kh) * dk, dk, int64_t(a.Hk) * dk, SK);
-    copy(st + 2 * T * SK, a.v + (int64_t(b) * T * a.Hv + h) * dv + c0, cw, int64_t(a.Hv) * dv, SV);
+    copy(st + T * SK, a.q + (r0 * a.Hk + kh) * dk, dk, int64_t(a.Hk) * dk, SK);
+    copy(st + 2 * T * SK, a.v + (r0 * a.Hv + h) * dv + c0, cw, int64_t(a.Hv) * dv, SV);
   };
   if constexpr (kStage) {
     // kMma: the copies' loops stepped (tile.cuh; its instances have the registers).
     stage_ktqv([&](uint16_t* st, const uint16_t* src, int cols, int64_t lds, int ldst) {
       copy_async_bf_rows<kMma>(st, src, T, cols, lds, ldst);
     });
-    copy_async_rows<kMma>(sBeta, a.beta + int64_t(b) * T * a.Hv + h, T, 1, a.Hv, 1);
+    copy_async_rows<kMma>(sBeta, a.beta + r0 * a.Hv + h, T, 1, a.Hv, 1);
     cp_async_commit();
   }
   StateT cur;
@@ -196,9 +199,9 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ, kM
     });
   } else {
     load_bf_rows<kMma>(sKt, lk + int64_t(base) * a.Hk * dk, T, dk, int64_t(a.Hk) * dk, K4);
-    load_bf_rows<kMma>(sQ, a.q + (int64_t(b) * T * a.Hk + kh) * dk, T, dk, int64_t(a.Hk) * dk, K4);
-    load_bf_rows<kMma>(sV, a.v + (int64_t(b) * T * a.Hv + h) * dv + c0, T, cw, int64_t(a.Hv) * dv, V4);
-    for (int t = threadIdx.x; t < T; t += blockDim.x) sBeta[t] = a.beta[(int64_t(b) * T + t) * a.Hv + h];
+    load_bf_rows<kMma>(sQ, a.q + (r0 * a.Hk + kh) * dk, T, dk, int64_t(a.Hk) * dk, K4);
+    load_bf_rows<kMma>(sV, a.v + (r0 * a.Hv + h) * dv + c0, T, cw, int64_t(a.Hv) * dv, V4);
+    for (int t = threadIdx.x; t < T; t += blockDim.x) sBeta[t] = a.beta[(r0 + t) * a.Hv + h];
     for (int i = threadIdx.x; i < red; i += blockDim.x) sRed[i] = 0.0f;
   }
   auto log_in = [&] {  // the log in shared memory for every thread, G_s summed
@@ -454,7 +457,7 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ, kM
         const float u = (sV[t * V4 + c] - mem) * sBeta[t];
         un[t] = u;
         a.log_u[((int64_t(b) * W + tt) * a.Hv + h) * dv + c0 + c] = u;
-        put_bf(a.o, ((int64_t(b) * T + t) * a.Hv + h) * dv + c0 + c, out + sCo[tt * kQ + kT + t] * u);
+        put_bf(a.o, ((r0 + t) * a.Hv + h) * dv + c0 + c, out + sCo[tt * kQ + kT + t] * u);
       }
     }
   } else {
@@ -472,7 +475,7 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ, kM
         const float u = (sV[t * V4 + c] - mem) * sBeta[t];
         sU[tt * V4 + c] = u;
         a.log_u[((int64_t(b) * W + tt) * a.Hv + h) * dv + c0 + c] = u;
-        put_bf(a.o, ((int64_t(b) * T + t) * a.Hv + h) * dv + c0 + c, out + sKQ[t * W4 + tt] * u);
+        put_bf(a.o, ((r0 + t) * a.Hv + h) * dv + c0 + c, out + sKQ[t * W4 + tt] * u);
       }
     }
   }

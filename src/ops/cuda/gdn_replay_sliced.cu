@@ -10,6 +10,7 @@
 // The checkpoint slice is read once, into registers, in the same round as
 // the log; S_cᵀk_t and S_cᵀq_t are its only uses besides the fold.
 #include "ops/cuda/gdn_decode.h"
+#include "ops/cuda/decode_rows.cuh"
 #include "ops/cuda/gdn_token.cuh"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/tile.cuh"
@@ -25,6 +26,8 @@ __global__ void __launch_bounds__(512) gdn_replay_sliced_kernel(GdnDecodeArgs a)
   const int h = blockIdx.x, b = blockIdx.y, kh = h / (a.Hv / a.Hk);
   const int nw = blockDim.x / 32, w = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int dk = a.dk, dv = a.dv, T = a.T, W = a.W, c0 = blockIdx.z * kS, cols = min(kS, dv - c0);
+  const int64_t r0 = decode_row0(a.row, b, T);  // this sequence's first row of q, v, β, o (k, g, out_slot)
+  if (r0 < 0) return;                           // not in this launch (block-uniform)
   const GdnLogSpan span = gdn_log_span<true>(a, b);
   const int n_log = span.n_log, base = span.base, f = span.f;
   extern __shared__ float shm[];
@@ -45,7 +48,7 @@ __global__ void __launch_bounds__(512) gdn_replay_sliced_kernel(GdnDecodeArgs a)
 
   for (int s = threadIdx.x; s < n_log; s += blockDim.x) sG[s] = a.log_g[(int64_t(b) * W + s) * a.Hv + h];
   load_bf_rows(sK, a.log_k + (int64_t(b) * W * a.Hk + kh) * dk, n_log, dk, int64_t(a.Hk) * dk);
-  load_bf_rows(sQ, a.q + (int64_t(b) * T * a.Hk + kh) * dk, T, dk, int64_t(a.Hk) * dk);
+  load_bf_rows(sQ, a.q + (r0 * a.Hk + kh) * dk, T, dk, int64_t(a.Hk) * dk);
   if (cols == kS) {
     load_f32_rows(sU, a.log_u + (int64_t(b) * W * a.Hv + h) * dv + c0, base, kS, int64_t(a.Hv) * dv);
   } else {
@@ -53,8 +56,8 @@ __global__ void __launch_bounds__(512) gdn_replay_sliced_kernel(GdnDecodeArgs a)
       sU[i] = i % kS < cols ? a.log_u[((int64_t(b) * W + i / kS) * a.Hv + h) * dv + c0 + i % kS] : 0.0f;
   }
   for (int i = threadIdx.x; i < T * kS; i += blockDim.x)
-    sV[i] = i % kS < cols ? bf(a.v, ((int64_t(b) * T + i / kS) * a.Hv + h) * dv + c0 + i % kS) : 0.0f;
-  for (int t = threadIdx.x; t < T; t += blockDim.x) sBeta[t] = a.beta[(int64_t(b) * T + t) * a.Hv + h];
+    sV[i] = i % kS < cols ? bf(a.v, ((r0 + i / kS) * a.Hv + h) * dv + c0 + i % kS) : 0.0f;
+  for (int t = threadIdx.x; t < T; t += blockDim.x) sBeta[t] = a.beta[(r0 + t) * a.Hv + h];
   __syncthreads();
   if (w == 0) warp_prefix_sum(sG, n_log, lane);
 
@@ -112,7 +115,7 @@ __global__ void __launch_bounds__(512) gdn_replay_sliced_kernel(GdnDecodeArgs a)
     const float u = (sV[t * kS + c] - mem) * sBeta[t];
     sU[tt * kS + c] = u;
     a.log_u[((int64_t(b) * W + tt) * a.Hv + h) * dv + c0 + c] = u;
-    put_bf(a.o, ((int64_t(b) * T + t) * a.Hv + h) * dv + c0 + c, out + sKQ[t * W + tt] * u);
+    put_bf(a.o, ((r0 + t) * a.Hv + h) * dv + c0 + c, out + sKQ[t * W + tt] * u);
   }
 }
 

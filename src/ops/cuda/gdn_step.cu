@@ -20,6 +20,7 @@
 
 #include <algorithm>
 
+#include "ops/cuda/decode_rows.cuh"
 #include "ops/cuda/gdn_token.cuh"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/tile.cuh"
@@ -55,6 +56,8 @@ __global__ void __launch_bounds__(32 * kGdnStepWarps) gdn_step_kernel(GdnDecodeA
   // only those (dv: the state's row stride).
   const int c0 = blockIdx.x * TileT::kCols, cw = dv - c0 < TileT::kCols ? dv - c0 : TileT::kCols;
   const int K4 = (dk + 3) & ~3, V4 = (cw + 3) & ~3;
+  const int64_t r0 = decode_row0(a.row, b, T);  // this sequence's first row of q, v, β, o (k, g, out_slot)
+  if (r0 < 0) return;                           // not in this launch (block-uniform)
   extern __shared__ float shm[];   // every array a multiple of 4 floats from the start: 16-byte aligned
   float* sS = shm;                 // (dk, cw) the state rows
   float* sRed = sS + dk * V4;      // (2, nw, cw) per-warp column partials of Sᵀk, Sᵀq
@@ -68,8 +71,8 @@ __global__ void __launch_bounds__(32 * kGdnStepWarps) gdn_step_kernel(GdnDecodeA
   // first f go to the fold slot.
   const GdnLogSpan span = gdn_log_span<kLog>(a, b);
   const uint16_t* kin = kLog ? a.log_k + ((int64_t(b) * a.W + span.base) * a.Hk + kh) * dk
-                             : a.k + (int64_t(b) * T * a.Hk + kh) * dk;
-  const float* gin = kLog ? a.log_g + (int64_t(b) * a.W + span.base) * a.Hv + h : a.g + int64_t(b) * T * a.Hv + h;
+                             : a.k + (r0 * a.Hk + kh) * dk;
+  const float* gin = kLog ? a.log_g + (int64_t(b) * a.W + span.base) * a.Hv + h : a.g + r0 * a.Hv + h;
 
   // The whole slice is requested at once, straight into shared memory (two
   // groups: the first half of the passes, then the rest), before anything
@@ -83,12 +86,12 @@ __global__ void __launch_bounds__(32 * kGdnStepWarps) gdn_step_kernel(GdnDecodeA
     if (p + 1 == first) cp_async_commit();
   }
   cp_async_commit();
-  load_bf_rows(sQ, a.q + (int64_t(b) * T * a.Hk + kh) * dk, T, dk, int64_t(a.Hk) * dk, K4);
+  load_bf_rows(sQ, a.q + (r0 * a.Hk + kh) * dk, T, dk, int64_t(a.Hk) * dk, K4);
   load_bf_rows(sK, kin, T, dk, int64_t(a.Hk) * dk, K4);
-  load_bf_rows(sV, a.v + (int64_t(b) * T * a.Hv + h) * dv + c0, T, cw, int64_t(a.Hv) * dv, V4);
+  load_bf_rows(sV, a.v + (r0 * a.Hv + h) * dv + c0, T, cw, int64_t(a.Hv) * dv, V4);
   for (int t = threadIdx.x; t < T; t += blockDim.x) {
     sGB[3 * t] = expf(gin[int64_t(t) * a.Hv]);
-    sGB[3 * t + 1] = a.beta[(int64_t(b) * T + t) * a.Hv + h];
+    sGB[3 * t + 1] = a.beta[(r0 + t) * a.Hv + h];
   }
   for (int i = threadIdx.x; i < 2 * nw * V4; i += blockDim.x) sRed[i] = 0.0f;
   __syncthreads();
@@ -182,13 +185,13 @@ __global__ void __launch_bounds__(32 * kGdnStepWarps) gdn_step_kernel(GdnDecodeA
       const float u = (sV[t * V4 + c] - alpha * mk) * beta;
       sU[c] = u;
       if constexpr (kLog) a.log_u[((int64_t(b) * a.W + span.base + t) * a.Hv + h) * dv + c0 + c] = u;
-      put_bf(a.o, ((int64_t(b) * T + t) * a.Hv + h) * dv + c0 + c, alpha * mq + u * sGB[3 * t + 2]);
+      put_bf(a.o, ((r0 + t) * a.Hv + h) * dv + c0 + c, alpha * mq + u * sGB[3 * t + 2]);
     }
     __syncthreads();
     if (kLog && t + 1 == T) break;  // output-only: the last token's state is not kept
     float Uc[TileT::kColChunks][TileT::kVec];
     TileT::columns(sU, cw, lane, Uc);
-    float* dst = kLog ? nullptr : a.state + (int64_t(a.out_slot[b * T + t]) * a.Hv + h) * dk * dv + c0;
+    float* dst = kLog ? nullptr : a.state + (int64_t(a.out_slot[r0 + t]) * a.Hv + h) * dk * dv + c0;
     for (int p = 0; p < passes; ++p) {
       const int p0 = p * pass_rows, rows = min(pass_rows, dk - p0);
       TileT rowsv;

@@ -5,6 +5,7 @@
 // its columns in registers (rows over warps, one column per lane), and
 // Sᵀk, Sᵀq are per-thread sums finished across warps in shared memory.
 #include "ops/cuda/gdn_decode.h"
+#include "ops/cuda/decode_rows.cuh"
 #include "ops/cuda/gdn_token.cuh"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/tile.cuh"
@@ -22,6 +23,8 @@ __global__ void __launch_bounds__(512) gdn_step_sliced_kernel(GdnDecodeArgs a) {
   const int h = blockIdx.x, b = blockIdx.y, kh = h / (a.Hv / a.Hk);
   const int nw = blockDim.x / 32, w = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int dk = a.dk, dv = a.dv, T = a.T, c0 = blockIdx.z * kColumnSlice, cols = min(kColumnSlice, dv - c0);
+  const int64_t r0 = decode_row0(a.row, b, T);  // this sequence's first row of q, v, β, o (k, g, out_slot)
+  if (r0 < 0) return;                           // not in this launch (block-uniform)
   extern __shared__ float shm[];
   float* sQ = shm;                   // (T, dk)
   float* sK = sQ + T * dk;           // (T, dk)
@@ -34,20 +37,20 @@ __global__ void __launch_bounds__(512) gdn_step_sliced_kernel(GdnDecodeArgs a) {
   float* sLA = sLU + kLogGroup * kColumnSlice;  // (kLogGroup) their e^g
   const GdnLogSpan span = gdn_log_span<kLog>(a, b);
   const uint16_t* kin = kLog ? a.log_k + ((int64_t(b) * a.W + span.base) * a.Hk + kh) * dk
-                             : a.k + (int64_t(b) * T * a.Hk + kh) * dk;
-  const float* gin = kLog ? a.log_g + (int64_t(b) * a.W + span.base) * a.Hv + h : a.g + int64_t(b) * T * a.Hv + h;
+                             : a.k + (r0 * a.Hk + kh) * dk;
+  const float* gin = kLog ? a.log_g + (int64_t(b) * a.W + span.base) * a.Hv + h : a.g + r0 * a.Hv + h;
 
   TileT tile;
   tile.load(a.state + (int64_t(a.slot[b]) * a.Hv + h) * dk * dv + c0, dk, cols, dv, w, nw, lane);
-  load_bf_rows(sQ, a.q + (int64_t(b) * T * a.Hk + kh) * dk, T, dk, int64_t(a.Hk) * dk);
+  load_bf_rows(sQ, a.q + (r0 * a.Hk + kh) * dk, T, dk, int64_t(a.Hk) * dk);
   load_bf_rows(sK, kin, T, dk, int64_t(a.Hk) * dk);
   for (int i = threadIdx.x; i < T * kColumnSlice; i += blockDim.x)
     sV[i] = i % kColumnSlice < cols
-                ? bf(a.v, ((int64_t(b) * T + i / kColumnSlice) * a.Hv + h) * dv + c0 + i % kColumnSlice)
+                ? bf(a.v, ((r0 + i / kColumnSlice) * a.Hv + h) * dv + c0 + i % kColumnSlice)
                 : 0.0f;
   for (int t = threadIdx.x; t < T; t += blockDim.x) {
     sGB[2 * t] = expf(gin[int64_t(t) * a.Hv]);
-    sGB[2 * t + 1] = a.beta[(int64_t(b) * T + t) * a.Hv + h];
+    sGB[2 * t + 1] = a.beta[(r0 + t) * a.Hv + h];
   }
   if constexpr (kLog) {
     // The log before the step, in registers (S ← αS + k·uᵀ), its entries
@@ -103,9 +106,9 @@ __global__ void __launch_bounds__(512) gdn_step_sliced_kernel(GdnDecodeArgs a) {
       part += tile.v[r][0][0] * sQ[t * dk + i];
     }
     if (!kLog)
-      tile.store(a.state + (int64_t(a.out_slot[b * T + t]) * a.Hv + h) * dk * dv + c0, dk, cols, dv, w, nw, lane);
+      tile.store(a.state + (int64_t(a.out_slot[r0 + t]) * a.Hv + h) * dk * dv + c0, dk, cols, dv, w, nw, lane);
     column_sums(1, [&](int) { return part; }, sRed, sU, nw, w, lane);
-    if (threadIdx.x < cols) put_bf(a.o, ((int64_t(b) * T + t) * a.Hv + h) * dv + c0 + threadIdx.x, sU[threadIdx.x]);
+    if (threadIdx.x < cols) put_bf(a.o, ((r0 + t) * a.Hv + h) * dv + c0 + threadIdx.x, sU[threadIdx.x]);
     __syncthreads();  // sU is reused by the next token
   }
 }

@@ -116,6 +116,13 @@ struct Mamba2DecodeArgs {
   // group_start.
   const int32_t* seq = nullptr;
 
+  // Ragged steps (decode_rows.cuh): sequence b's T rows of the per-row
+  // arrays — Cm and y; the standard step's x, Bm, dt or dt_raw and
+  // out_slot — start at row[b] instead of b·T, and a sequence with
+  // row[b] < 0 takes no part (its state, log and outputs untouched).
+  // nullptr: b·T. Not with fork groups.
+  const int32_t* row = nullptr;
+
   // Exact replay: the log replayed by the sequential recurrence — the same
   // per-token arithmetic as mamba2_step_cuda, so outputs and folds are
   // bit-identical to stepping with the logged dt — at n_log × the FLOPs of

@@ -9,6 +9,7 @@
 // registers: the flush costs one state write, not a second read. At small
 // batch the launcher takes the sequential recurrence in wide blocks
 // instead (mamba2_replay_wide.cu).
+#include "ops/cuda/decode_rows.cuh"
 #include "ops/cuda/mamba2_decode.h"
 #include "ops/cuda/mamba2_launch.h"
 #include "ops/cuda/launch.cuh"
@@ -211,6 +212,9 @@ __global__ void __launch_bounds__(32 * kMamba2Warps, kMamba2ReplayBlocks<TileT, 
   const ReplayGroup fg = kSplit ? replay_group(a, blockIdx.y) : ReplayGroup{int(blockIdx.y), 1, int(blockIdx.y)};
   if (fg.members <= 0) return;  // an empty group (block-uniform)
   const int first = fg.first, members = fg.members, b = fg.b, n_out = members * T;
+  // Member m's first row of Cm and y (decode_rows.cuh; a row map has no groups).
+  auto first_row = [&](int m) { return decode_row0(a.row, replay_seq(a, first + m), T); };
+  if (first_row(0) < 0) return;  // not in this launch (block-uniform)
   const int n_log = min(max(a.n_log[b], T), W), base = n_log - T;
   const int f = kFold && a.fold != nullptr && members == 1 ? min(max(a.fold[b], 0), min(n_log, a.max_fold)) : 0;
   extern __shared__ float shm[];  // every array a multiple of 4 floats from the start: 16-byte aligned
@@ -244,10 +248,9 @@ __global__ void __launch_bounds__(32 * kMamba2Warps, kMamba2ReplayBlocks<TileT, 
   load_bf_rows(sB, a.log_B + (int64_t(b) * W * a.G + g) * N, rows_needed, N, int64_t(a.G) * N, N4);
   load_bf_rows(sX, a.log_x + (int64_t(b) * W * a.H + h) * P, rows_needed, P, int64_t(a.H) * P, P4);
   for (int m = 0; m < members; ++m)
-    load_bf_rows(sC + m * T * N4, a.Cm + (int64_t(replay_seq(a, first + m)) * T * a.G + g) * N, T, N,
-                 int64_t(a.G) * N, N4);
+    load_bf_rows(sC + m * T * N4, a.Cm + (first_row(m) * a.G + g) * N, T, N, int64_t(a.G) * N, N4);
   for (int u = threadIdx.x; u < n_out; u += blockDim.x)
-    sYoff[u] = ((int64_t(replay_seq(a, first + u / T)) * T + u % T) * a.H + h) * P;
+    sYoff[u] = ((first_row(u / T) + u % T) * a.H + h) * P;
   __syncthreads();
   if (rows_needed > 0) {  // block-uniform
     if (w == 0) warp_prefix_sum(sL, rows_needed, lane);
@@ -320,7 +323,7 @@ cudaError_t mamba2_replay_cuda(const Mamba2DecodeArgs& a, cudaStream_t stream) {
       a.N > kMaxTileCols ||
       (a.group_start != nullptr && (a.scratch == nullptr || a.variant == 1 || a.variant == 3 || a.exact || a.n_groups < 1 ||
                                     a.max_group < 1 || a.max_group > kMamba2MaxGroup)) ||
-      (a.seq != nullptr && a.group_start == nullptr) ||
+      (a.seq != nullptr && a.group_start == nullptr) || (a.row != nullptr && a.group_start != nullptr) ||
       (a.tile_rows != 0 && a.tile_rows != 2 && a.tile_rows != kMamba2Rows))
     return cudaErrorInvalidValue;  // every refusal before the device is asked anything
   int sms = 0;

@@ -3,6 +3,7 @@
 // token through mamba2_token_rows — the standard step's arithmetic — so
 // the new tokens' outputs and the folded state are bit-identical to
 // stepping from the checkpoint with the logged dt.
+#include "ops/cuda/decode_rows.cuh"
 #include "ops/cuda/mamba2_decode.h"
 #include "ops/cuda/mamba2_launch.h"
 #include "ops/cuda/launch.cuh"
@@ -18,6 +19,8 @@ __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_replay_exact_kernel(
   const int h = blockIdx.x, b = blockIdx.y, g = h / (a.H / a.G);
   const int nw = blockDim.x / 32, w = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int P = a.P, N = a.N, T = a.T, W = a.W, pass_rows = nw * TileT::kRows;
+  const int64_t r0 = decode_row0(a.row, b, T);  // this sequence's first row of Cm and y
+  if (r0 < 0) return;                           // not in this launch (block-uniform)
   const int n_log = min(max(a.n_log[b], T), W), base = n_log - T;
   const int f = a.fold != nullptr ? min(max(a.fold[b], 0), min(n_log, a.max_fold)) : 0;
   const int W4 = (W + 3) & ~3, P4 = (P + 3) & ~3, N4 = (N + 3) & ~3;
@@ -36,7 +39,7 @@ __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_replay_exact_kernel(
     sDt[s] = dt;
     sDA[s] = expf(-expf(a.A_log[h]) * dt);  // as mamba2_step_kernel
   }
-  load_bf_rows(sC, a.Cm + (int64_t(b) * T * a.G + g) * N, T, N, int64_t(a.G) * N, N4);
+  load_bf_rows(sC, a.Cm + (r0 * a.G + g) * N, T, N, int64_t(a.G) * N, N4);
   load_bf_rows(sB, a.log_B + (int64_t(b) * W * a.G + g) * N, n_log, N, int64_t(a.G) * N, N4);
   load_bf_rows(sX, a.log_x + (int64_t(b) * W * a.H + h) * P, n_log, P, int64_t(a.H) * P, P4);
   __syncthreads();
@@ -59,7 +62,7 @@ __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_replay_exact_kernel(
       TileT::row_sums(acc, lane);
       const int i = TileT::row(w, nw, TileT::summed_row(lane));
       if (TileT::row_writer(lane) && i < rows)
-        put_bf(a.y, ((int64_t(b) * T + t) * a.H + h) * P + p0 + i, acc[0] + Dh * sX[s * P4 + p0 + i]);
+        put_bf(a.y, ((r0 + t) * a.H + h) * P + p0 + i, acc[0] + Dh * sX[s * P4 + p0 + i]);
     }
     cur = nxt;
   }

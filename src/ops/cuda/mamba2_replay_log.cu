@@ -14,6 +14,7 @@
 // Here the block's whole log (B, C, its heads' x rows, dt) arrives by
 // cp.async in one round trip, and a thread sums all T outputs of one
 // (head, row) out of shared memory. Same arithmetic in the same order.
+#include "ops/cuda/decode_rows.cuh"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/mamba2_decode.h"
 #include "ops/cuda/tile.cuh"
@@ -54,6 +55,8 @@ __global__ void __launch_bounds__(kLogThreads) mamba2_replay_log_kernel(Mamba2De
   const int v = blockIdx.y, b = a.seq != nullptr ? a.seq[v] : v;
   const int nw = blockDim.x / 32, w = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int P = a.P, N = a.N, T = a.T, W = a.W, H = a.H;
+  const int64_t r0 = decode_row0(a.row, b, T);  // sequence b's first row of C (no row map with a decode order)
+  if (r0 < 0) return;                           // not in this launch (block-uniform)
   const int n_log = min(max(a.n_log[b], T), W), base = n_log - T;
   const LogLayout l = log_layout(kT, W, hc, P, N);
   const int W4 = l.W4;
@@ -67,7 +70,7 @@ __global__ void __launch_bounds__(kLogThreads) mamba2_replay_log_kernel(Mamba2De
   // contiguous in the log (nh·P values).
   const float* gDt = a.log_dt + int64_t(b) * W * H + h0;
   copy_async_bf_rows(stB, a.log_B + (int64_t(b) * W * a.G + g) * N, n_log, N, int64_t(a.G) * N, l.N8);
-  copy_async_bf_rows(stC, a.Cm + (int64_t(b) * T * a.G + g) * N, T, N, int64_t(a.G) * N, l.N8);
+  copy_async_bf_rows(stC, a.Cm + (r0 * a.G + g) * N, T, N, int64_t(a.G) * N, l.N8);
   copy_async_bf_rows(stX, a.log_x + (int64_t(b) * W * H + h0) * P, n_log, nh * P, int64_t(H) * P, l.XR);
   for (int i = threadIdx.x; i < n_log * nh; i += blockDim.x)
     cp_async<4>(sDt + i / nh * l.hc4 + i % nh, gDt + int64_t(i / nh) * H + i % nh);

@@ -16,6 +16,7 @@
 // scratch, read last). The outputs' accumulators live across a tile's
 // passes; a fold rewrites each pass in registers and stores it, so the
 // flush costs one state write.
+#include "ops/cuda/decode_rows.cuh"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/mamba2_decode.h"
 #include "ops/cuda/mamba2_replay_scratch.cuh"
@@ -80,6 +81,9 @@ __global__ void __launch_bounds__(32 * kWarps, kMinBlocks) mamba2_replay_mma_ker
   const ReplayGroup fg = replay_group(a, blockIdx.y);  // as mamba2_replay_kernel's
   if (fg.members <= 0) return;                         // an empty group (block-uniform)
   const int first = fg.first, members = fg.members, b = fg.b, n_out = members * T;
+  // Member m's first row of Cm and y (decode_rows.cuh; a row map has no groups).
+  auto first_row = [&](int m) { return decode_row0(a.row, replay_seq(a, first + m), T); };
+  if (first_row(0) < 0) return;  // not in this launch (block-uniform)
   const int n_log = min(max(a.n_log[b], T), W);
   const int f = a.fold != nullptr && members == 1 ? min(max(a.fold[b], 0), min(n_log, a.max_fold)) : 0;
   const int tiles = (P + 15) / 16, passes = (N + 16 * kB - 1) / (16 * kB);
@@ -125,11 +129,10 @@ __global__ void __launch_bounds__(32 * kWarps, kMinBlocks) mamba2_replay_mma_ker
   load_bf_rows(sB, a.log_B + (int64_t(b) * W * a.G + grp) * N, f, N, int64_t(a.G) * N, ldb);
   load_bf_rows(sX, a.log_x + (int64_t(b) * W * a.H + h) * P, f, P, int64_t(a.H) * P, ldx);
   for (int m = 0; m < members; ++m)
-    load_bf_rows(sC + m * T * ldc, a.Cm + (int64_t(replay_seq(a, first + m)) * T * a.G + grp) * N, T, N,
-                 int64_t(a.G) * N, ldc);
+    load_bf_rows(sC + m * T * ldc, a.Cm + (first_row(m) * a.G + grp) * N, T, N, int64_t(a.G) * N, ldc);
   for (int i = n_out * ldc + threadIdx.x; i < kMaxOut * ldc; i += blockDim.x) sC[i] = 0.0f;
   for (int u = threadIdx.x; u < n_out; u += blockDim.x)
-    sYoff[u] = ((int64_t(replay_seq(a, first + u / T)) * T + u % T) * a.H + h) * P;
+    sYoff[u] = ((first_row(u / T) + u % T) * a.H + h) * P;
   __syncthreads();
   const int f16 = round16(f);
   if (f > 0) {  // block-uniform: the fold's operands, once per block

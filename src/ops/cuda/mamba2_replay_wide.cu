@@ -26,6 +26,7 @@
 // token's C, so all of them wait.
 #include <algorithm>
 
+#include "ops/cuda/decode_rows.cuh"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/mamba2_decode.h"
 #include "ops/cuda/mamba2_launch.h"
@@ -61,6 +62,8 @@ __global__ void __launch_bounds__(32 * kMamba2WideWarps, 2) mamba2_replay_wide_k
   const int h = blockIdx.x, b = blockIdx.y, g = h / (a.H / a.G);
   const int nw = blockDim.x / 32, w = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int P = a.P, N = a.N, T = a.T, W = a.W;  // P ≤ nw·kRows: one pass
+  const int64_t r0 = decode_row0(a.row, b, T);  // this sequence's first row of Cm and y
+  if (r0 < 0) return;                           // not in this launch (block-uniform)
   const int n_log = min(max(a.n_log[b], T), W), base = n_log - T;
   const int f = a.fold != nullptr ? min(max(a.fold[b], 0), min(n_log, a.max_fold)) : 0;
   const int P4 = (P + 3) & ~3, N4 = (N + 3) & ~3, N8 = (N + 7) & ~7, P8 = (P + 7) & ~7;
@@ -106,7 +109,7 @@ __global__ void __launch_bounds__(32 * kMamba2WideWarps, 2) mamba2_replay_wide_k
   }
   load_bf_rows(sB + staged * N4, gB + int64_t(staged) * a.G * N, n_log - staged, N, int64_t(a.G) * N, N4);
   load_bf_rows(sX + staged * P4, gX + int64_t(staged) * a.H * P, n_log - staged, P, int64_t(a.H) * P, P4);
-  load_bf_rows(sC, a.Cm + (int64_t(b) * T * a.G + g) * N, T, N, int64_t(a.G) * N, N4);
+  load_bf_rows(sC, a.Cm + (r0 * a.G + g) * N, T, N, int64_t(a.G) * N, N4);
   __syncthreads();
 
   const float Dh = a.D[h];
@@ -123,7 +126,7 @@ __global__ void __launch_bounds__(32 * kMamba2WideWarps, 2) mamba2_replay_wide_k
     TileT::row_sums(acc, lane);
     const int i = TileT::row(w, nw, TileT::summed_row(lane));
     if (TileT::row_writer(lane) && i < P)
-      put_bf(a.y, ((int64_t(b) * T + t) * a.H + h) * P + i, acc[0] + Dh * sX[s * P4 + i]);
+      put_bf(a.y, ((r0 + t) * a.H + h) * P + i, acc[0] + Dh * sX[s * P4 + i]);
   }
 }
 

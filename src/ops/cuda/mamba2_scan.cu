@@ -42,7 +42,7 @@ __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_scan_kernel(Mamba2Sc
 
   // This sequence's rows (ragged: its own count; none: nothing to touch).
   const int64_t row0 = a.cu_rows != nullptr ? a.cu_rows[b] : int64_t(b) * a.T;
-  const int n_tok = a.cu_rows != nullptr ? int(a.cu_rows[b + 1] - row0) : a.T;
+  const int n_tok = a.cu_rows == nullptr ? a.T : a.n_rows != nullptr ? a.n_rows[b] : int(a.cu_rows[b + 1] - row0);
   if (n_tok <= 0) return;
   const float A = -expf(a.A_log[h]);
   const int64_t at = (int64_t(h) * P + p0) * N;  // the block's rows within a slot

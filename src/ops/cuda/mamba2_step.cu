@@ -3,6 +3,7 @@
 // for the GPU, streams the state in passes of rows (mamba2_launch.h); each of
 // the T tokens updates a pass's rows, writes them to that token's slot and
 // reduces y = S·C + D·x per row.
+#include "ops/cuda/decode_rows.cuh"
 #include "ops/cuda/mamba2_decode.h"
 #include "ops/cuda/mamba2_launch.h"
 #include "ops/cuda/launch.cuh"
@@ -21,6 +22,8 @@ __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_step_kernel(Mamba2De
   const int nw = blockDim.x / 32, w = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int P = a.P, N = a.N, T = a.T, pass_rows = nw * TileT::kRows;
   const int p_lo = blockIdx.z * slice_rows, p_hi = min(P, p_lo + slice_rows);  // this block's rows
+  const int64_t r0 = decode_row0(a.row, b, T);  // this sequence's first row of x, B, C, dt, out_slot, y
+  if (r0 < 0) return;                           // not in this launch (block-uniform)
   extern __shared__ float shm[];
   float* sB = shm;          // (T, N)
   float* sC = sB + T * N;   // (T, N)
@@ -41,11 +44,11 @@ __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_step_kernel(Mamba2De
   prefetch_pass(p_lo + pass_rows);
   if (a.early) pdl_begin();  // the token's inputs come from the kernel before
 
-  load_bf_rows(sB, a.Bm + (int64_t(b) * T * a.G + g) * N, T, N, int64_t(a.G) * N);
-  load_bf_rows(sC, a.Cm + (int64_t(b) * T * a.G + g) * N, T, N, int64_t(a.G) * N);
-  load_bf_rows(sX, a.x + (int64_t(b) * T * a.H + h) * P, T, P, int64_t(a.H) * P);
+  load_bf_rows(sB, a.Bm + (r0 * a.G + g) * N, T, N, int64_t(a.G) * N);
+  load_bf_rows(sC, a.Cm + (r0 * a.G + g) * N, T, N, int64_t(a.G) * N);
+  load_bf_rows(sX, a.x + (r0 * a.H + h) * P, T, P, int64_t(a.H) * P);
   for (int t = threadIdx.x; t < T; t += blockDim.x) {
-    const int64_t bt = (int64_t(b) * T + t) * a.H + h;
+    const int64_t bt = (r0 + t) * a.H + h;
     const float dt =
         a.dt != nullptr ? a.dt[bt] : fminf(fmaxf(softplus_f(a.dt_raw[bt] + a.dt_bias[h]), a.dt_min), a.dt_max);
     sDt[t] = dt;
@@ -67,12 +70,11 @@ __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_step_kernel(Mamba2De
       TileT::columns(sB + t * N, N, lane, Bc);
       TileT::columns(sC + t * N, N, lane, Cc);
       mamba2_token_rows(cur, dA, dt, Bc, Cc, sX + t * P + p0, rows, nw, w, acc);
-      cur.store(a.state + (int64_t(a.out_slot[b * T + t]) * a.H + h) * P * N + int64_t(p0) * N, rows, N, N, w, nw,
-                lane);
+      cur.store(a.state + (int64_t(a.out_slot[r0 + t]) * a.H + h) * P * N + int64_t(p0) * N, rows, N, N, w, nw, lane);
       TileT::row_sums(acc, lane);
       const int i = TileT::row(w, nw, TileT::summed_row(lane));
       if (TileT::row_writer(lane) && i < rows)
-        put_bf(a.y, ((int64_t(b) * T + t) * a.H + h) * P + p0 + i, acc[0] + Dh * sX[t * P + p0 + i]);
+        put_bf(a.y, ((r0 + t) * a.H + h) * P + p0 + i, acc[0] + Dh * sX[t * P + p0 + i]);
     }
     cur = nxt;
   }

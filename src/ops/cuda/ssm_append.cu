@@ -21,6 +21,7 @@ __global__ void __launch_bounds__(kAppendThreads) mamba2_append_kernel(Mamba2App
   if (a.release_early) pdl_release();
   pdl_begin();
   const int64_t r = blockIdx.x, e = a.entry[r], c0 = int64_t(blockIdx.y) * kChunk;
+  if (e < 0) return;  // a row the chunk scan takes
   const int64_t HP = int64_t(a.H) * a.P, GN = int64_t(a.G) * a.N, n = HP + 2 * GN;
   const uint16_t* src = a.xbc + r * a.ldxbc;
   for (int64_t c = c0 + threadIdx.x; c < min(n, c0 + kChunk); c += blockDim.x) {
@@ -61,9 +62,9 @@ __global__ void __launch_bounds__(kAppendThreads) gdn_append_kernel(GdnAppendArg
   const int64_t e = a.entry != nullptr ? a.entry[r] : 0;
   for (int64_t c = c0 + threadIdx.x; c < min(n, c0 + kChunk); c += blockDim.x) {
     if (c < V) a.v[r * V + c] = a.v_in[r * a.ldv + c];
-    else a.log_k[e * K + c - V] = a.k[r * K + c - V];
+    else if (e >= 0) a.log_k[e * K + c - V] = a.k[r * K + c - V];
   }
-  if (a.entry == nullptr || blockIdx.y != 0) return;
+  if (a.entry == nullptr || e < 0 || blockIdx.y != 0) return;
   for (int h = threadIdx.x; h < a.Hv; h += blockDim.x) a.log_g[e * a.Hv + h] = a.g[r * a.Hv + h];
 }
 
@@ -71,6 +72,7 @@ __global__ void __launch_bounds__(kAppendThreads) log_rows_kernel(LogRowsArgs a)
   pdl_begin();
   const int64_t r = blockIdx.x, c0 = int64_t(blockIdx.y) * kChunk;
   const int64_t s = a.src_row != nullptr ? a.src_row[r] : r, e = a.entry != nullptr ? a.entry[r] : r;
+  if (e < 0) return;  // a row the chunk scan takes
   for (int64_t c = c0 + threadIdx.x; c < min(a.width, c0 + kChunk); c += blockDim.x)
     a.dst[e * a.width + c] = a.src[s * a.lds + c];
 }

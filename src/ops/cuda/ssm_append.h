@@ -17,6 +17,12 @@
 //                        verify folds its committed prefix), moves them to
 //                        its front.
 //
+// A ragged step mixes rows the decode kernels take with rows the chunk
+// scans take: entry[r] < 0 leaves row r out — mamba2_append_cuda writes
+// none of it (its C row neither), gdn_append_cuda only its dense v (the
+// scan reads it), log_rows_cuda nothing. (mamba2_conv_append_cuda, a
+// one-token step's, takes every row.)
+//
 // Shapes are checked before anything touches the device (cudaErrorInvalidValue);
 // rows = 0 is a no-op.
 #pragma once

@@ -244,12 +244,13 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
   if (any_mamba) {
     const int64_t HP = mc.n_heads * mc.head_dim, GN = mc.n_groups * mc.state_size;
     // x, B, dt compact only for the standard layout's step kernel (chunk
-    // scans read the conv's rows, replay appends to a log): a row per
-    // sequence, or per verify row. C goes to the decode kernels.
-    const int64_t compact = replay ? B : B * std::max(spec, 1);
+    // scans read the conv's rows, replay appends to a log), C for the
+    // decode kernels: a row per row of a step — a ragged step's decoding
+    // sequences' rows lie anywhere among its R.
+    const int64_t compact = replay ? B : R;
     RSSM_RETURN_IF_ERROR(I.alloc(&I.cx, compact * HP, "Mamba2 x", &ws2));
     RSSM_RETURN_IF_ERROR(I.alloc(&I.cB, compact * GN, "Mamba2 B", &ws2));
-    RSSM_RETURN_IF_ERROR(I.alloc(&I.cC, R_log * GN, "Mamba2 C", &ws2));
+    RSSM_RETURN_IF_ERROR(I.alloc(&I.cC, R * GN, "Mamba2 C", &ws2));
     RSSM_RETURN_IF_ERROR(I.alloc(&I.cdt, compact * mc.n_heads, "Mamba2 dt", &ws2));
     if (replay)
       RSSM_RETURN_IF_ERROR(I.alloc(&I.mamba_scratch,

@@ -15,26 +15,35 @@ Status Decoder::Impl::run_mamba2(const DeviceBlock& blk, LayerState& L, int T, b
   const int64_t width = blk.in.n_out;
   const bool replay = opt.strategy == DecodeStrategy::kReplay;
   RSSM_CU(gemm->linear(xn, Hd, rows, blk.in.w, width, Hd, blk.in.b, proj, width, false), "Mamba2 in_proj");
+  // A ragged step: the conv over every row, then its chunks through the
+  // scan and its one-token sequences through the decode kernels.
+  const bool decode_too = ragged && ragged_decode;
+  const uint16_t* xbc = nullptr;
+  int64_t ldxbc = 0;
   if (scan) {
     // The chunk scan reads the post-conv rows x | B | C and the raw dt
     // where they are: no append.
-    const uint16_t* xbc = nullptr;
-    int64_t ld = 0;
-    RSSM_RETURN_IF_ERROR(run_conv(blk, L, T, false, C, mc.conv_width, HP, width, &xbc, &ld));
-    RSSM_RETURN_IF_ERROR(scan_checkpoint_windows(L));
-    oc::Mamba2ScanArgs a;
-    a.batch = B, a.H = int(mc.n_heads), a.P = int(mc.head_dim), a.N = int(mc.state_size), a.G = int(mc.n_groups), a.T = T;
-    a.A_log = blk.A_log, a.D = blk.D, a.dt_bias = blk.dt_bias, a.dt_min = mc.dt_min, a.dt_max = mc.dt_max;
-    a.state = L.state, a.slot = field(kMSlot), a.out_slot = field(kMFoldSlot);
-    a.x = xbc, a.ldx = ld, a.Bm = xbc + HP, a.Cm = xbc + HP + GN, a.ldbc = ld;
-    a.dt_raw = proj + HP + C, a.lddt = width, a.y = y, a.ldy = HP;
-    if (replay) a.W = opt.window, a.n_log = field(kMLog), a.log_x = L.log_x, a.log_B = L.log_B, a.log_dt = L.log_dt;
-    if (ragged) a.cu_rows = field(kCuRows);
-    RSSM_CU(oc::mamba2_scan_cuda(a, stream), "Mamba2 chunk scan");
-  } else {
+    RSSM_RETURN_IF_ERROR(run_conv(blk, L, T, false, C, mc.conv_width, HP, width, &xbc, &ldxbc));
+    if (!ragged || ragged_scan) {
+      RSSM_RETURN_IF_ERROR(scan_checkpoint_windows(L));
+      oc::Mamba2ScanArgs a;
+      a.batch = B, a.H = int(mc.n_heads), a.P = int(mc.head_dim), a.N = int(mc.state_size), a.G = int(mc.n_groups), a.T = T;
+      a.A_log = blk.A_log, a.D = blk.D, a.dt_bias = blk.dt_bias, a.dt_min = mc.dt_min, a.dt_max = mc.dt_max;
+      a.state = L.state, a.slot = field(kMSlot), a.out_slot = field(kMFoldSlot);
+      a.x = xbc, a.ldx = ldxbc, a.Bm = xbc + HP, a.Cm = xbc + HP + GN, a.ldbc = ldxbc;
+      a.dt_raw = proj + HP + C, a.lddt = width, a.y = y, a.ldy = HP;
+      if (replay) a.W = opt.window, a.n_log = field(kMLog), a.log_x = L.log_x, a.log_B = L.log_B, a.log_dt = L.log_dt;
+      if (ragged) a.cu_rows = field(kCuRows), a.n_rows = decode_too ? field(kScanRows) : nullptr;
+      RSSM_CU(oc::mamba2_scan_cuda(a, stream), "Mamba2 chunk scan");
+    }
+  }
+  if (!scan || decode_too) {
+    // A ragged step's decoding sequences take a token each, their rows
+    // where the plan put them (kDecRow), and fold nothing.
+    const int Td = scan ? 1 : T;
     if (L.conv_log != nullptr)
       RSSM_RETURN_IF_ERROR(
-          keep_conv_rows(L, T, fold, C, mc.conv_width, HP, width, kMEntry, kMRoll, kMMoveFrom, kMMoveCount));
+          keep_conv_rows(L, Td, fold, C, mc.conv_width, HP, width, kMEntry, kMRoll, kMMoveFrom, kMMoveCount));
     oc::Mamba2AppendArgs ap;
     ap.rows = rows, ap.H = int(mc.n_heads), ap.P = int(mc.head_dim), ap.G = int(mc.n_groups), ap.N = int(mc.state_size);
     ap.dt_raw = proj + HP + C, ap.lddt = width, ap.dt_bias = blk.dt_bias;
@@ -46,21 +55,20 @@ Status Decoder::Impl::run_mamba2(const DeviceBlock& blk, LayerState& L, int T, b
     // Next is the step or replay kernel, whose early reads (state, older log
     // entries) in_proj does not write.
     ap.release_early = true;
-    if (T == 1 && oc::fusion_enabled()) {  // one kernel: the conv's output goes on to the log as it is made
+    if (!scan && T == 1 && oc::fusion_enabled()) {  // one kernel: the conv's output goes on to the log as it is made
       oc::Conv1dArgs cv = conv_args(blk, L, C, mc.conv_width, HP, width);
       cv.y = proj + HP, cv.ldy = width;
       RSSM_CU(oc::mamba2_conv_append_cuda(cv, ap, stream), "Mamba2 conv and append");
     } else {
-      const uint16_t* xbc = nullptr;
-      int64_t ldxbc = 0;
-      RSSM_RETURN_IF_ERROR(run_conv(blk, L, T, verify, C, mc.conv_width, HP, width, &xbc, &ldxbc));
+      if (!scan) RSSM_RETURN_IF_ERROR(run_conv(blk, L, T, verify, C, mc.conv_width, HP, width, &xbc, &ldxbc));
       ap.xbc = xbc, ap.ldxbc = ldxbc;
       RSSM_CU(oc::mamba2_append_cuda(ap, stream), "Mamba2 append");
     }
     oc::Mamba2DecodeArgs a;
-    a.batch = B, a.H = int(mc.n_heads), a.P = int(mc.head_dim), a.N = int(mc.state_size), a.G = int(mc.n_groups), a.T = T;
+    a.batch = B, a.H = int(mc.n_heads), a.P = int(mc.head_dim), a.N = int(mc.state_size), a.G = int(mc.n_groups), a.T = Td;
     a.A_log = blk.A_log, a.D = blk.D, a.dt_bias = blk.dt_bias, a.dt_min = mc.dt_min, a.dt_max = mc.dt_max;
     a.state = L.state, a.slot = field(kMSlot), a.Cm = cC, a.y = y;
+    if (scan) a.row = field(kDecRow);
     a.early = true;          // the kernel just before is the append: it writes no state
     a.release_early = true;  // the kernel just after (log move, gated norm) reads only weights before its wait
     if (!replay) {           // one token, or a verify's (or feed's) state per token
@@ -103,10 +111,11 @@ Status Decoder::Impl::scan_checkpoint_windows(LayerState& L) {
             "checkpoint conv windows");
     return {};
   }
-  // A sequence that took no tokens keeps its log, so its checkpoint's window too.
-  const int32_t* cu = host_field(kCuRows);
+  // A sequence the scan takes no tokens of (none at all, or one through the
+  // decode kernels) keeps its log, so its checkpoint's window too.
+  const int32_t* n = host_field(kScanRows);
   for (int64_t b = 0; b < opt.batch; ++b) {
-    if (cu[b + 1] == cu[b]) continue;
+    if (n[b] == 0) continue;
     const int64_t at = b * L.window_seq_bytes;
     RSSM_CU(cudaMemcpyAsync(reinterpret_cast<uint8_t*>(L.ck_window) + at, reinterpret_cast<const uint8_t*>(L.window) + at,
                             size_t(L.window_seq_bytes), cudaMemcpyDeviceToDevice, stream),
@@ -174,8 +183,13 @@ Status Decoder::Impl::run_gdn(const DeviceBlock& blk, LayerState& L, int T, bool
   const int64_t K = g.n_k_heads * g.k_dim, V = g.n_v_heads * g.v_dim, C = g.conv_channels(), width = blk.in.n_out;
   const bool replay = opt.strategy == DecodeStrategy::kReplay;
   RSSM_CU(gemm->linear(xn, Hd, rows, blk.in.w, width, Hd, blk.in.b, proj, width, false), "GDN in_proj");
-  if (L.conv_log != nullptr && !scan)
-    RSSM_RETURN_IF_ERROR(keep_conv_rows(L, T, fold, C, g.conv_width, 0, width, kGEntry, kGRoll, kGMoveFrom, kGMoveCount));
+  // A ragged step: conv, prepare and append over every row, then its
+  // chunks through the scan and its one-token sequences through the decode
+  // kernels (kDecRow), which fold nothing.
+  const bool decode_too = ragged && ragged_decode;
+  if (L.conv_log != nullptr && (!scan || decode_too))
+    RSSM_RETURN_IF_ERROR(keep_conv_rows(L, scan ? 1 : T, fold, C, g.conv_width, 0, width, kGEntry, kGRoll, kGMoveFrom,
+                                        kGMoveCount));
   const uint16_t* qkv = nullptr;
   int64_t ldqkv = 0;
   RSSM_RETURN_IF_ERROR(run_conv(blk, L, T, verify, C, g.conv_width, 0, width, &qkv, &ldqkv));
@@ -188,21 +202,24 @@ Status Decoder::Impl::run_gdn(const DeviceBlock& blk, LayerState& L, int T, bool
   oc::GdnAppendArgs ap;
   ap.rows = rows, ap.Hk = int(g.n_k_heads), ap.Hv = int(g.n_v_heads), ap.dk = int(g.k_dim), ap.dv = int(g.v_dim);
   ap.v_in = qkv + 2 * K, ap.ldv = ldqkv, ap.v = gv;
-  if (replay && !scan) ap.entry = field(kGEntry), ap.k = gk, ap.g = gg, ap.log_k = L.log_k, ap.log_g = L.log_g;
+  if (replay && (!scan || decode_too)) ap.entry = field(kGEntry), ap.k = gk, ap.g = gg, ap.log_k = L.log_k, ap.log_g = L.log_g;
   RSSM_CU(oc::gdn_append_cuda(ap, stream), "GDN append");
-  if (scan) {
+  if (scan && (!ragged || ragged_scan)) {
     RSSM_RETURN_IF_ERROR(scan_checkpoint_windows(L));
     oc::GdnScanArgs a;
     a.batch = B, a.Hk = int(g.n_k_heads), a.Hv = int(g.n_v_heads), a.dk = int(g.k_dim), a.dv = int(g.v_dim), a.T = T;
     a.state = L.state, a.slot = field(kGSlot), a.out_slot = field(kGFoldSlot);
     a.q = gq, a.k = gk, a.v = gv, a.g = gg, a.beta = gbeta, a.o = y;
     if (replay) a.W = opt.window, a.n_log = field(kGLog), a.log_k = L.log_k, a.log_u = L.log_u, a.log_g = L.log_g;
-    if (ragged) a.cu_rows = field(kCuRows);
+    if (ragged) a.cu_rows = field(kCuRows), a.n_rows = decode_too ? field(kScanRows) : nullptr;
     RSSM_CU(oc::gdn_scan_cuda(a, stream), "GDN chunk scan");
-  } else {
+  }
+  if (!scan || decode_too) {
     oc::GdnDecodeArgs a;
-    a.batch = B, a.Hk = int(g.n_k_heads), a.Hv = int(g.n_v_heads), a.dk = int(g.k_dim), a.dv = int(g.v_dim), a.T = T;
+    a.batch = B, a.Hk = int(g.n_k_heads), a.Hv = int(g.n_v_heads), a.dk = int(g.k_dim), a.dv = int(g.v_dim);
+    a.T = scan ? 1 : T;
     a.state = L.state, a.slot = field(kGSlot), a.q = gq, a.v = gv, a.beta = gbeta, a.o = y;
+    if (scan) a.row = field(kDecRow);
     if (!replay) {  // one token, or a verify's (or feed's) state per token
       a.k = gk, a.g = gg, a.out_slot = field(kOutSlot);
       RSSM_CU(oc::gdn_step_cuda(a, stream), "GDN step");

@@ -76,6 +76,10 @@ enum PlanField {
   // is sequence kMSeq[v]) and each group's first position (groups + 1
   // entries; the groups past the step's count are empty).
   kMSeq, kMGroup,
+  // A ragged step: each sequence's first row where the decode kernels take
+  // it (one token, room in its log), else −1; and the rows the chunk scans
+  // take of each (0 for those).
+  kDecRow, kScanRows,
   kPlanFields
 };
 
@@ -163,6 +167,9 @@ struct Decoder::Impl {
   // prefill kernels; the LM head reads kLastRow).
   int64_t step_rows = 0;
   bool ragged = false;
+  // A ragged step's two parts: sequences through the chunk scans (a prompt
+  // chunk), through the decode kernels (one token: kDecRow).
+  bool ragged_scan = false, ragged_decode = false;
   // Its fork groups (kMSeq, kMGroup): the Mamba2 replay launch's groups (its
   // grid, padded past their count so a CUDA graph serves several steps); 0: none.
   int m_groups = 0;

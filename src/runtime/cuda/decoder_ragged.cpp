@@ -2,9 +2,14 @@
 // its own number of tokens — a prompt chunk of hundreds beside decoding
 // sequences' single tokens and idle slots' none. The rows are packed
 // (kCuRows), so the GEMMs do the work of Σ count rows rather than of
-// batch × the longest; every SSM layer runs the chunk scans over the ragged
-// rows (a sequence with none is not touched), every conv and attention
-// layer its prefill kernel, and the LM head reads each sequence's last row.
+// batch × the longest; every conv and attention layer runs its prefill
+// kernel over them, and the LM head reads each sequence's last row. In the
+// SSM layers a sequence taking one token whose log has room takes the
+// decode kernels, as in a plain step (kDecRow: its row among the packed
+// ones) — replay's output-only kernels, its log appended, nothing folded —
+// and every other sequence with tokens the chunk scans (kScanRows; under
+// replay they fold its log with its chunk into a new checkpoint). A
+// sequence with none is not touched.
 #include "runtime/cuda/decoder_impl.h"
 
 namespace replayssm::cuda {
@@ -44,34 +49,51 @@ Status Decoder::step_ragged(std::span<const int32_t> tokens, std::span<const int
     if (t < 0 || t >= V)
       return invalid_argument("token id " + std::to_string(t) + " is out of range [0, " + std::to_string(V) + ")");
   const bool replay = opt_.strategy == DecodeStrategy::kReplay;
-  const int S = I.slots_per_seq;
-  // Replay: a sequence that takes tokens applies its log in the scans and
-  // writes the state after its rows as its new checkpoint (a fresh slot
-  // where others read the old one); one that takes none keeps both.
+  const int S = I.slots_per_seq, W = opt_.window, need = std::max(opt_.spec_tokens, 1);
+  // Replay: a sequence whose chunk takes the scans applies its log there
+  // and writes the state after its rows as its new checkpoint (a fresh slot
+  // where others read the old one); one that takes the decode kernels
+  // appends its token to its log, as a plain step does, unless that would
+  // leave the log no room for the next step (it then takes the scans, which
+  // fold); one that takes none keeps everything.
   std::vector<int32_t> m_target(size_t(B), -1), g_target(size_t(B), -1);
+  std::vector<char> decode(size_t(B), 0);
+  bool any_scan = false, any_decode = false;
   int64_t r = 0;
   for (int64_t b = 0; b < B; ++b) {
     const int n = count[size_t(b)];
     const int64_t pos = pos_[size_t(b)];
     const int32_t live = int32_t(b * S + I.cur[size_t(b)]);
+    const int m = I.m_count[size_t(b)], g = I.g_count[size_t(b)];
+    const bool dec = n == 1 && (!replay || ((!I.has_mamba || m + 1 + need <= W) && (!I.has_gdn || g + 1 + need <= W)));
+    decode[size_t(b)] = dec;
+    any_decode |= dec, any_scan |= n > 0 && !dec;
     I.host_field(kCuRows)[b] = int32_t(r);
     I.host_field(kLastRow)[b] = int32_t(n > 0 ? r + n - 1 : 0);
     I.host_field(kSeqPos)[b] = int32_t(pos);
     I.host_field(kSeqLen)[b] = int32_t(pos + n);
+    I.host_field(kDecRow)[b] = dec ? int32_t(r) : -1;
+    I.host_field(kScanRows)[b] = dec ? 0 : n;
     for (int t = 0; t < n; ++t, ++r) {
       I.host_field(kTokens)[r] = tokens[size_t(r)];
       I.host_field(kRowPos)[r] = int32_t(pos + t);
       I.host_field(kRowSeq)[r] = int32_t(b);
       I.host_field(kOutSlot)[r] = live;
+      // The decode kernels' rows: replay, the log's next entry; standard,
+      // the compact row (the row itself). The scans' rows are appended by none.
+      I.host_field(kMEntry)[r] = !dec ? -1 : replay ? int32_t(b * W + m) : int32_t(r);
+      I.host_field(kGEntry)[r] = dec ? int32_t(b * W + g) : -1;
     }
     if (replay) {
-      if (n > 0 && I.has_mamba) m_target[size_t(b)] = I.m_pool.fold_target(b);
-      if (n > 0 && I.has_gdn) g_target[size_t(b)] = I.g_pool.fold_target(b);
+      if (n > 0 && !dec && I.has_mamba) m_target[size_t(b)] = I.m_pool.fold_target(b);
+      if (n > 0 && !dec && I.has_gdn) g_target[size_t(b)] = I.g_pool.fold_target(b);
       I.host_field(kMSlot)[b] = I.m_pool.slot(b), I.host_field(kGSlot)[b] = I.g_pool.slot(b);
       I.host_field(kMFoldSlot)[b] = m_target[size_t(b)] >= 0 ? m_target[size_t(b)] : I.m_pool.slot(b);
       I.host_field(kGFoldSlot)[b] = g_target[size_t(b)] >= 0 ? g_target[size_t(b)] : I.g_pool.slot(b);
-      I.host_field(kMLog)[b] = n > 0 ? I.m_count[size_t(b)] : 0;
-      I.host_field(kGLog)[b] = n > 0 ? I.g_count[size_t(b)] : 0;
+      // The entries each kernel reads: the scans, the log before the chunk;
+      // the decode kernels, the log and the new token.
+      I.host_field(kMLog)[b] = n == 0 ? 0 : m + dec;
+      I.host_field(kGLog)[b] = n == 0 ? 0 : g + dec;
     } else {
       I.host_field(kMSlot)[b] = I.host_field(kGSlot)[b] = I.host_field(kMFoldSlot)[b] = I.host_field(kGFoldSlot)[b] = live;
       I.host_field(kMLog)[b] = I.host_field(kGLog)[b] = 0;
@@ -79,14 +101,16 @@ Status Decoder::step_ragged(std::span<const int32_t> tokens, std::span<const int
   }
   I.host_field(kCuRows)[B] = int32_t(R);
   I.step_rows = R, I.ragged = true, I.m_groups = 0;
+  I.ragged_scan = any_scan, I.ragged_decode = any_decode;
   const Status st = launch_or_poison(T, false, false, true, logits);
   I.ragged = false;
   RSSM_RETURN_IF_ERROR(st);
   if (replay) {
-    ++folds_;
+    folds_ += any_scan;
     for (int64_t b = 0; b < B; ++b) {
       if (m_target[size_t(b)] >= 0) I.m_pool.folded(b, m_target[size_t(b)]), I.m_count[size_t(b)] = 0;
       if (g_target[size_t(b)] >= 0) I.g_pool.folded(b, g_target[size_t(b)]), I.g_count[size_t(b)] = 0;
+      if (decode[size_t(b)]) ++I.m_count[size_t(b)], ++I.g_count[size_t(b)];
     }
   }
   note_state_peak(0);
@@ -98,8 +122,11 @@ Status Decoder::step_ragged(std::span<const int32_t> tokens, std::span<const int
       if (logits != nullptr && !opt_.all_logits) std::fill(logits + b * V, logits + (b + 1) * V, 0.0f);
       continue;
     }
-    // Its conv windows, and its state (standard) or new checkpoint (replay; with options.rewind its window too).
-    state_written_ += I.window_w + I.mamba_state_w + I.gdn_state_w + (opt_.rewind ? I.window_w : 0);
+    // Its conv windows, and its state (standard) or new checkpoint (replay,
+    // through the scans; with options.rewind its window too).
+    state_written_ += I.window_w + (replay && decode[size_t(b)] ? 0
+                                                                 : I.mamba_state_w + I.gdn_state_w +
+                                                                       (opt_.rewind ? I.window_w : 0));
     next[size_t(b)] = I.next_host[opt_.all_logits ? cu[b] + n - 1 : b];
     pos_[size_t(b)] += n;
     if (!I.toks.empty())
