@@ -40,8 +40,8 @@ struct GdnScanArgs {
   // cu_rows[b] .. cu_rows[b+1]−1 (at most T). A sequence with none is not
   // touched: state neither read nor written, log not applied.
   const int32_t* cu_rows = nullptr;   // (B + 1), ascending
-  // With cu_rows: sequence b takes only its first n_rows[b] rows (as
-  // Mamba2ScanArgs::n_rows). nullptr: all of them.
+  // With cu_rows: sequence b takes only its first n_rows[b] rows, at most
+  // cu_rows[b+1] − cu_rows[b] (as Mamba2ScanArgs::n_rows). nullptr: all of them.
   const int32_t* n_rows = nullptr;    // (B)
 
   // Replay (n_log nullptr: none): sequence b's log entries 0..n_log[b]−1,

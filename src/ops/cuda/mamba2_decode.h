@@ -36,6 +36,8 @@ struct Mamba2DecodeArgs {
   float dt_min = 0.0f, dt_max = 3.4e38f;
   float* state = nullptr;          // (slots, H, P, N) fp32
   const int32_t* slot = nullptr;   // (B) slot read by each sequence
+  // Per-row arrays: (B, T, …) — row b·T + t — or, with a row map (`row`
+  // below), rows as the map places them.
   const uint16_t* Cm = nullptr;    // (B, T, G, N) bf16, C of each new token
   uint16_t* y = nullptr;           // (B, T, H, P) bf16 output (incl. D·x)
 

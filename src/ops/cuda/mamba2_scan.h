@@ -51,9 +51,10 @@ struct Mamba2ScanArgs {
   // none is not touched: its state is neither read nor written, its log
   // not applied.
   const int32_t* cu_rows = nullptr;  // (B + 1), ascending
-  // With cu_rows: sequence b takes only its first n_rows[b] rows (a ragged
-  // step whose decoding sequences take the decode kernels, n_rows 0, while
-  // the others' chunks take the scan). nullptr: all of them.
+  // With cu_rows: sequence b takes only its first n_rows[b] rows, at most
+  // cu_rows[b+1] − cu_rows[b] (the caller's bound: a ragged step whose
+  // decoding sequences take the decode kernels, n_rows 0, while the
+  // others' chunks take the scan). nullptr: all of them.
   const int32_t* n_rows = nullptr;  // (B)
 
   // Replay (n_log nullptr: none): sequence b's log entries 0..n_log[b]−1,

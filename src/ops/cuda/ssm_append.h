@@ -52,7 +52,8 @@ struct Mamba2AppendArgs {
   // The kernel launched after this one reads, before its PDL wait, nothing
   // the kernel launched before this one writes (the decoder's Mamba2 step
   // or replay reads state and older log entries there, which its in_proj
-  // does not write): released at the start (launch.cuh).
+  // does not write, nor in a ragged step the chunk scan, which writes only
+  // the slots of other sequences): released at the start (launch.cuh).
   bool release_early = false;
 };
 

@@ -195,7 +195,7 @@ Result<Decoder*> BenchDecodeRunner::decoder_for(const DecoderOptions& o) {
   const DecoderOptions& k = decoder_opt_;
   if (decoder_ == nullptr || k.strategy != o.strategy || k.batch != o.batch || k.max_context != o.max_context ||
       k.window != o.window || k.spec_tokens != o.spec_tokens || k.forks != o.forks || k.rewind != o.rewind ||
-      k.max_chunk != o.max_chunk) {
+      k.max_chunk != o.max_chunk || k.fork_groups != o.fork_groups) {
     decoder_.reset();  // before the next one: the device holds one decoder at a time
     RSSM_ASSIGN_OR_RETURN(decoder_, Decoder::create(*model_, o));
     decoder_opt_ = o;

@@ -122,8 +122,9 @@ struct DecoderOptions {
                                // 0: no verify (recompute: 0 means 4 — its re-prefills are feeds)
   bool forks = false;          // reorder() allowed (beams, best-of-n): room for shared or copied states
   int fork_groups = -1;        // replay with forks: sequences that read one checkpoint decode as a group
-                               // on plain steps — -1 where it pays (batch × Mamba2 heads ≥ 1024: H200,
-                               // slower below), 1 wherever some do, 0 never (each alone)
+                               // on plain steps — -1 where it pays (batch × Mamba2 heads ≥ 1024 and a
+                               // quarter of the batch's reads saved: H200, slower below), 1 wherever
+                               // a group of two forms, 0 never (each alone)
   bool draft_states = true;    // standard: a state slot per verified token, for verify(); false: feed()
                                // only (a continuous batch, a tree), no per-draft slots
   bool rewind = false;         // replay: rewind() allowed — each log entry's pre-conv row and the
@@ -174,10 +175,13 @@ class Decoder {
   // max_step_tokens()) at positions length(b) .. and commits them; a
   // sequence with count 0 is not touched. What continuous batching runs
   // while prompts go in: a long prompt chunk beside other sequences'
-  // single tokens, in one pass whose GEMMs take Σ count rows. Every SSM
-  // layer takes the chunk scans, so under replay each sequence that takes
-  // tokens folds its log into a new checkpoint (as a chunk does); the
-  // step runs eagerly (its rows vary, so no CUDA graph is kept). next[b]
+  // single tokens, in one pass whose GEMMs take Σ count rows. In the SSM
+  // layers a sequence of one token takes the decode kernels at its row, as
+  // in a plain step (replay: its log appended, folded where it fills;
+  // exact replay keeps the standard layout's bits), and every longer one
+  // the chunk scans (replay: its log folded with the chunk into a new
+  // checkpoint). The step runs eagerly (its rows vary, so no CUDA graph is
+  // kept). next[b]
   // gets the argmax after sequence b's last token (−1 where count[b] = 0);
   // logits, when given, that row's logits (batch × vocab; zeros where
   // count[b] = 0), or with options().all_logits every row's (Σ count ×

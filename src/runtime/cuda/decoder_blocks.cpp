@@ -53,7 +53,9 @@ Status Decoder::Impl::run_mamba2(const DeviceBlock& blk, LayerState& L, int T, b
     ap.Bm = replay ? L.log_B : cB;
     ap.dt = replay ? L.log_dt : cdt;
     // Next is the step or replay kernel, whose early reads (state, older log
-    // entries) in_proj does not write.
+    // entries) in_proj does not write — nor, in a ragged step, the chunk
+    // scan or the pre-conv rows' log, which write other sequences' slots
+    // and the conv log.
     ap.release_early = true;
     if (!scan && T == 1 && oc::fusion_enabled()) {  // one kernel: the conv's output goes on to the log as it is made
       oc::Conv1dArgs cv = conv_args(blk, L, C, mc.conv_width, HP, width);

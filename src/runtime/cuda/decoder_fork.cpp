@@ -140,8 +140,9 @@ int Decoder::Impl::plan_fork_groups(const std::vector<int>& fold_n, int64_t* sav
   for (int32_t b : alone) start[k++] = v, seq[v++] = b;
   // Each group of two or more saves its members' reads but one; at least a
   // quarter of the batch's, or the grouped kernels (the log's part as a
-  // kernel of its own, then the pass) cost more than they save.
-  if (B - k < std::max<int64_t>(1, B / 4)) return 0;
+  // kernel of its own, then the pass) cost more than they save (forced
+  // groups, fork_groups = 1: any saving).
+  if (B - k < (opt.fork_groups > 0 ? 1 : std::max<int64_t>(1, B / 4))) return 0;
   const int grid = int(std::min<int64_t>(B, (k + 7) / 8 * 8));
   for (int i = k; i <= grid; ++i) start[i] = int32_t(B);
   *saved = B - k;

@@ -51,7 +51,8 @@ enum PlanField {
   kTokens, kRowPos, kRowSeq,      // the step's rows
   kSeqPos, kSeqLen, kCuRows,      // per sequence: first new position, rows attended, first row (b·T)
   kLastRow,                       // a ragged step: each sequence's last row, which the LM head reads
-  kMEntry, kMLog, kMFold,         // Mamba2 layers: log entry (standard: compact row) of each new row; entries; fold
+  kMEntry, kMLog, kMFold,         // Mamba2 layers: log entry (standard: compact row; −1: a ragged step's scan row)
+                                  // of each new row; entries; fold
   kGEntry, kGLog, kGFold,         // Gated DeltaNet layers, likewise
   kMSlot, kGSlot,                 // state or checkpoint slot each sequence reads (Mamba2, GDN layers)
   kMFoldSlot, kGFoldSlot,         // where a fold writes (replay: a fresh slot where others read the old one)
@@ -162,9 +163,10 @@ struct Decoder::Impl {
   void* fork_temp = nullptr;      // reorder()'s staging: the largest per-layer array a fork copies
   int64_t last_rows = 0;          // logits rows the last step left
   // The step being enqueued: its rows (batch·T, or a ragged step's Σ
-  // count) and whether it is ragged (rows by kCuRows; every SSM layer
-  // through the chunk scans, every conv and attention through their
-  // prefill kernels; the LM head reads kLastRow).
+  // count) and whether it is ragged (rows by kCuRows; every conv and
+  // attention through their prefill kernels, the SSM layers' chunks
+  // through the scans and their one-token sequences through the decode
+  // kernels; the LM head reads kLastRow).
   int64_t step_rows = 0;
   bool ragged = false;
   // A ragged step's two parts: sequences through the chunk scans (a prompt

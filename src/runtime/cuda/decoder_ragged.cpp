@@ -4,12 +4,14 @@
 // (kCuRows), so the GEMMs do the work of Σ count rows rather than of
 // batch × the longest; every conv and attention layer runs its prefill
 // kernel over them, and the LM head reads each sequence's last row. In the
-// SSM layers a sequence taking one token whose log has room takes the
-// decode kernels, as in a plain step (kDecRow: its row among the packed
-// ones) — replay's output-only kernels, its log appended, nothing folded —
-// and every other sequence with tokens the chunk scans (kScanRows; under
-// replay they fold its log with its chunk into a new checkpoint). A
-// sequence with none is not touched.
+// SSM layers a sequence taking one token takes the decode kernels, as in a
+// plain step (kDecRow: its row among the packed ones) — replay's
+// output-only kernels, its token appended to its log, the log folded where
+// it fills, as a plain step folds it — and every other sequence with
+// tokens the chunk scans (kScanRows; under replay they fold its log with
+// its chunk into a new checkpoint). A sequence with none is not touched.
+// So a one-token sequence has the bits of a plain step in either layout,
+// exact replay's the standard layout's.
 #include "runtime/cuda/decoder_impl.h"
 
 namespace replayssm::cuda {
@@ -53,19 +55,20 @@ Status Decoder::step_ragged(std::span<const int32_t> tokens, std::span<const int
   // Replay: a sequence whose chunk takes the scans applies its log there
   // and writes the state after its rows as its new checkpoint (a fresh slot
   // where others read the old one); one that takes the decode kernels
-  // appends its token to its log, as a plain step does, unless that would
-  // leave the log no room for the next step (it then takes the scans, which
-  // fold); one that takes none keeps everything.
-  std::vector<int32_t> m_target(size_t(B), -1), g_target(size_t(B), -1);
+  // appends its token to its log and, where that leaves no room for the
+  // next step, folds as a plain step does (Mamba2 the whole log, GDN the
+  // entries before the token, which moves to the front); one that takes
+  // none keeps everything. The fold fields of the others stay 0.
+  std::vector<int32_t> m_target(size_t(B), -1), g_target(size_t(B), -1), m_after(size_t(B), 0), g_after(size_t(B), 0);
   std::vector<char> decode(size_t(B), 0);
-  bool any_scan = false, any_decode = false;
+  bool any_scan = false, any_decode = false, fold = false;
   int64_t r = 0;
   for (int64_t b = 0; b < B; ++b) {
     const int n = count[size_t(b)];
     const int64_t pos = pos_[size_t(b)];
     const int32_t live = int32_t(b * S + I.cur[size_t(b)]);
     const int m = I.m_count[size_t(b)], g = I.g_count[size_t(b)];
-    const bool dec = n == 1 && (!replay || ((!I.has_mamba || m + 1 + need <= W) && (!I.has_gdn || g + 1 + need <= W)));
+    const bool dec = n == 1;
     decode[size_t(b)] = dec;
     any_decode |= dec, any_scan |= n > 0 && !dec;
     I.host_field(kCuRows)[b] = int32_t(r);
@@ -84,9 +87,18 @@ Status Decoder::step_ragged(std::span<const int32_t> tokens, std::span<const int
       I.host_field(kMEntry)[r] = !dec ? -1 : replay ? int32_t(b * W + m) : int32_t(r);
       I.host_field(kGEntry)[r] = dec ? int32_t(b * W + g) : -1;
     }
+    // What the decode kernels fold of this sequence's logs (0: nothing).
+    const bool m_fold = replay && dec && I.has_mamba && m + 1 + need > W;
+    const bool g_fold = replay && dec && I.has_gdn && g + 1 + need > W;
+    fold |= m_fold || g_fold;
+    I.host_field(kMFold)[b] = I.host_field(kMRoll)[b] = m_fold ? m + 1 : 0;
+    I.host_field(kMMoveFrom)[b] = m, I.host_field(kMMoveCount)[b] = 0;
+    I.host_field(kGFold)[b] = I.host_field(kGRoll)[b] = g_fold ? g : 0;
+    I.host_field(kGMoveFrom)[b] = g, I.host_field(kGMoveCount)[b] = g_fold ? 1 : 0;
+    m_after[size_t(b)] = m_fold ? 0 : m + dec, g_after[size_t(b)] = g_fold ? 1 : g + dec;
     if (replay) {
-      if (n > 0 && !dec && I.has_mamba) m_target[size_t(b)] = I.m_pool.fold_target(b);
-      if (n > 0 && !dec && I.has_gdn) g_target[size_t(b)] = I.g_pool.fold_target(b);
+      if (n > 0 && (!dec || m_fold) && I.has_mamba) m_target[size_t(b)] = I.m_pool.fold_target(b);
+      if (n > 0 && (!dec || g_fold) && I.has_gdn) g_target[size_t(b)] = I.g_pool.fold_target(b);
       I.host_field(kMSlot)[b] = I.m_pool.slot(b), I.host_field(kGSlot)[b] = I.g_pool.slot(b);
       I.host_field(kMFoldSlot)[b] = m_target[size_t(b)] >= 0 ? m_target[size_t(b)] : I.m_pool.slot(b);
       I.host_field(kGFoldSlot)[b] = g_target[size_t(b)] >= 0 ? g_target[size_t(b)] : I.g_pool.slot(b);
@@ -102,15 +114,17 @@ Status Decoder::step_ragged(std::span<const int32_t> tokens, std::span<const int
   I.host_field(kCuRows)[B] = int32_t(R);
   I.step_rows = R, I.ragged = true, I.m_groups = 0;
   I.ragged_scan = any_scan, I.ragged_decode = any_decode;
-  const Status st = launch_or_poison(T, false, false, true, logits);
+  const Status st = launch_or_poison(T, fold, false, true, logits);
   I.ragged = false;
   RSSM_RETURN_IF_ERROR(st);
   if (replay) {
-    folds_ += any_scan;
+    folds_ += any_scan || fold;
     for (int64_t b = 0; b < B; ++b) {
-      if (m_target[size_t(b)] >= 0) I.m_pool.folded(b, m_target[size_t(b)]), I.m_count[size_t(b)] = 0;
-      if (g_target[size_t(b)] >= 0) I.g_pool.folded(b, g_target[size_t(b)]), I.g_count[size_t(b)] = 0;
-      if (decode[size_t(b)]) ++I.m_count[size_t(b)], ++I.g_count[size_t(b)];
+      if (m_target[size_t(b)] >= 0) I.m_pool.folded(b, m_target[size_t(b)]);
+      if (g_target[size_t(b)] >= 0) I.g_pool.folded(b, g_target[size_t(b)]);
+      if (count[size_t(b)] == 0) continue;
+      I.m_count[size_t(b)] = decode[size_t(b)] ? m_after[size_t(b)] : 0;
+      I.g_count[size_t(b)] = decode[size_t(b)] ? g_after[size_t(b)] : 0;
     }
   }
   note_state_peak(0);
@@ -122,11 +136,15 @@ Status Decoder::step_ragged(std::span<const int32_t> tokens, std::span<const int
       if (logits != nullptr && !opt_.all_logits) std::fill(logits + b * V, logits + (b + 1) * V, 0.0f);
       continue;
     }
-    // Its conv windows, and its state (standard) or new checkpoint (replay,
-    // through the scans; with options.rewind its window too).
-    state_written_ += I.window_w + (replay && decode[size_t(b)] ? 0
-                                                                 : I.mamba_state_w + I.gdn_state_w +
-                                                                       (opt_.rewind ? I.window_w : 0));
+    // Its conv windows, and its state (standard) or new checkpoint (replay:
+    // through the scans, or a decode kernel's fold; with options.rewind its
+    // window too).
+    if (!replay || !decode[size_t(b)])
+      state_written_ += I.window_w + I.mamba_state_w + I.gdn_state_w + (replay && opt_.rewind ? I.window_w : 0);
+    else
+      state_written_ += I.window_w + (m_target[size_t(b)] >= 0) * I.mamba_state_w +
+                        (g_target[size_t(b)] >= 0) * I.gdn_state_w +
+                        (opt_.rewind && (m_target[size_t(b)] >= 0 || g_target[size_t(b)] >= 0)) * I.window_w;
     next[size_t(b)] = I.next_host[opt_.all_logits ? cu[b] + n - 1 : b];
     pos_[size_t(b)] += n;
     if (!I.toks.empty())

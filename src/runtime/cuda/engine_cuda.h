@@ -11,9 +11,10 @@
 //     (Decoder::step_ragged): every decoding request takes its last token
 //     first (latency), then the prefilling ones their next chunks in the
 //     order they were admitted, up to max_batch_tokens rows in all; a free slot takes
-//     nothing. The GEMMs do the work of those rows only, and the SSM
-//     layers take the chunk scans (under replay, each request in the step
-//     folds its log);
+//     nothing. The GEMMs do the work of those rows only; in the SSM layers
+//     the prompt chunks take the chunk scans (under replay, folding their
+//     logs) and the decoding requests the decode kernels, as in a plain
+//     step;
 //   - otherwise a plain one-token step, replayed as a CUDA graph (a free
 //     slot steps a filler token and is cleared before it is reused or
 //     reaches the context).
