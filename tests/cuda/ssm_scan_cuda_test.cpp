@@ -59,6 +59,15 @@ struct Ragged {
       cu.push_back(cu.back() + count.back());
     }
   }
+  // The ragged tests' cases: without a log; replay's log first; and with
+  // the one-row sequences left aside (n_rows, below).
+  struct Case {
+    bool with_log, aside;
+    const char* name;
+  };
+  static constexpr Case kCases[] = {{false, false, "no log"},
+                                    {true, false, "replay: the log first"},
+                                    {true, true, "replay: the log first, one-row sequences left to the decode kernels"}};
   // The scan's rows of each sequence (Mamba2ScanArgs::n_rows): all of its
   // rows, or (aside) none for a sequence of one row — a ragged step's
   // decoding sequence, which the decode kernels take.
@@ -250,9 +259,9 @@ TEST_P(Mamba2ScanCuda, RaggedRowsAreEachSequencesOwnChunk) {
   const int64_t HP = int64_t(s.H) * s.P, GN = int64_t(s.G) * s.N, hs = HP * s.N, rows = rg.cu.back();
   Dev<uint16_t> xbc(rg.pack(c.xbc.bits, s.T, c.ld)), dt_raw(rg.pack(c.dt_raw.bits, s.T, c.lddt));
   Dev<int32_t> cu(rg.cu);
-  for (const auto& [with_log, aside] : {std::pair{false, false}, std::pair{true, false}, std::pair{true, true}}) {
-    SCOPED_TRACE(testing::Message() << (with_log ? "replay: the log first" : "no log")
-                                    << (aside ? ", one-row sequences left to the decode kernels" : ""));
+  for (const Ragged::Case& rc : Ragged::kCases) {
+    const bool with_log = rc.with_log, aside = rc.aside;
+    SCOPED_TRACE(rc.name);
     const std::vector<int32_t> n = rg.taken(aside);
     Dev<int32_t> n_rows(n);
     auto packed = [&](ops::cuda::Mamba2ScanArgs& a, int64_t r0, uint16_t* y) {
@@ -399,9 +408,9 @@ TEST_P(GdnScanCuda, RaggedRowsAreEachSequencesOwnChunk) {
   const Ragged rg(s.batch, s.T);
   const int64_t K = int64_t(s.Hk) * s.dk, V = int64_t(s.Hv) * s.dv, hs = V * s.dk;
   Dev<int32_t> cu(rg.cu);
-  for (const auto& [with_log, aside] : {std::pair{false, false}, std::pair{true, false}, std::pair{true, true}}) {
-    SCOPED_TRACE(testing::Message() << (with_log ? "replay: the log first" : "no log")
-                                    << (aside ? ", one-row sequences left to the decode kernels" : ""));
+  for (const Ragged::Case& rc : Ragged::kCases) {
+    const bool with_log = rc.with_log, aside = rc.aside;
+    SCOPED_TRACE(rc.name);
     const std::vector<int32_t> n = rg.taken(aside);
     Dev<int32_t> n_rows(n);
     GDev d(c, with_log, &rg);
