@@ -518,7 +518,6 @@ Status Decoder::run(std::span<const int32_t> tokens, int T, bool verify, std::sp
   // committed prefix and, under AR, Mamba2's new entries too (they are
   // committed on arrival); GDN's new u are only known after the pass, and a
   // verify's entries are not committed, so those move to the front.
-  const int need = std::max(opt_.spec_tokens, 1);
   // A chunk the decode kernels do not take (or, under replay, that a log
   // has no room for) runs the chunk scans; replay's then folds every log
   // whole, with the chunk, into a new checkpoint.
@@ -553,7 +552,7 @@ Status Decoder::run(std::span<const int32_t> tokens, int T, bool verify, std::sp
         if (replay && has) P.folds[size_t(b)] = 1, P.fold_n[size_t(b)] = P.roll[size_t(b)] = c + T, P.after[size_t(b)] = 0;
         continue;
       }
-      if (!(replay && has && c + T + need > W)) continue;
+      if (!(replay && has && I.log_fills(c, T))) continue;
       fold = true;
       P.folds[size_t(b)] = 1;
       // AR Mamba2 folds everything, and a feed its counted rows too (they

@@ -220,6 +220,12 @@ struct Decoder::Impl {
   }
 
   int64_t field_len() const { return rows_cap + 1; }
+  // Replay's conditional flush: a log of c entries that takes T more
+  // through the decode kernels folds in that step when it would be left
+  // without room for the next (one token, or a whole verify with
+  // speculation) — a plain step's rule and a ragged step's one-token
+  // sequences' alike.
+  bool log_fills(int c, int T) const { return c + T + std::max(opt.spec_tokens, 1) > opt.window; }
   int32_t* field(PlanField f) const { return plan + int64_t(f) * field_len(); }
   int32_t* host_field(PlanField f) const { return plan_host + int64_t(f) * field_len(); }
 

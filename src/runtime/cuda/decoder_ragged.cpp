@@ -51,7 +51,7 @@ Status Decoder::step_ragged(std::span<const int32_t> tokens, std::span<const int
     if (t < 0 || t >= V)
       return invalid_argument("token id " + std::to_string(t) + " is out of range [0, " + std::to_string(V) + ")");
   const bool replay = opt_.strategy == DecodeStrategy::kReplay;
-  const int S = I.slots_per_seq, W = opt_.window, need = std::max(opt_.spec_tokens, 1);
+  const int S = I.slots_per_seq, W = opt_.window;
   // Replay: a sequence whose chunk takes the scans applies its log there
   // and writes the state after its rows as its new checkpoint (a fresh slot
   // where others read the old one); one that takes the decode kernels
@@ -88,8 +88,8 @@ Status Decoder::step_ragged(std::span<const int32_t> tokens, std::span<const int
       I.host_field(kGEntry)[r] = dec ? int32_t(b * W + g) : -1;
     }
     // What the decode kernels fold of this sequence's logs (0: nothing).
-    const bool m_fold = replay && dec && I.has_mamba && m + 1 + need > W;
-    const bool g_fold = replay && dec && I.has_gdn && g + 1 + need > W;
+    const bool m_fold = replay && dec && I.has_mamba && I.log_fills(m, 1);
+    const bool g_fold = replay && dec && I.has_gdn && I.log_fills(g, 1);
     fold |= m_fold || g_fold;
     I.host_field(kMFold)[b] = I.host_field(kMRoll)[b] = m_fold ? m + 1 : 0;
     I.host_field(kMMoveFrom)[b] = m, I.host_field(kMMoveCount)[b] = 0;
@@ -136,15 +136,12 @@ Status Decoder::step_ragged(std::span<const int32_t> tokens, std::span<const int
       if (logits != nullptr && !opt_.all_logits) std::fill(logits + b * V, logits + (b + 1) * V, 0.0f);
       continue;
     }
-    // Its conv windows, and its state (standard) or new checkpoint (replay:
-    // through the scans, or a decode kernel's fold; with options.rewind its
-    // window too).
-    if (!replay || !decode[size_t(b)])
-      state_written_ += I.window_w + I.mamba_state_w + I.gdn_state_w + (replay && opt_.rewind ? I.window_w : 0);
-    else
-      state_written_ += I.window_w + (m_target[size_t(b)] >= 0) * I.mamba_state_w +
-                        (g_target[size_t(b)] >= 0) * I.gdn_state_w +
-                        (opt_.rewind && (m_target[size_t(b)] >= 0 || g_target[size_t(b)] >= 0)) * I.window_w;
+    // Its conv windows, and its state (standard) or each new checkpoint
+    // (replay: the scans' or a decode kernel's fold; with options.rewind
+    // its window too).
+    const bool mt = m_target[size_t(b)] >= 0, gt = g_target[size_t(b)] >= 0;
+    state_written_ += I.window_w + (replay ? mt * I.mamba_state_w + gt * I.gdn_state_w + (opt_.rewind && (mt || gt)) * I.window_w
+                                           : I.mamba_state_w + I.gdn_state_w);
     next[size_t(b)] = I.next_host[opt_.all_logits ? cu[b] + n - 1 : b];
     pos_[size_t(b)] += n;
     if (!I.toks.empty())
