@@ -83,7 +83,6 @@ __global__ void __launch_bounds__(32 * kWarps, kMinBlocks) mamba2_replay_mma_ker
   const int first = fg.first, members = fg.members, b = fg.b, n_out = members * T;
   // Member m's first row of Cm and y (decode_rows.cuh; a row map has no groups).
   auto first_row = [&](int m) { return decode_row0(a.row, replay_seq(a, first + m), T); };
-  if (first_row(0) < 0) return;  // not in this launch (block-uniform)
   const int n_log = min(max(a.n_log[b], T), W);
   const int f = a.fold != nullptr && members == 1 ? min(max(a.fold[b], 0), min(n_log, a.max_fold)) : 0;
   const int tiles = (P + 15) / 16, passes = (N + 16 * kB - 1) / (16 * kB);
@@ -112,6 +111,9 @@ __global__ void __launch_bounds__(32 * kWarps, kMinBlocks) mamba2_replay_mma_ker
   const float* S = a.state + (int64_t(a.slot[b]) * a.H + h) * P * N;
   MmaRows<kB> cur;
   if (tasks > 0) cur.load(S, P, N, r0_of(0), c0_of(0), g, t);
+  // A sequence not in this launch (a row map's −1; block-uniform) returns
+  // only once its first pass is requested: the map's load stays off that path.
+  if (first_row(0) < 0) return;
   if (a.release_early) pdl_release();
   // The scratch comes from the kernel just before: requested once by
   // every thread, at its warp's last pass.
