@@ -9,8 +9,8 @@
 //            standard: read the state, write one state per draft (vLLM/SGLang).
 //            replay: outputs for the 4 drafts from checkpoint + log, no state
 //            write, the committed log folded every 7 steps (14 tokens).
-//   beamN  — Mamba2, N beams sharing a checkpoint (a fork group), AR:
-//            replay reads the shared checkpoint once per group per step
+//   beamN  — N beams sharing a checkpoint (a fork group), AR, Mamba2 and
+//            GDN: replay reads the shared checkpoint once per group per step
 //            (mamba2-fma: the groups' pass on FMAs instead of tensor cores;
 //            beamN-alone: each beam decoded alone, the same checkpoints).
 // Beside the batch ≥ 64 rows: the replay cycle's last two steps alone (the
@@ -33,6 +33,7 @@
 //            Mamba2ScanArgs' tokens_per_sum and tile_rows, 0 the launcher's, for A/B runs)
 //        replayssm_ssm_bench --gdn-shapes   (the GDN kernels at each block shape)
 //        replayssm_ssm_bench --profile mamba2|gdn ar|verify BATCH [VARIANT]   (untimed, for ncu)
+//        replayssm_ssm_bench --profile gdn beams BATCH   (GDN beams of 8 in fork groups, untimed)
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -291,6 +292,28 @@ Row run_mamba2(int batch, bool verify, int variant, bool exact = false) {
           rep_us, batch * rep_bytes / plan.size()};
 }
 
+// Beams of `beams` sharing a checkpoint, per rotation of sl: the group's
+// shared checkpoint (its first beam's slot) for each sequence, and the
+// groups' first positions (consecutive beams).
+struct BeamSlots {
+  std::vector<int32_t*> shared;
+  std::vector<int32_t> starts;
+  int32_t* groups;
+};
+BeamSlots beam_slots(Arena& ar, const Slots& sl, int batch, int beams) {
+  BeamSlots bs;
+  for (int r = 0; r < sl.rot; ++r) {
+    std::vector<int32_t> own(batch), sh(batch);
+    CK(cudaMemcpy(own.data(), sl.read[r], batch * 4, cudaMemcpyDeviceToHost));
+    for (int b = 0; b < batch; ++b) sh[b] = own[b - b % beams];
+    bs.shared.push_back(ar.ints(sh));
+  }
+  for (int b = 0; b < batch; b += beams) bs.starts.push_back(b);
+  bs.starts.push_back(batch);
+  bs.groups = ar.ints(bs.starts);
+  return bs;
+}
+
 // Beam search with `beams` beams sharing a checkpoint (a fork group), AR
 // with W = 16: standard reads and writes a state per beam and step; replay
 // reads the shared checkpoint once per group on the 15 steps without a
@@ -310,16 +333,10 @@ Row run_mamba2_beams(int batch, int variant = 0, int beams = 8, bool grouped = t
   Mamba2DecodeArgs a = mamba2_args(ar, batch, 1, W, size_t(sl.rot) * batch * (1 + kT));
   // Per rotation: each beam's own slot (standard; replay's fold target) and
   // the group's shared checkpoint (the group's first beam's slot).
-  std::vector<int32_t*> shared;
-  for (int r = 0; r < sl.rot; ++r) {
-    std::vector<int32_t> own(batch), sh(batch);
-    CK(cudaMemcpy(own.data(), sl.read[r], batch * 4, cudaMemcpyDeviceToHost));
-    for (int b = 0; b < batch; ++b) sh[b] = own[b - b % kBeams];
-    shared.push_back(ar.ints(sh));
-  }
-  std::vector<int32_t> gs;
-  for (int b = 0; b <= batch; b += kBeams) gs.push_back(b);
-  int32_t* groups = ar.ints(gs);
+  const BeamSlots bs = beam_slots(ar, sl, batch, kBeams);
+  const std::vector<int32_t*>& shared = bs.shared;
+  const std::vector<int32_t>& gs = bs.starts;
+  int32_t* groups = bs.groups;
   const std::vector<Plan> plan = cycle(ar, batch, false, true);
   auto at = [&](int i) {
     Mamba2DecodeArgs r = a;
@@ -349,6 +366,24 @@ Row run_mamba2_beams(int batch, int variant = 0, int beams = 8, bool grouped = t
           std_us, batch * (2 * S + in_tok), rep_us, rep_bytes / plan.size()};
 }
 
+// GDN arguments at Qwen3-Next shapes over device buffers: `state_slots`
+// states, T tokens per sequence, log capacity W.
+replayssm::ops::cuda::GdnDecodeArgs gdn_args(Arena& ar, int batch, int T, int W, size_t state_slots) {
+  const int Hk = 16, Hv = 32, dk = 128, dv = 128;
+  replayssm::ops::cuda::GdnDecodeArgs a;
+  a.batch = batch, a.Hk = Hk, a.Hv = Hv, a.dk = dk, a.dv = dv, a.T = T, a.W = W, a.max_fold = W;
+  // Keys of norm ≈ 0.65 and decays in (e^−0.5, 1]: the delta rule stays bounded.
+  a.state = ar.uniform(state_slots * Hv * dk * dv, -1.0f, 1.0f);
+  a.q = ar.uniform_bf16(size_t(batch) * T * Hk * dk, 0.1f), a.k = ar.uniform_bf16(size_t(batch) * T * Hk * dk, 0.1f);
+  a.v = ar.uniform_bf16(size_t(batch) * T * Hv * dv, 1.0f), a.g = ar.uniform(size_t(batch) * T * Hv, -0.5f, 0.0f);
+  a.beta = ar.uniform(size_t(batch) * T * Hv, 0.0f, 1.0f), a.o = ar.zeros<uint16_t>(size_t(batch) * T * Hv * dv);
+  a.log_k = ar.uniform_bf16(size_t(batch) * W * Hk * dk, 0.1f);
+  a.log_u = ar.uniform(size_t(batch) * W * Hv * dv, -1.0f, 1.0f);
+  a.log_g = ar.uniform(size_t(batch) * W * Hv, -0.5f, 0.0f);
+  a.scratch = ar.zeros<float>(replayssm::ops::cuda::gdn_replay_scratch_floats(batch, T, Hv, dv));
+  return a;
+}
+
 // slice, rows: the streaming blocks' shape (GdnDecodeArgs; 0: the launchers' choice).
 Row run_gdn(int batch, bool verify, int slice = 0, int rows = 0, bool exact = false) {
   using replayssm::ops::cuda::GdnDecodeArgs;
@@ -357,17 +392,8 @@ Row run_gdn(int batch, bool verify, int slice = 0, int rows = 0, bool exact = fa
                in_tok = qv + Hk * dk * 2.0, entry = Hk * dk * 2.0 + Hv * dv * 4.0 + Hv * 4.0;
   Arena ar;
   Slots sl = make_slots(ar, batch, S);
-  GdnDecodeArgs a;
-  a.batch = batch, a.Hk = Hk, a.Hv = Hv, a.dk = dk, a.dv = dv, a.T = T, a.W = W, a.max_fold = W;
+  GdnDecodeArgs a = gdn_args(ar, batch, T, W, size_t(sl.rot) * batch * (1 + kT));
   a.slice_cols = slice, a.tile_rows = rows, a.mma = g_gdn_mma, a.exact = exact;
-  // Keys of norm ≈ 0.65 and decays in (e^−0.5, 1]: the delta rule stays bounded.
-  a.state = ar.uniform(size_t(sl.rot) * batch * (1 + kT) * Hv * dk * dv, -1.0f, 1.0f);
-  a.q = ar.uniform_bf16(size_t(batch) * T * Hk * dk, 0.1f), a.k = ar.uniform_bf16(size_t(batch) * T * Hk * dk, 0.1f);
-  a.v = ar.uniform_bf16(size_t(batch) * T * Hv * dv, 1.0f), a.g = ar.uniform(size_t(batch) * T * Hv, -0.5f, 0.0f);
-  a.beta = ar.uniform(size_t(batch) * T * Hv, 0.0f, 1.0f), a.o = ar.zeros<uint16_t>(size_t(batch) * T * Hv * dv);
-  a.log_k = ar.uniform_bf16(size_t(batch) * W * Hk * dk, 0.1f);
-  a.log_u = ar.uniform(size_t(batch) * W * Hv * dv, -1.0f, 1.0f);
-  a.log_g = ar.uniform(size_t(batch) * W * Hv, -0.5f, 0.0f);
   const std::vector<Plan> plan = cycle(ar, batch, verify, false);
   auto at = [&](int i) {
     GdnDecodeArgs r = a;
@@ -386,6 +412,64 @@ Row run_gdn(int batch, bool verify, int slice = 0, int rows = 0, bool exact = fa
   for (const Plan& p : plan) rep_bytes += S + p.n * entry + T * (qv + Hv * dv * 4.0) + (p.f ? S : 0);
   return {exact ? "gdn-ex" : "gdn", verify ? "verify" : "ar", batch, std_us, batch * ((1 + T) * S + T * in_tok), rep_us,
           batch * rep_bytes / plan.size()};
+}
+
+// GDN beams (Qwen3-Next shapes), as run_mamba2_beams: standard reads and
+// writes a state per beam and step; replay reads the group's checkpoint
+// once per group on the steps without a fold (gdn_replay_group.cu), and on
+// the step whose window fills every beam folds alone into its own;
+// grouped = false: every beam alone, reading the shared checkpoint itself.
+Row run_gdn_beams(int batch, int beams = 8, bool grouped = true) {
+  using replayssm::ops::cuda::GdnDecodeArgs;
+  const int Hk = 16, Hv = 32, dk = 128, dv = 128, W = kW;
+  const double S = 4.0 * Hv * dk * dv, qv = 2 * Hk * dk * 2.0 + Hv * dv * 2.0 + 2 * Hv * 4.0 + Hv * dv * 2.0,
+               in_tok = qv + Hk * dk * 2.0, entry = Hk * dk * 2.0 + Hv * dv * 4.0 + Hv * 4.0;
+  Arena ar;
+  Slots sl = make_slots(ar, batch, S);
+  GdnDecodeArgs a = gdn_args(ar, batch, 1, W, size_t(sl.rot) * batch * (1 + kT));
+  const BeamSlots bs = beam_slots(ar, sl, batch, beams);
+  const std::vector<Plan> plan = cycle(ar, batch, false, false);
+  auto at = [&](int i) {
+    GdnDecodeArgs r = a;
+    r.out_slot = sl.read[i % sl.rot];  // standard: each beam's own state, in place
+    r.slot = bs.shared[i % sl.rot];    // replay: the group's checkpoint…
+    r.fold_slot = r.out_slot;          // …folded into each beam's own
+    return r;
+  };
+  const auto [std_us, rep_us] = time_standard_and_replay(
+      at, plan,
+      [](GdnDecodeArgs r) {
+        r.slot = r.out_slot;
+        return replayssm::ops::cuda::gdn_step_cuda(r, nullptr);
+      },
+      [&](GdnDecodeArgs r, const Plan& p) {
+        const bool together = grouped && p.f == 0;  // a filling window: every beam folds alone
+        r.group_start = together ? bs.groups : nullptr;
+        r.n_groups = together ? int(bs.starts.size()) - 1 : 0, r.max_group = beams;
+        return replayssm::ops::cuda::gdn_replay_cuda(r, nullptr);
+      });
+  if (batch >= 64 && !g_profile) {  // diagnostic: single steps of the cycle
+    auto step_us = [&](const Plan& p, bool together) {
+      return median_us(
+          [&](int i) {
+            GdnDecodeArgs r = at(i);
+            r.n_log = p.n_log, r.fold = p.f ? p.fold : nullptr, r.max_fold = p.f ? r.W : 0;
+            r.group_start = together ? bs.groups : nullptr;
+            r.n_groups = together ? int(bs.starts.size()) - 1 : 0, r.max_group = beams;
+            CK(replayssm::ops::cuda::gdn_replay_cuda(r, nullptr));
+          },
+          20);
+    };
+    std::printf("  (gdn beam%d %s, batch %d: a %d-entry log %.1f us, a %d-entry log %.1f us; the fold step %.1f us)\n",
+                beams, grouped ? "grouped" : "alone", batch, plan[0].n, step_us(plan[0], grouped),
+                plan[plan.size() - 2].n, step_us(plan[plan.size() - 2], grouped), step_us(plan.back(), false));
+  }
+  double rep_bytes = 0;  // per cycle, the whole batch
+  for (const Plan& p : plan)
+    rep_bytes += (p.f == 0 ? (grouped ? batch / beams : batch) * S : 2.0 * batch * S) +
+                 batch * (p.n * entry + qv + Hv * dv * 4.0);
+  return {"gdn", "beam" + std::to_string(beams) + (grouped ? "" : "-alone"), batch, std_us, batch * (2 * S + in_tok),
+          rep_us, rep_bytes / plan.size()};
 }
 
 // Chunk scans: kScanT tokens per sequence in one launch against kScanT
@@ -482,12 +566,15 @@ ScanRow run_gdn_scan(int batch) {
 int profile(int argc, char** argv) {
   const std::string fam = argc > 2 ? argv[2] : "", work = argc > 3 ? argv[3] : "";
   const int batch = argc > 4 ? std::atoi(argv[4]) : 0, variant = argc > 5 ? std::atoi(argv[5]) : 0;
-  if ((fam != "mamba2" && fam != "gdn") || (work != "ar" && work != "verify") || batch < 1) {
-    std::fprintf(stderr, "usage: replayssm_ssm_bench --profile mamba2|gdn ar|verify BATCH [VARIANT]\n");
+  if ((fam != "mamba2" && fam != "gdn") || (work != "ar" && work != "verify" && work != "beams") || batch < 1 ||
+      (work == "beams" && fam != "gdn")) {
+    std::fprintf(stderr, "usage: replayssm_ssm_bench --profile mamba2|gdn ar|verify BATCH [VARIANT]\n"
+                         "       replayssm_ssm_bench --profile gdn beams BATCH   (beams of 8, grouped)\n");
     return 2;
   }
   g_profile = true;
-  if (fam == "gdn") run_gdn(batch, work == "verify");
+  if (work == "beams") run_gdn_beams(batch);
+  else if (fam == "gdn") run_gdn(batch, work == "verify");
   else run_mamba2(batch, work == "verify", variant);
   return 0;
 }
@@ -593,6 +680,12 @@ int main(int argc, char** argv) {
                                 std::pair{8, 256}}) {
       if (beams != 8) print_row(run_mamba2_beams(batch, 0, beams));
       print_row(run_mamba2_beams(batch, 0, beams, false));
+    }
+    // GDN (Qwen3-Next shapes): the same, grouped and alone.
+    for (auto [beams, batch] : {std::pair{2, 2}, std::pair{4, 4}, std::pair{8, 8}, std::pair{2, 64}, std::pair{4, 64},
+                                std::pair{8, 64}, std::pair{8, 256}}) {
+      print_row(run_gdn_beams(batch, beams));
+      print_row(run_gdn_beams(batch, beams, false));
     }
   }
   // mamba2-ex: exact replay (the sequential recurrence, n_log × a step's

@@ -17,7 +17,7 @@ summary() {
   echo "kernels (replay / standard, same run; standard % of copy bandwidth):"
   awk '$1 ~ /^(mamba2|gdn)$/ && $2 ~ /^(ar|verify)$/ && $3 ~ /^(1|64|256)$/ {
          printf "  %-7s %-7s batch %4s  %6s  standard at %s of copy\n", $1, $2, $3, $NF, $7 }' "$o/ssm_decode_bench.txt"
-  awk '$1 == "mamba2" && $2 ~ /^beam8(-alone)?$/ && $3 ~ /^(64|256)$/ {
+  awk '$1 ~ /^(mamba2|gdn)$/ && $2 ~ /^beam8(-alone)?$/ && $3 ~ /^(64|256)$/ {
          printf "  %-7s %-12s batch %4s  %6s\n", $1, $2, $3, $NF }' "$o/ssm_decode_bench.txt"
   echo "end to end at 8B shapes (tok/s, standard -> replay):"
   awk '$2 == "standard" && NF == 8 { s[$1] = $3 } $2 == "replay" && NF == 9 && ($1 in s) {
@@ -26,6 +26,9 @@ summary() {
     "$o/engine_bench.txt"
   awk '$1 == "beam" { printf "  beam width %3s %-8s %s tok/s\n", $3, $2, $9 }' "$o/beam/table.txt"
   awk '$1 == "beam" { printf "  beam width %3s replay, each beam alone: %s tok/s\n", $3, $9 }' "$o/beam_alone/table.txt"
+  echo "beams at Qwen3.5-27B shapes (GDN):"
+  awk '$1 == "beam" { printf "  beam width %3s %-8s %s tok/s\n", $3, $2, $9 }' "$o/beam_gdn/table.txt"
+  awk '$1 == "beam" { printf "  beam width %3s replay, each beam alone: %s tok/s\n", $3, $9 }' "$o/beam_gdn_alone/table.txt"
 }
 case "${1:-}" in
   stage)
@@ -74,7 +77,14 @@ case "${1:-}" in
     .gpu/replayssm bench --device cuda --preset nemotron-h-8b --workload beam --strategy replay \
       --batch 32,64 --prompt-tokens 128 --new-tokens 128 --no-concurrency --no-fork-groups \
       --out "$out/beam_alone" >/dev/null
-    cat "$out/beam/table.txt" "$out/beam_alone/table.txt"
+    # Gated DeltaNet layers (Qwen3.5-27B shapes): the same (the default
+    # groups beams of 4 or more at ≥ 2048 blocks; --all-fork-groups: any).
+    .gpu/replayssm bench --device cuda --preset qwen3.5-27b --workload beam --strategy replay,snapshot \
+      --batch 32,64 --prompt-tokens 128 --new-tokens 128 --no-concurrency --runs 2 --out "$out/beam_gdn" >/dev/null
+    .gpu/replayssm bench --device cuda --preset qwen3.5-27b --workload beam --strategy replay \
+      --batch 64 --prompt-tokens 128 --new-tokens 128 --no-concurrency --runs 2 --no-fork-groups \
+      --out "$out/beam_gdn_alone" >/dev/null
+    cat "$out/beam/table.txt" "$out/beam_alone/table.txt" "$out/beam_gdn/table.txt" "$out/beam_gdn_alone/table.txt"
     summary "$out" | tee "$out/summary.txt"
     ;;
   libs)  # there: the binaries unpacked and the environment, for a single command (device tool)

@@ -463,6 +463,8 @@ TEST(BenchCli, BadInputIsOneLineNamingTheFlag) {
       {"--workload spec --device cuda --spec-t 9" + out, "--spec-t: 9 drafts per verify; --device cuda verifies 1..7"},
       {"--workload spec --device tpu" + out, "--device: unknown device 'tpu'"},
       {"--workload spec --preset tiny --model /tmp" + out, "--preset and --model cannot be combined"},
+      {"--workload beam --no-fork-groups --all-fork-groups" + out,
+       "--no-fork-groups and --all-fork-groups cannot be combined"},
       {"--workload spec --out " + file + "/sub", "--out: cannot create directory '" + file + "/sub'"},
       {"--out " + dir.file("o"), "--workload: missing"},
       {"--workload spec", "--out: missing"},

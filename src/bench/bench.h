@@ -41,7 +41,7 @@ struct SweepOptions {
   int64_t checkpoint_interval = 0; // K for every store (restore: older checkpoints kept)
   int64_t page_size = 4;           // B of the store's pages
   float bon_temperature = 1.0f;    // best-of-n sampling temperature
-  int fork_groups = -1;            // cuda replay: DecoderOptions::fork_groups (0: every forked sequence alone)
+  int fork_groups = -1;            // cuda replay: DecoderOptions::fork_groups (0: every forked sequence alone, 1: any group)
   // max_concurrency search; a disabled search reports null.
   bool concurrency = true;
   int64_t memory_budget = 0;       // bytes of store (state + KV) at the searched batch

@@ -42,7 +42,7 @@ struct BenchArgs {
   std::string memory_budget;  // by device: host (cpu), device (cuda)
   double latency_target_ms = 20.0;
   int64_t concurrency_limit = 512;
-  bool no_concurrency = false, dry_run = false, no_fork_groups = false;
+  bool no_concurrency = false, dry_run = false, no_fork_groups = false, all_fork_groups = false;
   int64_t checkpoint_interval = 0, page_size = 4;
   uint64_t seed = 0;
   std::string gnuplot = "gnuplot";
@@ -143,6 +143,7 @@ std::string command_line(const BenchArgs& a) {
          std::to_string(a.concurrency_limit);
   }
   if (a.no_fork_groups) s += " --no-fork-groups";
+  if (a.all_fork_groups) s += " --all-fork-groups";
   s += " --checkpoint-interval " + std::to_string(a.checkpoint_interval) + " --page-size " +
        std::to_string(a.page_size) + " --seed " + std::to_string(a.seed) + " --out " + a.out;
   return s;
@@ -231,7 +232,9 @@ Status run_bench(const BenchArgs& args) {
   opt.checkpoint_interval = a.checkpoint_interval;
   opt.page_size = a.page_size;
   opt.concurrency = !a.no_concurrency;
-  opt.fork_groups = a.no_fork_groups ? 0 : -1;
+  if (a.no_fork_groups && a.all_fork_groups)
+    return invalid_argument("--no-fork-groups and --all-fork-groups cannot be combined");
+  opt.fork_groups = a.no_fork_groups ? 0 : a.all_fork_groups ? 1 : -1;
   // The budget's keyword is the memory a real out-of-memory would hit.
   const std::string budget_keyword = cuda ? "device" : "host";
   if (opt.concurrency) {
@@ -403,6 +406,9 @@ Runner add_bench(CLI::App& app) {
   app.add_flag("--no-fork-groups", a->no_fork_groups,
                "cuda replay: decode each forked sequence alone, not in groups reading their shared checkpoint once "
                "(beam, best-of-n; for A/B)");
+  app.add_flag("--all-fork-groups", a->all_fork_groups,
+               "cuda replay: decode forked sequences in groups wherever two share a checkpoint (by default only "
+               "where it pays; for A/B)");
   app.add_flag("--dry-run", a->dry_run,
                "List the configurations and their memory estimates, check they fit, run nothing");
   app.add_option("--checkpoint-interval", a->checkpoint_interval,

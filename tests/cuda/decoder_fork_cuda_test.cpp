@@ -111,9 +111,9 @@ TEST_P(CudaFork, ReorderedSequencesMatchSteppingTheirHistories) {
     EXPECT_GT(forks, 8);
     EXPECT_GT(ragged, 5);
     // Children of one parent read its checkpoint: with fork groups forced,
-    // their plain steps decode as groups on the models with Mamba2 layers;
-    // where it would not pay (4 sequences of few heads), not by default.
-    if (fc.strategy == DecodeStrategy::kReplay && GetParam().find("nemotron") != std::string::npos)
+    // their plain steps decode as groups (Mamba2 or GDN layers); where it
+    // would not pay (4 sequences of few heads), not by default.
+    if (fc.strategy == DecodeStrategy::kReplay)
       EXPECT_EQ((*dec)->checkpoint_reads_shared() > 0, fc.fork_groups == 1);
     const test::SteppedCheck r = test::check_against_stepping(*dm_, ids, rows, 6, 0.5);
     std::printf("  %s %s W=%d spec %d: %d reorders, %d ragged steps, %lld checkpoint reads shared, %lld rows, worst ratio vs stepping %.3f, argmax differs at %lld "

@@ -5,7 +5,10 @@
 // log, and folded/stepped states checked. Skipped where no CUDA device exists (CI).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <random>
+#include <string>
 #include <tuple>
 
 #include "cuda_test_util.h"
@@ -68,7 +71,17 @@ class GdnCuda : public ::testing::TestWithParam<std::tuple<Shape, Kernel>> {
 // folds, per-sequence fold counts (none, all, some) into the checkpoint or
 // another slot; without, no fold arrays at all, as the decoder plans the
 // steps that fold nothing (the launcher's instances without the fold).
-void check_replay(const Shape& s, const Kernel& k, bool folds) {
+//
+// Fork groups (GdnDecodeArgs::group_start): groups of sizes[0], sizes[1],
+// … members (cycled) at consecutive positions of the decode order, sharing
+// the first member's checkpoint; `scattered`: the order a shuffle of the
+// batch and two empty groups after the last. Only a sequence alone in its
+// group folds.
+struct Groups {
+  std::vector<int> sizes;  // empty: no fork groups
+  bool scattered = false;
+};
+void check_replay(const Shape& s, const Kernel& k, bool folds, const Groups& gr = {}) {
   SCOPED_TRACE(folds ? "fold arrays" : "no fold arrays");
   const int B = s.batch, Hk = s.Hk, Hv = s.Hv, dk = s.dk, dv = s.dv, W = s.W, T = s.T, rep = Hv / Hk;
   std::mt19937 g(5 + T);
@@ -81,6 +94,20 @@ void check_replay(const Shape& s, const Kernel& k, bool folds) {
     fold[b] = !folds || b % 4 == 1 ? 0 : (b % 4 == 2 ? base : (b * 7) % (base + 1));
     fold_slot[b] = b % 3 == 0 ? slot[b] : 2 * b;
   }
+  std::vector<int32_t> group_start{0}, order(B);
+  for (int v = 0; v < B; ++v) order[v] = v;
+  if (gr.scattered) std::shuffle(order.begin(), order.end(), g);
+  int max_group = 0;
+  for (int v = 0, n = 0; !gr.sizes.empty() && v < B; ++n) {
+    const int members = std::min(B - v, gr.sizes[n % gr.sizes.size()]);
+    for (int m = 0; m < members; ++m) {
+      slot[order[v + m]] = slot[order[v]];
+      if (members > 1) fold[order[v + m]] = 0;
+    }
+    v += members, max_group = std::max(max_group, members);
+    group_start.push_back(v);
+  }
+  if (gr.scattered) group_start.push_back(B), group_start.push_back(B);
   std::vector<float> state = uniform(g, size_t(slots) * Hv * dk * dv, -0.3f, 0.3f);
   Bf lk = unit_rows(g, size_t(B) * W * Hk, dk, 1.0f), q = unit_rows(g, size_t(B) * T * Hk, dk, 1.0f / std::sqrt(dk)),
      v = test::bf_of(uniform(g, size_t(B) * T * Hv * dv, -1.0f, 1.0f));
@@ -97,6 +124,11 @@ void check_replay(const Shape& s, const Kernel& k, bool folds) {
   a.n_log = dn.p, a.log_k = dk_.p, a.log_u = du.p, a.log_g = dg.p;
   if (folds) a.fold = dfold.p, a.fold_slot = dfslot.p, a.max_fold = W;
   set_kernel(a, k);
+  Dev<int32_t> dgroups(group_start), dorder(order);
+  Dev<float> scratch(std::vector<float>(ops::cuda::gdn_replay_scratch_floats(B, T, Hv, dv)));
+  if (!gr.sizes.empty())
+    a.group_start = dgroups.p, a.n_groups = int(group_start.size()) - 1, a.max_group = max_group, a.scratch = scratch.p;
+  if (gr.scattered) a.seq = dorder.p;
   ASSERT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const std::vector<uint16_t> o = dout.get();
@@ -145,6 +177,27 @@ TEST_P(GdnCuda, ReplayWithFoldsMatchesSteppingTheRecurrence) {
 }
 TEST_P(GdnCuda, ReplayWithoutFoldArraysMatchesSteppingTheRecurrence) {
   check_replay(std::get<0>(GetParam()), std::get<1>(GetParam()), false);
+}
+
+// Fork groups on every shape: groups of 3, 1 and 2 (T ≤ 2: 12 sums a
+// block, T = 3–4: 24, the wide instance), beams of 2 and 8 (4 and 16
+// sums), consecutive and scattered over the batch with empty groups after,
+// with and without fold arrays (only a sequence alone folds).
+class GdnCudaGroups : public test::GpuTestWithParam<Shape> {};
+TEST_P(GdnCudaGroups, ForkGroupsReadTheirCheckpointOnceAndMatchStepping) {
+  const Shape s = GetParam();
+  for (const Groups& gr : {Groups{{3, 1, 2}, false}, Groups{{3, 1, 2}, true}, Groups{{2}, true}, Groups{{8, 1}, true}})
+    for (bool folds : {false, true}) {
+      SCOPED_TRACE("groups of " + std::to_string(gr.sizes[0]) + (gr.scattered ? ", scattered" : ""));
+      check_replay(s, Kernel{0, 0, 0}, folds, gr);
+    }
+}
+
+// Beams of 8 at Qwen3-Next shapes (16 sums a block, the launcher's
+// instance for the decoder's groups), with a sequence alone between.
+TEST(GdnCudaReplay, BeamsOfEightAtQwen3NextShapes) {
+  if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
+  for (bool folds : {false, true}) check_replay(Shape{17, 16, 32, 128, 128, 16, 1}, Kernel{0, 0, 0}, folds, Groups{{8, 1}, true});
 }
 
 // Keys tall enough that a verify's staged k, q and v (bf16) outgrow the
@@ -234,6 +287,30 @@ TEST(GdnCudaArgs, OutOfRangeShapesAreRefused) {
   EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
   a.fold_rows = 0, a.mma = -2;  // 1, 0 or −1
   EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
+  a.mma = 0;
+  // Fork groups: need scratch; not with a row map, exact replay or a
+  // forced variant; members × T ≤ 16; a decode order only with groups.
+  // (Host arrays: every call here is refused before the device reads any.)
+  const int32_t groups[2] = {0, 1}, rows[1] = {0};
+  float fx[1] = {};
+  const uint16_t hx[1] = {};
+  a.n_log = a.slot = groups, a.log_u = fx, a.log_g = fx, a.log_k = hx;
+  a.group_start = groups, a.n_groups = 1, a.max_group = 2;  // no scratch
+  EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
+  a.scratch = fx, a.max_group = 17;  // 17 × T = 1 > 16
+  EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
+  a.max_group = 4, a.T = 5;  // 20 > 16
+  EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
+  a.T = 1, a.exact = true;
+  EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
+  a.exact = false, a.row = rows;
+  EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
+  a.row = nullptr, a.variant = 1;
+  EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
+  a.variant = 0, a.n_groups = 0;
+  EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
+  a.group_start = nullptr, a.seq = groups;  // a decode order without groups
+  EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
 }
 
 const auto kShapes = ::testing::Values(Shape{3, 2, 6, 12, 10, 5, 1},       // odd sizes, generic tile
@@ -245,6 +322,7 @@ const auto kShapes = ::testing::Values(Shape{3, 2, 6, 12, 10, 5, 1},       // od
                                        Shape{2, 16, 32, 128, 128, 16, 1},  // Qwen3-Next
                                        Shape{2, 16, 32, 128, 128, 20, 4},  // its verify, T = 4
                                        Shape{2, 16, 48, 128, 128, 16, 2});  // Qwen3.5-27B
+INSTANTIATE_TEST_SUITE_P(Shapes, GdnCudaGroups, kShapes);
 INSTANTIATE_TEST_SUITE_P(Shapes, GdnCuda,
                          ::testing::Combine(kShapes, ::testing::Values(Kernel{1, 0, 0}, Kernel{2, 0, 0}, Kernel{1, 64, 4},
                                                                        Kernel{1, 64, 8}, Kernel{1, 128, 4},

@@ -28,6 +28,7 @@ namespace replayssm::ops::cuda {
 
 constexpr int kGdnMaxW = 64;
 constexpr int kGdnMaxT = 8;
+constexpr int kGdnMaxGroupRows = 16;  // a fork group's members × T (its sums' vectors, two each, in registers)
 
 struct GdnDecodeArgs {
   int batch = 0, Hk = 0, Hv = 0, dk = 0, dv = 0, T = 1;
@@ -78,12 +79,34 @@ struct GdnDecodeArgs {
   // at row[b] instead of b·T, and a sequence with row[b] < 0 takes no part
   // (its state, log and outputs untouched). nullptr: b·T.
   const int32_t* row = nullptr;
+  // Fork-aware replay (as Mamba2DecodeArgs::group_start): sequences that
+  // share a checkpoint (beams, best-of-n samples) decode together, one
+  // block per (slice of columns, value head, group) reading the shared
+  // checkpoint once for all of them (gdn_replay_group.cu). Group k is the
+  // sequences at positions group_start[k] .. group_start[k+1] − 1 of the
+  // decode order seq (n_groups + 1 entries, non-decreasing; seq nullptr:
+  // position v is sequence v); they share slot[], each with its own log,
+  // and a group of more than one folds nothing this step. At most
+  // max_group members (more are not decoded), max_group·T ≤
+  // kGdnMaxGroupRows; an empty group decodes nothing. Needs scratch of
+  // gdn_replay_scratch_floats() floats (the checkpoint's sums pass to the
+  // log's). Not with `row`, `exact` or a forced variant; the block-shape
+  // fields do not apply.
+  const int32_t* group_start = nullptr;
+  int n_groups = 0;
+  int max_group = 0;
+  const int32_t* seq = nullptr;
+  float* scratch = nullptr;  // (B, T, 2, Hv, dv) S_cᵀk_t, S_cᵀq_t by sequence
   // Replay by the sequential recurrence (see above): the standard step's
   // kernel, variant and block shape at this batch (variant, slice_cols,
   // tile_rows as there; fold_rows and mma do not apply); dk ≤ 512, or a
   // slice that fits shared memory.
   bool exact = false;
 };
+
+inline int64_t gdn_replay_scratch_floats(int batch, int T, int Hv, int dv) {
+  return int64_t(batch) * T * 2 * Hv * dv;
+}
 
 cudaError_t gdn_step_cuda(const GdnDecodeArgs& a, cudaStream_t stream);
 cudaError_t gdn_replay_cuda(const GdnDecodeArgs& a, cudaStream_t stream);

@@ -26,6 +26,8 @@ namespace replayssm::ops::cuda {
 cudaError_t gdn_replay_sliced(const GdnDecodeArgs& a, cudaStream_t stream);
 // The sequential recurrence in the standard step's kernels (gdn_step.cu).
 cudaError_t gdn_replay_exact(const GdnDecodeArgs& a, cudaStream_t stream);
+// Fork groups (gdn_replay_group.cu): arguments already checked.
+cudaError_t gdn_replay_group(const GdnDecodeArgs& a, cudaStream_t stream);
 
 namespace {
 
@@ -492,6 +494,13 @@ cudaError_t gdn_replay_cuda(const GdnDecodeArgs& a, cudaStream_t stream) {
       a.fold_rows > 1 || a.mma < -1 || a.mma > 1 || a.n_log == nullptr || a.log_k == nullptr || a.log_u == nullptr ||
       a.log_g == nullptr)
     return cudaErrorInvalidValue;
+  if (a.group_start != nullptr) {
+    if (a.exact || a.row != nullptr || a.variant != 0 || a.scratch == nullptr || a.n_groups < 1 || a.max_group < 1 ||
+        a.max_group * a.T > kGdnMaxGroupRows)
+      return cudaErrorInvalidValue;
+    return gdn_replay_group(a, stream);
+  }
+  if (a.seq != nullptr) return cudaErrorInvalidValue;  // a decode order is for fork groups
   if (a.exact) return gdn_replay_exact(a, stream);
   // Every refusal before the device is asked anything.
   const int slice = gdn_slice_cols(a.dv, a.slice_cols != 0 ? a.slice_cols : kGdnReplaySlice);

@@ -26,7 +26,8 @@
 //   launch before (its log kernel) writes only a scratch that the pass
 //   reads last and reads nothing the pass writes, waits just before
 //   reading that scratch; by 2. everything else it reads was finished when
-//   it started (mamba2_replay.cu).
+//   it started (mamba2_replay.cu). Likewise the GDN fork groups' log
+//   kernel after their sums kernel (gdn_replay_group.cu).
 // All are no-ops when a kernel is launched without the attribute.
 // REPLAYSSM_PDL=0 in the environment launches without it (for measuring
 // the gain, and for ruling PDL out when a result looks wrong).

@@ -21,8 +21,10 @@ constexpr int kRecomputeFeedRows = 4;
 }  // namespace
 
 namespace {
-int64_t graph_key(int T, bool fold, bool verify, bool commit, bool scan, int groups) {
-  return ((int64_t(groups) * (kMaxChunk + 1) + T) * 16) + scan * 8 + fold * 4 + verify * 2 + commit;
+// groups: the Mamba2 and GDN launches' group counts, each ≤ batch < 2^20.
+int64_t graph_key(int T, bool fold, bool verify, bool commit, bool scan, int m_groups, int g_groups) {
+  const int64_t groups = (int64_t(m_groups) << 20) | g_groups;
+  return ((groups * (kMaxChunk + 1) + T) * 16) + scan * 8 + fold * 4 + verify * 2 + commit;
 }
 }  // namespace
 
@@ -270,6 +272,9 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
     RSSM_RETURN_IF_ERROR(I.alloc(&I.gv, R * V, "GDN v", &ws2));
     RSSM_RETURN_IF_ERROR(I.alloc(&I.gg, R * gc.n_v_heads, "GDN g", &ws2));
     RSSM_RETURN_IF_ERROR(I.alloc(&I.gbeta, R * gc.n_v_heads, "GDN beta", &ws2));
+    if (replay && o.forks && o.fork_groups != 0)  // fork groups decode one token a sequence
+      RSSM_RETURN_IF_ERROR(I.alloc(&I.gdn_scratch, oc::gdn_replay_scratch_floats(int(B), 1, int(gc.n_v_heads), int(gc.v_dim)),
+                                   "GDN fork groups' scratch", &ws2));
   }
   if (any_attn) {
     const int64_t D = ac.head_dim, q_width = (ac.output_gate ? 2 : 1) * ac.n_heads * D, d_kv = ac.n_kv_heads * D;
@@ -654,15 +659,18 @@ Status Decoder::run(std::span<const int32_t> tokens, int T, bool verify, std::sp
   }
   I.host_field(kCuRows)[B] = int32_t(B * T);
   I.step_rows = B * T, I.ragged = false;
-  // Fork groups: on a plain step the readers of one Mamba2 checkpoint that
-  // do not fold decode together (exact replay keeps the stepping kernels).
-  int64_t shared = 0;
-  I.m_groups = replay && opt_.fork_groups != 0 && !I.toks.empty() && I.has_mamba && !verify && !scan && T == 1 &&
-                       !opt_.exact
-                   ? I.plan_fork_groups(kp[0].fold_n, &shared)
-                   : 0;
+  // Fork groups: on a plain step the readers of one checkpoint that do not
+  // fold decode together (exact replay keeps the stepping kernels).
+  int64_t m_shared = 0, g_shared = 0;
+  const bool groups = replay && opt_.fork_groups != 0 && !I.toks.empty() && !verify && !scan && T == 1 && !opt_.exact;
+  I.m_groups = groups && I.has_mamba ? I.plan_fork_groups(I.m_pool, kp[0].fold_n, false, I.m.config().mamba.n_heads,
+                                                          kMSeq, kMGroup, &m_shared)
+                                     : 0;
+  I.g_groups = groups && I.has_gdn ? I.plan_fork_groups(I.g_pool, kp[1].fold_n, true, I.m.config().gdn.n_v_heads,
+                                                        kGSeq, kGGroup, &g_shared)
+                                   : 0;
   RSSM_RETURN_IF_ERROR(launch_or_poison(T, fold, verify, scan, logits));
-  reads_shared_ += shared;
+  reads_shared_ += m_shared + g_shared;
   if (fold || (scan && replay)) ++folds_;
   if (replay)
     for (int k = 0; k < 2; ++k) {
@@ -716,7 +724,7 @@ Status Decoder::launch_step(int T, bool fold, bool verify, bool commit, bool sca
   // and workspace there); the second captures the graph every later one
   // replays. A ragged step always runs eagerly: its rows differ from step
   // to step, and each count of rows would be a graph of its own.
-  const int64_t key = graph_key(T, fold, verify, commit, scan, I.m_groups);
+  const int64_t key = graph_key(T, fold, verify, commit, scan, I.m_groups, I.g_groups);
   if (I.ragged) {
     RSSM_RETURN_IF_ERROR(I.enqueue(T, fold, verify, commit, scan));
   } else if (!opt_.graphs || !I.ran_eager.count(key)) {

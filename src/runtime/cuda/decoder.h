@@ -76,8 +76,8 @@
 //              come from the same tokens fold those once, into one slot
 //              they all read (family folds), and keep the rest; and the
 //              readers of one slot that do not fold decode together, each
-//              Mamba2 layer reading that checkpoint once per head for up
-//              to 8 of them (fork groups, options.fork_groups).
+//              Mamba2 or GDN layer reading that checkpoint once per head
+//              for up to 8 of them (fork groups, options.fork_groups).
 // Both copy the conv window and the K/V rows (no shared K/V pages yet).
 //
 // Going back (options.rewind, replay layout): rewind() takes sequences
@@ -122,9 +122,10 @@ struct DecoderOptions {
                                // 0: no verify (recompute: 0 means 4 — its re-prefills are feeds)
   bool forks = false;          // reorder() allowed (beams, best-of-n): room for shared or copied states
   int fork_groups = -1;        // replay with forks: sequences that read one checkpoint decode as a group
-                               // on plain steps — -1 where it pays (batch × Mamba2 heads ≥ 1024 and a
-                               // quarter of the batch's reads saved: H200, slower below), 1 wherever
-                               // a group of two forms, 0 never (each alone)
+                               // on plain steps — -1 where it pays (Mamba2 layers: batch × heads ≥ 1024
+                               // and a quarter of the batch's reads saved; GDN layers: ≥ 2048 and three
+                               // quarters: H200, slower below), 1 wherever a group of two forms, 0
+                               // never (each alone)
   bool draft_states = true;    // standard: a state slot per verified token, for verify(); false: feed()
                                // only (a continuous batch, a tree), no per-draft slots
   bool rewind = false;         // replay: rewind() allowed — each log entry's pre-conv row and the
@@ -262,8 +263,9 @@ class Decoder {
 
   int64_t folds() const { return folds_; }  // replay steps that folded the log
   // Replay with fork groups: the checkpoint reads the groups saved — per
-  // step, the sequences decoded in groups less the groups (each a read of
-  // one checkpoint per Mamba2 layer instead of one per member).
+  // step and kind of SSM layer (Mamba2, GDN), the sequences decoded in
+  // groups less the groups (each a read of one checkpoint per layer
+  // instead of one per member).
   int64_t checkpoint_reads_shared() const { return reads_shared_; }
   // SSM state bytes written since creation, over all sequences: fp32 states
   // (standard: every step, one per token of a verify; replay: where a log

@@ -229,6 +229,9 @@ Status Decoder::Impl::run_gdn(const DeviceBlock& blk, LayerState& L, int T, bool
       a.W = opt.window, a.n_log = field(kGLog), a.log_k = L.log_k, a.log_u = L.log_u, a.log_g = L.log_g;
       a.fold = fold ? field(kGFold) : nullptr, a.fold_slot = field(kGFoldSlot), a.max_fold = fold ? opt.window : 0;
       a.exact = opt.exact;
+      if (g_groups > 0)  // sequences reading one checkpoint decode together (plan_fork_groups)
+        a.group_start = field(kGGroup), a.seq = field(kGSeq), a.n_groups = g_groups, a.max_group = kForkGroupMax,
+        a.scratch = gdn_scratch;
       RSSM_CU(oc::gdn_replay_cuda(a, stream), "GDN replay");
       if (fold) {
         // The fold left this step's T entries (whose u the kernel just wrote)

@@ -110,27 +110,33 @@ Status Decoder::reorder(std::span<const int32_t> parent) {
 
 // Sequences that read one checkpoint (the children of one parent since
 // its last fold, a family that folded together) decode as a group: each
-// Mamba2 block reads the checkpoint once for all of them
+// Mamba2 or GDN block reads the checkpoint once for all of them
 // (Mamba2DecodeArgs::group_start, on tensor cores where it fits: 8
-// outputs a block at T = 1). A sequence that folds this step writes a
-// checkpoint of its own and goes alone. Where the batch has too few
-// blocks for that to pay (options.fork_groups = -1), none. The launch's grid is the count of
-// groups rounded up to a multiple of 8, the groups past it empty, so that
-// steps whose counts differ a little share one captured graph.
-int Decoder::Impl::plan_fork_groups(const std::vector<int>& fold_n, int64_t* saved) {
+// outputs a block at T = 1; GdnDecodeArgs::group_start). A sequence that
+// folds this step writes a checkpoint of its own and goes alone. Where the
+// batch has too few blocks for that to pay (options.fork_groups = -1),
+// none. The launch's grid is the count of groups rounded up to a multiple
+// of 8, the groups past it empty, so that steps whose counts differ a
+// little share one captured graph.
+int Decoder::Impl::plan_fork_groups(const SlotPool& pool, const std::vector<int>& fold_n, bool gdn, int64_t heads,
+                                    PlanField seq_field, PlanField group_field, int64_t* saved) {
   const int64_t B = opt.batch;
   *saved = 0;
-  // H200, Nemotron-H-8B's 128 heads (replayssm_ssm_bench, beamN against
-  // beamN-alone): groups of 8 at batch 8 11.2 against 13.0 µs, beams of 4
-  // at 64 48.2 against 62.2; but a group of 4 at batch 4 9.8 against 9.6,
-  // of 2 at 2 9.2 against 8.7 — too few blocks for the grouped kernels.
-  if (opt.fork_groups < 0 && B * m.config().mamba.n_heads < 1024) return 0;
+  // H200 (replayssm_ssm_bench, beamN against beamN-alone). Mamba2 at
+  // Nemotron-H-8B's 128 heads: groups of 8 at batch 8 11.2 against 13.0
+  // µs, beams of 4 at 64 48.2 against 62.2; but a group of 4 at batch 4
+  // 9.8 against 9.6, of 2 at 2 9.2 against 8.7 — too few blocks for the
+  // grouped kernels. GDN at Qwen3-Next's 32 value heads: beams of 8 at 64
+  // 32.0 against 34.7 µs, at 256 100.1 against 125.0, of 4 at 64 33.8
+  // against 36.3; but of 2 at 64 45.1 against 40.5, and at batch 8 or less.
+  const int64_t min_blocks = gdn ? 2048 : 1024, min_saved = gdn ? (3 * B + 3) / 4 : std::max<int64_t>(1, B / 4);
+  if (opt.fork_groups < 0 && B * heads < min_blocks) return 0;
   std::map<int32_t, std::vector<int32_t>> readers;  // checkpoint slot → the sequences that read it and do not fold
   std::vector<int32_t> alone;
   for (int64_t b = 0; b < B; ++b)
-    (fold_n[size_t(b)] == 0 ? readers[m_pool.slot(b)] : alone).push_back(int32_t(b));
-  int32_t* seq = host_field(kMSeq);
-  int32_t* start = host_field(kMGroup);
+    (fold_n[size_t(b)] == 0 ? readers[pool.slot(b)] : alone).push_back(int32_t(b));
+  int32_t* seq = host_field(seq_field);
+  int32_t* start = host_field(group_field);
   int v = 0, k = 0;
   for (auto& [slot, members] : readers)
     for (size_t i = 0; i < members.size(); i += kForkGroupMax) {
@@ -139,10 +145,10 @@ int Decoder::Impl::plan_fork_groups(const std::vector<int>& fold_n, int64_t* sav
     }
   for (int32_t b : alone) start[k++] = v, seq[v++] = b;
   // Each group of two or more saves its members' reads but one; at least a
-  // quarter of the batch's, or the grouped kernels (the log's part as a
-  // kernel of its own, then the pass) cost more than they save (forced
-  // groups, fork_groups = 1: any saving).
-  if (B - k < (opt.fork_groups > 0 ? 1 : std::max<int64_t>(1, B / 4))) return 0;
+  // quarter of the batch's (GDN: three quarters, beams of 4 or more), or
+  // the grouped kernels (the log's part as a kernel of its own, then the
+  // pass) cost more than they save (forced groups, fork_groups = 1: any saving).
+  if (B - k < (opt.fork_groups > 0 ? 1 : min_saved)) return 0;
   const int grid = int(std::min<int64_t>(B, (k + 7) / 8 * 8));
   for (int i = k; i <= grid; ++i) start[i] = int32_t(B);
   *saved = B - k;

@@ -73,10 +73,10 @@ enum PlanField {
   // How far each sequence's checkpoint advances this step (Mamba2, GDN):
   // its fold, or its family's (options.rewind rolls the checkpoint window so far).
   kMRoll, kGRoll,
-  // Fork groups (Mamba2 replay, plain steps): the decode order (position v
-  // is sequence kMSeq[v]) and each group's first position (groups + 1
-  // entries; the groups past the step's count are empty).
-  kMSeq, kMGroup,
+  // Fork groups (replay, plain steps), Mamba2 and GDN: the decode order
+  // (position v is sequence kMSeq[v]) and each group's first position
+  // (groups + 1 entries; the groups past the step's count are empty).
+  kMSeq, kMGroup, kGSeq, kGGroup,
   // A ragged step: each sequence's first row where the decode kernels take
   // it (one token, room in its log), else −1; and the rows the chunk scans
   // take of each (0 for those).
@@ -85,7 +85,8 @@ enum PlanField {
 };
 
 // The most sequences a fork group takes (decoder_fork.cpp): a Mamba2
-// block's outputs on tensor cores at T = 1 (Mamba2DecodeArgs::max_group).
+// block's outputs on tensor cores at T = 1 (Mamba2DecodeArgs::max_group);
+// a GDN block's 16 sums in registers (GdnDecodeArgs::max_group).
 constexpr int kForkGroupMax = 8;
 
 #define RSSM_CU(expr, what) RSSM_RETURN_IF_ERROR(cuda_status((expr), "cuda decode", (what)))
@@ -136,13 +137,14 @@ struct Decoder::Impl {
   float *gg = nullptr, *gbeta = nullptr;
   uint16_t *aq = nullptr, *ak = nullptr, *av = nullptr;  // attention q, k, v (qk-norm models)
   float* mamba_scratch = nullptr;
+  float* gdn_scratch = nullptr;   // replay with forks: the GDN fork groups' checkpoint sums (one token a sequence)
   float* attn_scratch = nullptr;
   float* logits = nullptr;        // (B, B·spec_tokens, or B·max_chunk with all_logits; vocab) fp32
   uint16_t* xconv = nullptr;      // chunked steps: post-conv rows (R, widest conv)
   float* inv_freq = nullptr;
   int32_t* page_table = nullptr;  // (B, pages per sequence): sequence b owns pages b·n .. b·n + n − 1
   int pages_per_seq = 0;
-  std::map<int64_t, cudaGraphExec_t> graphs;  // graph_key(T, fold, verify, commit, scan, groups) → the captured step
+  std::map<int64_t, cudaGraphExec_t> graphs;  // graph_key(T, fold, verify, commit, scan, m_groups, g_groups) → the captured step
   std::set<int64_t> ran_eager;
   int64_t rows_cap = 0;           // rows a step may have: batch × max(max_chunk, spec_tokens)
   int log_limit = 0;              // tokens a step through the decode kernels takes at most (replay: < window)
@@ -172,9 +174,10 @@ struct Decoder::Impl {
   // A ragged step's two parts: sequences through the chunk scans (a prompt
   // chunk), through the decode kernels (one token: kDecRow).
   bool ragged_scan = false, ragged_decode = false;
-  // Its fork groups (kMSeq, kMGroup): the Mamba2 replay launch's groups (its
-  // grid, padded past their count so a CUDA graph serves several steps); 0: none.
-  int m_groups = 0;
+  // Its fork groups (kMSeq, kMGroup; kGSeq, kGGroup): the Mamba2 and GDN
+  // replay launches' groups (their grids, padded past their counts so a
+  // CUDA graph serves several steps); 0: none.
+  int m_groups = 0, g_groups = 0;
   int32_t* top_ids = nullptr;     // top_logprobs(): rows × k, grown on demand
   double* top_lp = nullptr;
   int64_t top_cap = 0;
@@ -256,13 +259,15 @@ struct Decoder::Impl {
                   int64_t width, const uint16_t** out, int64_t* ldo);
   // The accepted rows of the last verify into every conv window.
   Status commit_windows();
-  // A plain step's fork groups (decoder_fork.cpp): the sequences that read
-  // one Mamba2 checkpoint and fold nothing (fold_n[b] == 0), up to
-  // kForkGroupMax a group, then every other sequence alone, into kMSeq and
-  // kMGroup. Returns the launch's group count (0: no group of two or more,
-  // or too few reads saved to pay for the grouped kernels) and, in *saved,
-  // the checkpoint reads saved.
-  int plan_fork_groups(const std::vector<int>& fold_n, int64_t* saved);
+  // A plain step's fork groups for one kind of SSM layer (decoder_fork.cpp):
+  // the sequences that read one checkpoint of `pool` and fold nothing
+  // (fold_n[b] == 0), up to kForkGroupMax a group, then every other
+  // sequence alone, into fields seq and group. Returns the launch's group
+  // count (0: no group of two or more, or too few reads saved to pay for
+  // the grouped kernels at `heads` heads a layer of that kind, `gdn` or
+  // Mamba2) and, in *saved, the checkpoint reads saved.
+  int plan_fork_groups(const SlotPool& pool, const std::vector<int>& fold_n, bool gdn, int64_t heads, PlanField seq,
+                       PlanField group, int64_t* saved);
   // recompute: state slot and window copies per kCkOne/kCkFrom/kCkTo/
   // kCkWinFrom/kCkWinTo (the plan already on the device).
   Status checkpoint_copies();

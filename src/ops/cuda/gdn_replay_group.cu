@@ -1,0 +1,370 @@
+// Gated DeltaNet replay decode for fork groups (GdnDecodeArgs::group_start;
+// see gdn_decode.h): the sequences of a group — beams, best-of-n samples,
+// the children of one parent since its last fold — read one checkpoint,
+// each with its own log. Dual form, per member, with G_s = Σ_{r≤s} g_r
+// from the checkpoint:
+//   mem_t = e^{G_t}·S_cᵀk_t + Σ_{s<t} e^{G_t−G_s}(k_s·k_t)·u_s ;  u_t = β_t(v_t − mem_t)
+//   o_t   = e^{G_t}·S_cᵀq_t + Σ_{s≤t} e^{G_t−G_s}(k_s·q_t)·u_s
+//   fold f (a group of one only): S ← e^{G_{f−1}}·S_c + Σ_{s<f} e^{G_{f−1}−G_s}·k_s·u_sᵀ
+// The checkpoint enters only through the sums S_cᵀk_t, S_cᵀq_t, so two
+// kernels (as Mamba2's split, mamba2_replay_log.cu):
+//   sums — one block per (slice of value columns, value head, group)
+//          streams its columns of the checkpoint once for every member,
+//          the 2·m·T sums on tensor cores, into scratch (and a group of
+//          one's fold);
+//   log  — one block per (key head, member), its value heads side by
+//          side, takes its log by cp.async while the sums are made, then
+//          its key dots (once for those heads), u and o.
+// Decoding each member alone reads the checkpoint once per member, and
+// holds a member's whole log part in the block that streams it. Measured
+// (H200, Qwen3-Next shapes, docs/perf): beams of 8 at batch 64 1.08×
+// each beam alone, at 256 1.25× — whose repeated reads of one checkpoint
+// L2 serves; beams of 2 at 64 0.90× (the decoder's rule, decoder_fork.cpp).
+#include "ops/cuda/gdn_decode.h"
+#include "ops/cuda/gdn_token.cuh"
+#include "ops/cuda/launch.cuh"
+#include "ops/cuda/mma_tf32.cuh"
+#include "ops/cuda/tile.cuh"
+
+namespace replayssm::ops::cuda {
+
+namespace {
+
+// The sums kernel: 4 warps a block, a warp per 16 columns of the slice's
+// 64, all the rows, on tensor cores (mma_tf32.cuh: the state split into
+// TF32 hi + lo, the bf16 vectors exact). H200 (ncu, beams of 8 at batch
+// 64, 16 MB of state): 19.3 µs, where 16 MB need 5 — 512 blocks of 4
+// warps, latency-bound (not yet studied further); the same pass on FMAs,
+// the vectors from shared memory (4 loads to 32 products a row), 21.6 µs
+// and slower end to end; 8 warps of 32 columns 30.7.
+constexpr int kWarps = 4;
+constexpr int kCols = 64;
+// k-steps (8 rows each) a warp has in flight per round.
+constexpr int kSteps = 4;
+// The log kernel: 4 warps a block.
+constexpr int kLogWarps = 4;
+
+// The sums kernel's shared memory in floats, every array a multiple of 4
+// floats from the start (16-byte aligned): the kernel's pointers and the
+// launcher's size from one place. nv: the vectors (kV); f4: fold entries
+// rounded up to 4 (0: the launch folds nothing).
+struct SumsShm {
+  int X, KF, UF, G, total;
+  // The vectors' row pitch: B fragments' four rows a load land in distinct
+  // banks (kV of 16 or 32 would put two or four of them in one).
+  __host__ __device__ static int pitch(int nv) { return nv == 8 ? 8 : nv + 8; }
+  __host__ __device__ SumsShm(int nv, int dk, int W, int f4) {
+    int at = 0;
+    auto take = [&](int n) { const int o = at; at += (n + 3) & ~3; return o; };
+    X = take(((dk + 7) & ~7) * pitch(nv)), KF = take(f4 * dk), UF = take(f4 * kCols), G = take(f4 > 0 ? W : 0);
+    total = at;
+  }
+};
+
+// The member at position first + j of the decode order.
+__device__ __forceinline__ int group_seq(const GdnDecodeArgs& a, int first, int j) {
+  return a.seq != nullptr ? a.seq[first + j] : first + j;
+}
+
+// Scratch row of sequence b's token t: kind 0 S_cᵀk_t, 1 S_cᵀq_t, a
+// (Hv, dv) row each (gdn_replay_scratch_floats).
+__device__ __forceinline__ int64_t sums_row(const GdnDecodeArgs& a, int b, int t, int kind) {
+  return ((int64_t(b) * a.T + t) * 2 + kind) * a.Hv * a.dv;
+}
+
+// kV: vectors of the sums (≥ 2·max_group·T; 8, 16 or 32: n-tiles of 8).
+// Warp w takes columns [16w, 16w + 16) of the block's slice as the
+// product's M = 16 (row g of a fragment is column 2g, row g + 8 column
+// 2g + 1: one 8-byte load), the state's rows as K, the vectors as N:
+//   Y[c][v] = Σ_i S[i][c]·X[i][v].
+template <int kV>
+__global__ void __launch_bounds__(32 * kWarps) gdn_group_sums_kernel(GdnDecodeArgs a) {
+  static_assert(kV % 8 == 0);
+  constexpr int kN = kV / 8;  // n-tiles
+  pdl_begin();
+  const int h = blockIdx.y, kh = h / (a.Hv / a.Hk);
+  const int first = a.group_start[blockIdx.z];
+  const int m = min(a.group_start[blockIdx.z + 1] - first, a.max_group);
+  if (m <= 0) return;  // an empty group (block-uniform)
+  const int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
+  const int dk = a.dk, dv = a.dv, T = a.T, W = a.W, T2 = 2 * T, steps = (dk + 7) / 8;
+  const int c0 = blockIdx.x * kCols, cw = min(kCols, dv - c0);
+  const int b0 = group_seq(a, first, 0);
+  // Only a sequence alone in its group folds (gdn_decode.h).
+  const int f = m == 1 ? gdn_log_span<true>(a, b0).f : 0;
+  const int f4 = (a.fold != nullptr ? a.max_fold + 3 : 0) & ~3;
+  const int XP = SumsShm::pitch(kV);
+  const SumsShm L(kV, dk, W, f4);
+  extern __shared__ float shm[];
+  float* sX = shm + L.X;    // (dk rounded up to 8, XP) the vectors by row, zero past dk and the members:
+                            // member j's k_t at j·2T + t, q_t at j·2T + T + t
+  float* sKF = shm + L.KF;  // (dk, f4) a fold's row coefficients e^{G_{f−1}−G_s}·k_s[i]
+  float* sUF = shm + L.UF;  // (f4, kCols) the folded entries' u_s, the slice's columns
+  float* sG = shm + L.G;    // (W) G_s of a folding sequence
+  auto key_row = [&](int b, int s) { return a.log_k + ((int64_t(b) * W + s) * a.Hk + kh) * dk; };
+
+  // This thread's two columns (fragment rows g and g + 8) and, per k-step,
+  // rows t4 and t4 + 4. The state's first round goes out before anything else.
+  const int col = 16 * w + 2 * g;  // in the slice
+  const bool pair = dv % 2 == 0;   // 8-byte loads (c0 and col are even)
+  const float* S = a.state + (int64_t(a.slot[b0]) * a.Hv + h) * dk * dv + c0 + col;
+  auto load_row = [&](float (&v)[2], int i) {
+    if (i >= dk || col >= cw) {
+      v[0] = v[1] = 0.0f;
+    } else if (pair) {
+      const float2 x = *reinterpret_cast<const float2*>(S + int64_t(i) * dv);
+      v[0] = x.x, v[1] = x.y;
+    } else {
+      v[0] = S[int64_t(i) * dv], v[1] = col + 1 < cw ? S[int64_t(i) * dv + 1] : 0.0f;
+    }
+  };
+  auto load_round = [&](float (&r)[kSteps][2][2], int k0) {  // [step][row t4, t4 + 4][column]
+#pragma unroll
+    for (int k = 0; k < kSteps; ++k) load_row(r[k][0], 8 * (k0 + k) + t4), load_row(r[k][1], 8 * (k0 + k) + t4 + 4);
+  };
+  float cur[kSteps][2][2];
+  load_round(cur, 0);
+
+  // The members' sequences and new tokens' first entries, once: the
+  // vectors' loads below then depend on nothing but these (H200: loads
+  // chained behind the decode order and the log lengths per element took
+  // the step to 40 µs where its state needs 5).
+  __shared__ int sSeq[kV / 2], sBase[kV / 2];
+  if (threadIdx.x < m) {
+    const int b = group_seq(a, first, threadIdx.x);
+    sSeq[threadIdx.x] = b, sBase[threadIdx.x] = gdn_log_span<true, false>(a, b).base;
+  }
+  if (f > 0 && w == 0) {  // (sG is the fold's own: before the barrier)
+    for (int s = lane; s < f; s += 32) sG[s] = a.log_g[(int64_t(b0) * W + s) * a.Hv + h];
+    __syncwarp();
+    warp_prefix_sum(sG, f, lane);
+  }
+  for (int x = threadIdx.x; x < 8 * steps * XP; x += blockDim.x) sX[x] = 0.0f;
+  __syncthreads();
+  // The vectors by row, 8 entries a load where the rows allow; then a
+  // fold's coefficients the same way.
+  auto vec_row = [&](int v) {
+    const int j = v / T2, r = v % T2, b = sSeq[j];
+    return r < T ? key_row(b, sBase[j] + r) : a.q + (int64_t(b * T + r - T) * a.Hk + kh) * dk;
+  };
+  const bool by8 = dk % 8 == 0 && reinterpret_cast<uintptr_t>(a.log_k) % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(a.q) % 16 == 0;
+  auto rows_to = [&](int n, auto&& src_of, auto&& put) {  // put(i, row, value) for n rows of dk
+    if (by8) {
+      const int chunks = dk / 8;
+      for (int x = threadIdx.x; x < n * chunks; x += blockDim.x) {
+        const int r = x / chunks, i0 = 8 * (x % chunks);
+        const uint4 p = *reinterpret_cast<const uint4*>(src_of(r) + i0);
+        const __nv_bfloat162* h2 = reinterpret_cast<const __nv_bfloat162*>(&p);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float2 v2 = __bfloat1622float2(h2[e]);
+          put(i0 + 2 * e, r, v2.x), put(i0 + 2 * e + 1, r, v2.y);
+        }
+      }
+    } else {
+      for (int x = threadIdx.x; x < n * dk; x += blockDim.x) put(x % dk, x / dk, bf(src_of(x / dk), x % dk));
+    }
+  };
+  rows_to(m * T2, vec_row, [&](int i, int v, float x) { sX[i * XP + v] = x; });
+  if (f > 0) {  // block-uniform: the fold's coefficients and its entries' u
+    for (int x = threadIdx.x; x < dk * f4; x += blockDim.x) sKF[x] = 0.0f;
+    __syncthreads();
+    rows_to(f, [&](int s) { return key_row(b0, s); },
+            [&](int i, int s, float k) { sKF[i * f4 + s] = expf(sG[f - 1] - sG[s]) * k; });
+    for (int x = threadIdx.x; x < f4 * kCols; x += blockDim.x) {
+      const int s = x / kCols, c = x % kCols;
+      sUF[x] = s < f && c < cw ? a.log_u[((int64_t(b0) * W + s) * a.Hv + h) * dv + c0 + c] : 0.0f;
+    }
+  }
+  __syncthreads();
+
+  // The pass: the sums on tensor cores, a fold's rows by FMAs as they stream.
+  float d[kN][4] = {};
+  float* Sf = f > 0 ? a.state + (int64_t(a.fold_slot[b0]) * a.Hv + h) * dk * dv + c0 + col : nullptr;
+  const float fold_decay = f > 0 ? expf(sG[f - 1]) : 0.0f;
+  for (int k0 = 0; k0 < steps; k0 += kSteps) {
+    float nxt[kSteps][2][2];
+    if (k0 + kSteps < steps) load_round(nxt, k0 + kSteps);
+#pragma unroll
+    for (int k = 0; k < kSteps; ++k) {
+      if (k0 + k >= steps) break;  // block-uniform
+      const int i0 = 8 * (k0 + k);
+      // A: a0 (col 2g, row t4), a1 (col 2g + 1, row t4), a2, a3 the same at row t4 + 4.
+      const float* x0 = sX + (i0 + t4) * XP + g;
+      const float* x1 = sX + (i0 + t4 + 4) * XP + g;
+#pragma unroll
+      for (int n = 0; n < kN; ++n)
+        mma_f32_split(d[n], cur[k][0][0], cur[k][0][1], cur[k][1][0], cur[k][1][1], x0[8 * n], x1[8 * n]);
+      if (f > 0) {  // block-uniform
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int i = i0 + t4 + 4 * r;
+          if (i >= dk) continue;
+          float v[2];
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            v[e] = cur[k][r][e] * fold_decay;
+            for (int s = 0; s < f; ++s) v[e] += sKF[i * f4 + s] * sUF[s * kCols + col + e];
+          }
+          if (col < cw) Sf[int64_t(i) * dv] = v[0];
+          if (col + 1 < cw) Sf[int64_t(i) * dv + 1] = v[1];
+        }
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kSteps; ++k)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) cur[k][r][0] = nxt[k][r][0], cur[k][r][1] = nxt[k][r][1];
+  }
+
+  // D: d0 (col 2g, vector 2t4), d1 (col 2g, 2t4 + 1), d2, d3 the same at col 2g + 1.
+#pragma unroll
+  for (int n = 0; n < kN; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int v = 8 * n + 2 * t4 + (e & 1), c = col + (e >> 1), j = v / T2, r = v % T2;
+      if (j < m && c < cw) a.scratch[sums_row(a, sSeq[j], r % T, r / T) + int64_t(h) * dv + c0 + c] = d[n][e];
+    }
+}
+
+// The log kernel's shared memory in floats (as SumsShm): kb, vb: bf16 row
+// pitches of the keys and queries (dk) and of the values (dv); V4: fp32
+// row pitch of u and the sums; the per-value-head arrays rep times, nX
+// floats (a multiple of 4) each; Co also holds the bare dots after them.
+struct LogShm {
+  int K, Q, Vb, U, Sx, G, Co, Beta, EG, total;
+  int nV, nU, nSx, nG, nCo, nB;
+  __host__ __device__ LogShm(int W, int T, int dk, int dv, int rep) {
+    const int kb = (dk + 7) & ~7, vb = (dv + 7) & ~7, V4 = (dv + 3) & ~3, W4 = (W + 3) & ~3;
+    auto r4 = [](int n) { return (n + 3) & ~3; };
+    nV = r4(T * vb / 2), nU = W * V4, nSx = 2 * T * V4, nG = W4, nCo = r4(W4 * 2 * T), nB = r4(T);
+    int at = 0;
+    auto take = [&](int n) { const int o = at; at += r4(n); return o; };
+    K = take(W * kb / 2), Q = take(T * kb / 2), Vb = take(rep * nV), U = take(rep * nU), Sx = take(rep * nSx);
+    G = take(rep * nG), Co = take((rep + 1) * nCo), Beta = take(rep * nB), EG = take(rep * T), total = at;
+  }
+};
+
+// One block per (key head, member j of group k): grid (Hk, max_group,
+// groups), the key head's rep = Hv / Hk value heads side by side (its key
+// dots serve them all). H200 (ncu): a block per value head was bound by
+// the issue of each block's fixed work, 970 instructions a warp.
+__global__ void __launch_bounds__(32 * kLogWarps) gdn_group_log_kernel(GdnDecodeArgs a) {
+  const int kh = blockIdx.x, j = blockIdx.y, rep = a.Hv / a.Hk, h0 = kh * rep;
+  const int first = a.group_start[blockIdx.z];
+  const int m = min(a.group_start[blockIdx.z + 1] - first, a.max_group);
+  if (j >= m) return;  // past the group's members (block-uniform)
+  const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int dk = a.dk, dv = a.dv, T = a.T, W = a.W, T2 = 2 * T;
+  const int kb = (dk + 7) & ~7, vb = (dv + 7) & ~7, V4 = (dv + 3) & ~3;
+  const int b = group_seq(a, first, j);
+  const GdnLogSpan sp = gdn_log_span<true, false>(a, b);
+  const int n_log = sp.n_log, base = sp.base;
+  const LogShm L(W, T, dk, dv, rep);
+  extern __shared__ float shm[];
+  uint16_t* sK = reinterpret_cast<uint16_t*>(shm + L.K);    // (W, kb) bf16 k_s
+  uint16_t* sQ = reinterpret_cast<uint16_t*>(shm + L.Q);    // (T, kb) bf16 q_t
+  // Per value head hh of the block (0..rep−1), at hh × its size:
+  uint16_t* sV = reinterpret_cast<uint16_t*>(shm + L.Vb);   // (T, vb) bf16 v_t
+  float* sU = shm + L.U;      // (W, V4) u_s: the older entries copied, the new ones made here
+  float* sSx = shm + L.Sx;    // (2T, V4) S_cᵀk_t at row 2t, S_cᵀq_t at 2t + 1 (the scratch's order)
+  float* sG = shm + L.G;      // (W4) G_s
+  float* sCo = shm + L.Co;    // (W4, 2T) e^{G_t−G_s}(k_s·k_t) at t, e^{G_t−G_s}(k_s·q_t) at T + t; 0 where unused
+  float* sBeta = shm + L.Beta;  // (T)
+  float* sEG = shm + L.EG;      // (T) e^{G_t}
+
+  // The log and the new tokens' inputs (written by the kernels before the
+  // sums kernel, which waited for them) arrive while the sums are made.
+  copy_async_bf_rows(sK, a.log_k + (int64_t(b) * W * a.Hk + kh) * dk, n_log, dk, int64_t(a.Hk) * dk, kb);
+  copy_async_bf_rows(sQ, a.q + (int64_t(b) * T * a.Hk + kh) * dk, T, dk, int64_t(a.Hk) * dk, kb);
+  for (int hh = 0; hh < rep; ++hh) {
+    const int h = h0 + hh;
+    copy_async_bf_rows(sV + hh * L.nV * 2, a.v + (int64_t(b) * T * a.Hv + h) * dv, T, dv, int64_t(a.Hv) * dv, vb);
+    copy_async_rows(sU + hh * L.nU, a.log_u + (int64_t(b) * W * a.Hv + h) * dv, base, dv, int64_t(a.Hv) * dv, V4);
+    copy_async_rows(sG + hh * L.nG, a.log_g + int64_t(b) * W * a.Hv + h, n_log, 1, a.Hv, 1);
+    copy_async_rows(sBeta + hh * L.nB, a.beta + int64_t(b) * T * a.Hv + h, T, 1, a.Hv, 1);
+  }
+  cp_async_commit();
+  pdl_wait();  // the sums
+  pdl_release();
+  for (int hh = 0; hh < rep; ++hh)
+    copy_async_rows(sSx + hh * L.nSx, a.scratch + sums_row(a, b, 0, 0) + int64_t(h0 + hh) * dv, T2, dv,
+                    int64_t(a.Hv) * dv, V4);
+  cp_async_commit();
+  cp_async_wait<1>();
+  __syncthreads();
+  for (int hh = w; hh < rep; hh += kLogWarps) warp_prefix_sum(sG + hh * L.nG, n_log, lane);
+
+  // Key dots k_s·k_t, k_s·q_t, a warp per (entry, vector), for every value
+  // head of the block (only the decays differ): the key weights for the
+  // entries before token t, the query weights up to it.
+  float* sDot = sCo + rep * L.nCo;  // (W, 2T) the dots alone
+  for (int x = w; x < n_log * T2; x += kLogWarps) {
+    const int s = x / T2, r = x % T2, t = r % T;
+    float dot = 0.0f;
+    if (s < base + t + (r >= T ? 1 : 0)) {  // warp-uniform
+      const uint16_t* vec = r < T ? sK + (base + t) * kb : sQ + t * kb;
+      for (int i = lane; i < dk; i += 32) dot += bf(sK, s * kb + i) * bf(vec, i);
+      dot = warp_sum(dot);
+    }
+    if (lane == 0) sDot[s * T2 + r] = dot;
+  }
+  __syncthreads();
+  for (int x = threadIdx.x; x < rep * n_log * T2; x += blockDim.x) {
+    const int hh = x / (n_log * T2), s = x / T2 % n_log, r = x % T2, t = r % T;
+    const float* G = sG + hh * L.nG;
+    const bool used = s < base + t + (r >= T ? 1 : 0);  // past it e^{G_t−G_s} may overflow: never read
+    sCo[hh * L.nCo + s * T2 + r] = used ? sDot[s * T2 + r] * expf(G[base + t] - G[s]) : 0.0f;  // 1 at s = base + t
+  }
+  for (int x = threadIdx.x; x < rep * T; x += blockDim.x) sEG[x] = expf(sG[(x / T) * L.nG + base + x % T]);
+  cp_async_wait<0>();
+  __syncthreads();
+
+  // The tokens in order, a thread per (value head, column): u_t made and
+  // kept for the tokens after it.
+  for (int x = threadIdx.x; x < rep * dv; x += blockDim.x) {
+    const int hh = x / dv, c = x % dv, h = h0 + hh;
+    const float* co = sCo + hh * L.nCo;
+    float* U = sU + hh * L.nU;
+    const float* Sx = sSx + hh * L.nSx;
+    for (int t = 0; t < T; ++t) {
+      const int tt = base + t;
+      const float eg = sEG[hh * T + t];
+      float mem = eg * Sx[2 * t * V4 + c], out = eg * Sx[(2 * t + 1) * V4 + c];
+      for (int s = 0; s < tt; ++s) {
+        const float u = U[s * V4 + c];
+        mem += co[s * T2 + t] * u, out += co[s * T2 + T + t] * u;
+      }
+      const float u = (bf(sV + hh * L.nV * 2, t * vb + c) - mem) * sBeta[hh * L.nB + t];
+      U[tt * V4 + c] = u;
+      a.log_u[((int64_t(b) * W + tt) * a.Hv + h) * dv + c] = u;
+      put_bf(a.o, (int64_t(b * T + t) * a.Hv + h) * dv + c, out + co[tt * T2 + T + t] * u);
+    }
+  }
+}
+
+}  // namespace
+
+// Arguments checked by gdn_replay_cuda. The sums kernel's instance: the
+// fewest n-tiles that hold 2·max_group·T vectors; then the log kernel.
+cudaError_t gdn_replay_group(const GdnDecodeArgs& a, cudaStream_t stream) {
+  const int need = 2 * a.max_group * a.T;
+  auto sums = [&](auto kernel, int nv) {
+    const int f4 = a.fold != nullptr ? (a.max_fold + 3) & ~3 : 0;
+    const size_t shm = sizeof(float) * SumsShm(nv, a.dk, a.W, f4).total;
+    if (cudaError_t e = allow_dynamic_smem(kernel, shm); e != cudaSuccess) return e;
+    launch_kernel(kernel, dim3((a.dv + kCols - 1) / kCols, a.Hv, a.n_groups), 32 * kWarps, shm, stream, a);
+    return cudaGetLastError();
+  };
+  const cudaError_t e = need <= 8    ? sums(gdn_group_sums_kernel<8>, 8)
+                        : need <= 16 ? sums(gdn_group_sums_kernel<16>, 16)
+                                     : sums(gdn_group_sums_kernel<32>, 32);
+  if (e != cudaSuccess) return e;
+  const size_t shm = sizeof(float) * LogShm(a.W, a.T, a.dk, a.dv, a.Hv / a.Hk).total;
+  if (cudaError_t e2 = allow_dynamic_smem(gdn_group_log_kernel, shm); e2 != cudaSuccess) return e2;
+  launch_kernel(gdn_group_log_kernel, dim3(a.Hk, a.max_group, a.n_groups), 32 * kLogWarps, shm, stream, a);
+  return cudaGetLastError();
+}
+
+}  // namespace replayssm::ops::cuda
