@@ -314,6 +314,27 @@ BeamSlots beam_slots(Arena& ar, const Slots& sl, int batch, int beams) {
   return bs;
 }
 
+// Either family's beam arguments for rotation i: standard steps each
+// beam's own state in place; replay reads the group's checkpoint and folds
+// into each beam's own.
+template <typename Args>
+Args beam_at(const Args& a, const Slots& sl, const BeamSlots& bs, int i) {
+  Args r = a;
+  r.out_slot = sl.read[i % sl.rot];
+  r.slot = bs.shared[i % sl.rot];
+  r.fold_slot = r.out_slot;
+  return r;
+}
+// Replay's fork groups on a step of plan p (none where the window fills:
+// every beam folds alone); returns whether the step is grouped.
+template <typename Args>
+bool beam_groups(Args& r, const Plan& p, bool grouped, const BeamSlots& bs, int beams) {
+  const bool together = grouped && p.f == 0;
+  r.group_start = together ? bs.groups : nullptr;
+  r.n_groups = together ? int(bs.starts.size()) - 1 : 0, r.max_group = beams;
+  return together;
+}
+
 // Beam search with `beams` beams sharing a checkpoint (a fork group), AR
 // with W = 16: standard reads and writes a state per beam and step; replay
 // reads the shared checkpoint once per group on the 15 steps without a
@@ -334,17 +355,8 @@ Row run_mamba2_beams(int batch, int variant = 0, int beams = 8, bool grouped = t
   // Per rotation: each beam's own slot (standard; replay's fold target) and
   // the group's shared checkpoint (the group's first beam's slot).
   const BeamSlots bs = beam_slots(ar, sl, batch, kBeams);
-  const std::vector<int32_t*>& shared = bs.shared;
-  const std::vector<int32_t>& gs = bs.starts;
-  int32_t* groups = bs.groups;
   const std::vector<Plan> plan = cycle(ar, batch, false, true);
-  auto at = [&](int i) {
-    Mamba2DecodeArgs r = a;
-    r.out_slot = sl.read[i % sl.rot];  // standard: each beam's own state, in place
-    r.slot = shared[i % sl.rot];       // replay: the group's checkpoint…
-    r.fold_slot = r.out_slot;          // …folded into each beam's own
-    return r;
-  };
+  auto at = [&](int i) { return beam_at(a, sl, bs, i); };
   const auto [std_us, rep_us] = time_standard_and_replay(
       at, plan,
       [](Mamba2DecodeArgs r) {
@@ -352,9 +364,7 @@ Row run_mamba2_beams(int batch, int variant = 0, int beams = 8, bool grouped = t
         return replayssm::ops::cuda::mamba2_step_cuda(r, nullptr);
       },
       [&](Mamba2DecodeArgs r, const Plan& p) {
-        const bool together = grouped && p.f == 0;  // a filling window: every beam folds alone
-        r.group_start = together ? groups : nullptr;
-        r.n_groups = together ? int(gs.size()) - 1 : 0, r.max_group = kBeams;
+        const bool together = beam_groups(r, p, grouped, bs, kBeams);
         r.variant = variant != 0 ? variant : together ? 0 : 2;
         return replayssm::ops::cuda::mamba2_replay_cuda(r, nullptr);
       });
@@ -429,13 +439,7 @@ Row run_gdn_beams(int batch, int beams = 8, bool grouped = true) {
   GdnDecodeArgs a = gdn_args(ar, batch, 1, W, size_t(sl.rot) * batch * (1 + kT));
   const BeamSlots bs = beam_slots(ar, sl, batch, beams);
   const std::vector<Plan> plan = cycle(ar, batch, false, false);
-  auto at = [&](int i) {
-    GdnDecodeArgs r = a;
-    r.out_slot = sl.read[i % sl.rot];  // standard: each beam's own state, in place
-    r.slot = bs.shared[i % sl.rot];    // replay: the group's checkpoint…
-    r.fold_slot = r.out_slot;          // …folded into each beam's own
-    return r;
-  };
+  auto at = [&](int i) { return beam_at(a, sl, bs, i); };
   const auto [std_us, rep_us] = time_standard_and_replay(
       at, plan,
       [](GdnDecodeArgs r) {
@@ -443,9 +447,7 @@ Row run_gdn_beams(int batch, int beams = 8, bool grouped = true) {
         return replayssm::ops::cuda::gdn_step_cuda(r, nullptr);
       },
       [&](GdnDecodeArgs r, const Plan& p) {
-        const bool together = grouped && p.f == 0;  // a filling window: every beam folds alone
-        r.group_start = together ? bs.groups : nullptr;
-        r.n_groups = together ? int(bs.starts.size()) - 1 : 0, r.max_group = beams;
+        beam_groups(r, p, grouped, bs, beams);
         return replayssm::ops::cuda::gdn_replay_cuda(r, nullptr);
       });
   if (batch >= 64 && !g_profile) {  // diagnostic: single steps of the cycle
@@ -454,8 +456,7 @@ Row run_gdn_beams(int batch, int beams = 8, bool grouped = true) {
           [&](int i) {
             GdnDecodeArgs r = at(i);
             r.n_log = p.n_log, r.fold = p.f ? p.fold : nullptr, r.max_fold = p.f ? r.W : 0;
-            r.group_start = together ? bs.groups : nullptr;
-            r.n_groups = together ? int(bs.starts.size()) - 1 : 0, r.max_group = beams;
+            beam_groups(r, p, together, bs, beams);
             CK(replayssm::ops::cuda::gdn_replay_cuda(r, nullptr));
           },
           20);
