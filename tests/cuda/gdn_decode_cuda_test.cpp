@@ -184,13 +184,25 @@ TEST_P(GdnCuda, ReplayWithoutFoldArraysMatchesSteppingTheRecurrence) {
 // sums), consecutive and scattered over the batch with empty groups after,
 // with and without fold arrays (only a sequence alone folds).
 class GdnCudaGroups : public test::GpuTestWithParam<Shape> {};
-TEST_P(GdnCudaGroups, ForkGroupsReadTheirCheckpointOnceAndMatchStepping) {
+TEST_P(GdnCudaGroups, ForkGroupsMatchStepping) {
   const Shape s = GetParam();
   for (const Groups& gr : {Groups{{3, 1, 2}, false}, Groups{{3, 1, 2}, true}, Groups{{2}, true}, Groups{{8, 1}, true}})
     for (bool folds : {false, true}) {
       SCOPED_TRACE("groups of " + std::to_string(gr.sizes[0]) + (gr.scattered ? ", scattered" : ""));
       check_replay(s, Kernel{0, 0, 0}, folds, gr);
     }
+}
+
+// Fork groups at an odd value width (the sums' scalar loads and stores),
+// logs and folds past 32 entries (the prefix sums' second chunk), a
+// 5-token verify in groups of 3 (30 sums: the widest instance), and an
+// empty group between two others.
+TEST(GdnCudaReplay, ForkGroupsAtOddWidthsLongLogsAndWideVerifies) {
+  if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
+  for (bool folds : {false, true}) {
+    check_replay(Shape{6, 1, 3, 37, 37, 40, 2}, Kernel{0, 0, 0}, folds, Groups{{2, 0, 1}, true});
+    check_replay(Shape{5, 2, 4, 24, 40, 12, 5}, Kernel{0, 0, 0}, folds, Groups{{3, 1}, false});
+  }
 }
 
 // Beams of 8 at Qwen3-Next shapes (16 sums a block, the launcher's

@@ -83,15 +83,16 @@ __global__ void __launch_bounds__(32 * kWarps) gdn_group_sums_kernel(GdnDecodeAr
   constexpr int kN = kV / 8;  // n-tiles
   pdl_begin();
   const int h = blockIdx.y, kh = h / (a.Hv / a.Hk);
-  const int first = a.group_start[blockIdx.z];
-  const int m = min(a.group_start[blockIdx.z + 1] - first, a.max_group);
+  const int first = a.group_start[blockIdx.z], size = a.group_start[blockIdx.z + 1] - first;
+  const int m = min(size, a.max_group);  // members decoded
   if (m <= 0) return;  // an empty group (block-uniform)
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
   const int dk = a.dk, dv = a.dv, T = a.T, W = a.W, T2 = 2 * T, steps = (dk + 7) / 8;
   const int c0 = blockIdx.x * kCols, cw = min(kCols, dv - c0);
   const int b0 = group_seq(a, first, 0);
-  // Only a sequence alone in its group folds (gdn_decode.h).
-  const int f = m == 1 ? gdn_log_span<true>(a, b0).f : 0;
+  // Only a sequence alone in its group folds (gdn_decode.h): one the
+  // group's size, not max_group, leaves alone.
+  const int f = size == 1 ? gdn_log_span<true>(a, b0).f : 0;
   const int f4 = (a.fold != nullptr ? a.max_fold + 3 : 0) & ~3;
   const int XP = SumsShm::pitch(kV);
   const SumsShm L(kV, dk, W, f4);
@@ -139,6 +140,7 @@ __global__ void __launch_bounds__(32 * kWarps) gdn_group_sums_kernel(GdnDecodeAr
     __syncwarp();
     warp_prefix_sum(sG, f, lane);
   }
+  // Zeros past dk (a state row of 0 against garbage would be NaN) and past the members.
   for (int x = threadIdx.x; x < 8 * steps * XP; x += blockDim.x) sX[x] = 0.0f;
   __syncthreads();
   // The vectors by row, 8 entries a load where the rows allow; then a
@@ -167,9 +169,7 @@ __global__ void __launch_bounds__(32 * kWarps) gdn_group_sums_kernel(GdnDecodeAr
     }
   };
   rows_to(m * T2, vec_row, [&](int i, int v, float x) { sX[i * XP + v] = x; });
-  if (f > 0) {  // block-uniform: the fold's coefficients and its entries' u
-    for (int x = threadIdx.x; x < dk * f4; x += blockDim.x) sKF[x] = 0.0f;
-    __syncthreads();
+  if (f > 0) {  // block-uniform: the fold's coefficients and its entries' u (entries past f never read)
     rows_to(f, [&](int s) { return key_row(b0, s); },
             [&](int i, int s, float k) { sKF[i * f4 + s] = expf(sG[f - 1] - sG[s]) * k; });
     for (int x = threadIdx.x; x < f4 * kCols; x += blockDim.x) {
@@ -349,21 +349,17 @@ __global__ void __launch_bounds__(32 * kLogWarps) gdn_group_log_kernel(GdnDecode
 // Arguments checked by gdn_replay_cuda. The sums kernel's instance: the
 // fewest n-tiles that hold 2·max_group·T vectors; then the log kernel.
 cudaError_t gdn_replay_group(const GdnDecodeArgs& a, cudaStream_t stream) {
-  const int need = 2 * a.max_group * a.T;
-  auto sums = [&](auto kernel, int nv) {
-    const int f4 = a.fold != nullptr ? (a.max_fold + 3) & ~3 : 0;
-    const size_t shm = sizeof(float) * SumsShm(nv, a.dk, a.W, f4).total;
-    if (cudaError_t e = allow_dynamic_smem(kernel, shm); e != cudaSuccess) return e;
-    launch_kernel(kernel, dim3((a.dv + kCols - 1) / kCols, a.Hv, a.n_groups), 32 * kWarps, shm, stream, a);
-    return cudaGetLastError();
-  };
-  const cudaError_t e = need <= 8    ? sums(gdn_group_sums_kernel<8>, 8)
-                        : need <= 16 ? sums(gdn_group_sums_kernel<16>, 16)
-                                     : sums(gdn_group_sums_kernel<32>, 32);
-  if (e != cudaSuccess) return e;
-  const size_t shm = sizeof(float) * LogShm(a.W, a.T, a.dk, a.dv, a.Hv / a.Hk).total;
-  if (cudaError_t e2 = allow_dynamic_smem(gdn_group_log_kernel, shm); e2 != cudaSuccess) return e2;
-  launch_kernel(gdn_group_log_kernel, dim3(a.Hk, a.max_group, a.n_groups), 32 * kLogWarps, shm, stream, a);
+  const int need = 2 * a.max_group * a.T, nv = need <= 8 ? 8 : need <= 16 ? 16 : 32;
+  auto* sums = nv == 8 ? gdn_group_sums_kernel<8> : nv == 16 ? gdn_group_sums_kernel<16> : gdn_group_sums_kernel<32>;
+  const int f4 = a.fold != nullptr ? (a.max_fold + 3) & ~3 : 0;
+  const size_t sums_shm = sizeof(float) * SumsShm(nv, a.dk, a.W, f4).total;
+  const size_t log_shm = sizeof(float) * LogShm(a.W, a.T, a.dk, a.dv, a.Hv / a.Hk).total;
+  // Both refusals before either launch: the sums kernel may fold in place.
+  if (cudaError_t e = allow_dynamic_smem(sums, sums_shm); e != cudaSuccess) return e;
+  if (cudaError_t e = allow_dynamic_smem(gdn_group_log_kernel, log_shm); e != cudaSuccess) return e;
+  launch_kernel(sums, dim3((a.dv + kCols - 1) / kCols, a.Hv, a.n_groups), 32 * kWarps, sums_shm, stream, a);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  launch_kernel(gdn_group_log_kernel, dim3(a.Hk, a.max_group, a.n_groups), 32 * kLogWarps, log_shm, stream, a);
   return cudaGetLastError();
 }
 

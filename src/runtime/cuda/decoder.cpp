@@ -272,7 +272,7 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
     RSSM_RETURN_IF_ERROR(I.alloc(&I.gv, R * V, "GDN v", &ws2));
     RSSM_RETURN_IF_ERROR(I.alloc(&I.gg, R * gc.n_v_heads, "GDN g", &ws2));
     RSSM_RETURN_IF_ERROR(I.alloc(&I.gbeta, R * gc.n_v_heads, "GDN beta", &ws2));
-    if (replay && o.forks && o.fork_groups != 0)  // fork groups decode one token a sequence
+    if (replay && o.forks && o.fork_groups != 0 && !o.exact)  // fork groups (one token a sequence; not exact)
       RSSM_RETURN_IF_ERROR(I.alloc(&I.gdn_scratch, oc::gdn_replay_scratch_floats(int(B), 1, int(gc.n_v_heads), int(gc.v_dim)),
                                    "GDN fork groups' scratch", &ws2));
   }
