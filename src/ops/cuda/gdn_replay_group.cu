@@ -90,8 +90,8 @@ __global__ void __launch_bounds__(32 * kWarps) gdn_group_sums_kernel(GdnDecodeAr
   const int dk = a.dk, dv = a.dv, T = a.T, W = a.W, T2 = 2 * T, steps = (dk + 7) / 8;
   const int c0 = blockIdx.x * kCols, cw = min(kCols, dv - c0);
   const int b0 = group_seq(a, first, 0);
-  // Only a sequence alone in its group folds (gdn_decode.h): one the
-  // group's size, not max_group, leaves alone.
+  // Only a sequence alone in its group folds (gdn_decode.h): decided by
+  // the group's size, so a larger group cut to max_group members folds nothing.
   const int f = size == 1 ? gdn_log_span<true>(a, b0).f : 0;
   const int f4 = (a.fold != nullptr ? a.max_fold + 3 : 0) & ~3;
   const int XP = SumsShm::pitch(kV);
