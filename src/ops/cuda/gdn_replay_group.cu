@@ -20,6 +20,7 @@
 // (H200, Qwen3-Next shapes, docs/perf): beams of 8 at batch 64 1.08×
 // each beam alone, at 256 1.25× — whose repeated reads of one checkpoint
 // L2 serves; beams of 2 at 64 0.90× (the decoder's rule, decoder_fork.cpp).
+#include "ops/cuda/fork_group.cuh"
 #include "ops/cuda/gdn_decode.h"
 #include "ops/cuda/gdn_token.cuh"
 #include "ops/cuda/launch.cuh"
@@ -61,11 +62,6 @@ struct SumsShm {
   }
 };
 
-// The member at position first + j of the decode order.
-__device__ __forceinline__ int group_seq(const GdnDecodeArgs& a, int first, int j) {
-  return a.seq != nullptr ? a.seq[first + j] : first + j;
-}
-
 // Scratch row of sequence b's token t: kind 0 S_cᵀk_t, 1 S_cᵀq_t, a
 // (Hv, dv) row each (gdn_replay_scratch_floats).
 __device__ __forceinline__ int64_t sums_row(const GdnDecodeArgs& a, int b, int t, int kind) {
@@ -83,16 +79,13 @@ __global__ void __launch_bounds__(32 * kWarps) gdn_group_sums_kernel(GdnDecodeAr
   constexpr int kN = kV / 8;  // n-tiles
   pdl_begin();
   const int h = blockIdx.y, kh = h / (a.Hv / a.Hk);
-  const int first = a.group_start[blockIdx.z], size = a.group_start[blockIdx.z + 1] - first;
-  const int m = min(size, a.max_group);  // members decoded
+  const ReplayGroup fg = replay_group(a, blockIdx.z);
+  const int first = fg.first, m = fg.members, b0 = fg.b;
   if (m <= 0) return;  // an empty group (block-uniform)
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
   const int dk = a.dk, dv = a.dv, T = a.T, W = a.W, T2 = 2 * T, steps = (dk + 7) / 8;
   const int c0 = blockIdx.x * kCols, cw = min(kCols, dv - c0);
-  const int b0 = group_seq(a, first, 0);
-  // Only a sequence alone in its group folds (gdn_decode.h): decided by
-  // the group's size, so a larger group cut to max_group members folds nothing.
-  const int f = size == 1 ? gdn_log_span<true>(a, b0).f : 0;
+  const int f = fg.alone ? gdn_log_span<true>(a, b0).f : 0;  // fork_group.cuh
   const int f4 = (a.fold != nullptr ? a.max_fold + 3 : 0) & ~3;
   const int XP = SumsShm::pitch(kV);
   const SumsShm L(kV, dk, W, f4);
@@ -132,7 +125,7 @@ __global__ void __launch_bounds__(32 * kWarps) gdn_group_sums_kernel(GdnDecodeAr
   // the step to 40 µs where its state needs 5).
   __shared__ int sSeq[kV / 2], sBase[kV / 2];
   if (threadIdx.x < m) {
-    const int b = group_seq(a, first, threadIdx.x);
+    const int b = replay_seq(a, first + threadIdx.x);
     sSeq[threadIdx.x] = b, sBase[threadIdx.x] = gdn_log_span<true, false>(a, b).base;
   }
   if (f > 0 && w == 0) {  // (sG is the fold's own: before the barrier)
@@ -252,13 +245,12 @@ struct LogShm {
 // the issue of each block's fixed work, 970 instructions a warp.
 __global__ void __launch_bounds__(32 * kLogWarps) gdn_group_log_kernel(GdnDecodeArgs a) {
   const int kh = blockIdx.x, j = blockIdx.y, rep = a.Hv / a.Hk, h0 = kh * rep;
-  const int first = a.group_start[blockIdx.z];
-  const int m = min(a.group_start[blockIdx.z + 1] - first, a.max_group);
-  if (j >= m) return;  // past the group's members (block-uniform)
+  const ReplayGroup fg = replay_group(a, blockIdx.z);
+  if (j >= fg.members) return;  // past the group's members (block-uniform)
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int dk = a.dk, dv = a.dv, T = a.T, W = a.W, T2 = 2 * T;
   const int kb = (dk + 7) & ~7, vb = (dv + 7) & ~7, V4 = (dv + 3) & ~3;
-  const int b = group_seq(a, first, j);
+  const int b = replay_seq(a, fg.first + j);
   const GdnLogSpan sp = gdn_log_span<true, false>(a, b);
   const int n_log = sp.n_log, base = sp.base;
   const LogShm L(W, T, dk, dv, rep);

@@ -84,7 +84,7 @@ __global__ void __launch_bounds__(32 * kWarps, kMinBlocks) mamba2_replay_mma_ker
   // Member m's first row of Cm and y (decode_rows.cuh; a row map has no groups).
   auto first_row = [&](int m) { return decode_row0(a.row, replay_seq(a, first + m), T); };
   const int n_log = min(max(a.n_log[b], T), W);
-  const int f = a.fold != nullptr && members == 1 ? min(max(a.fold[b], 0), min(n_log, a.max_fold)) : 0;
+  const int f = a.fold != nullptr && fg.alone ? min(max(a.fold[b], 0), min(n_log, a.max_fold)) : 0;
   const int tiles = (P + 15) / 16, passes = (N + 16 * kB - 1) / (16 * kB);
   const int tasks = w < tiles ? ((tiles - 1 - w) / kWarps + 1) * passes : 0;  // (tile, pass) pairs of this warp
   auto r0_of = [&](int k) { return 16 * (w + kWarps * (k / passes)); };

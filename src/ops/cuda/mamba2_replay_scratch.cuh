@@ -9,6 +9,7 @@
 // writes y once for the block (launch.cuh, "by construction").
 #pragma once
 
+#include "ops/cuda/fork_group.cuh"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/mamba2_decode.h"
 #include "ops/cuda/tile.cuh"
@@ -28,20 +29,6 @@ __device__ __forceinline__ void request_replay_scratch(const Mamba2DecodeArgs& a
   const float* dec = a.scratch + int64_t(a.batch) * T * a.H * P + int64_t(v) * T * a.H + h;
   for (int u = threadIdx.x; u < n_out; u += blockDim.x) cp_async<4>(sDecay + u, dec + int64_t(u) * a.H);
   cp_async_commit();
-}
-
-// The sequence at position v of the decode order (Mamba2DecodeArgs::seq).
-__device__ __forceinline__ int replay_seq(const Mamba2DecodeArgs& a, int v) { return a.seq != nullptr ? a.seq[v] : v; }
-
-// A fork group's block: its first position, members (0: an empty group,
-// nothing to decode) and first member's sequence.
-struct ReplayGroup {
-  int first, members, b;
-};
-__device__ __forceinline__ ReplayGroup replay_group(const Mamba2DecodeArgs& a, int k) {
-  if (a.group_start == nullptr) return {k, 1, k};
-  const int first = a.group_start[k], members = min(a.group_start[k + 1] - first, a.max_group);
-  return {first, members, members > 0 ? replay_seq(a, first) : 0};
 }
 
 // y = e^{L_t}·S_c·C_t + the log's part, a row of each output by the block,
