@@ -17,9 +17,12 @@
 //          its key dots (once for those heads), u and o.
 // Decoding each member alone reads the checkpoint once per member, and
 // holds a member's whole log part in the block that streams it. Measured
-// (H200, Qwen3-Next shapes, docs/perf): beams of 8 at batch 64 1.08×
-// each beam alone, at 256 1.25× — whose repeated reads of one checkpoint
-// L2 serves; beams of 2 at 64 0.90× (the decoder's rule, decoder_fork.cpp).
+// (H200, Qwen3-Next shapes, docs/perf, session 21): beams of 8 at batch 64
+// 1.19× each beam alone, at 256 1.33× — whose repeated reads of one
+// checkpoint L2 serves; beams of 4 at 64 1.17×; beams of 2 at 64 0.95×
+// (the decoder's rule, decoder_fork.cpp).
+#include <type_traits>
+
 #include "ops/cuda/fork_group.cuh"
 #include "ops/cuda/gdn_decode.h"
 #include "ops/cuda/gdn_token.cuh"
@@ -31,15 +34,23 @@ namespace replayssm::ops::cuda {
 
 namespace {
 
-// The sums kernel: 4 warps a block, a warp per 16 columns of the slice's
-// 64, all the rows, on tensor cores (mma_tf32.cuh: the state split into
-// TF32 hi + lo, the bf16 vectors exact). H200 (ncu, beams of 8 at batch
-// 64, 16 MB of state): 19.3 µs, where 16 MB need 5 — 512 blocks of 4
-// warps, latency-bound (not yet studied further); the same pass on FMAs,
-// the vectors from shared memory (4 loads to 32 products a row), 21.6 µs
-// and slower end to end; 8 warps of 32 columns 30.7.
+// The sums kernel: 4 warps a block, each 16 columns (the product's M)
+// on tensor cores (mma_tf32.cuh: the state split into TF32 hi + lo, the
+// bf16 vectors exact), over all the rows (kSplit = 1: 64 columns a block)
+// or half of them (kSplit = 2: 32 columns, the halves' sums meeting in
+// shared memory) — the launcher's choice by blocks an SM. H200, beams of 8
+// at batch 64 (8 groups: 512 blocks of 64 columns, 4 warps a scheduler),
+// a step of both kernels: 23.2 µs with whole rows, 20.9 with halves;
+// beams of 4 (1,024 blocks) 23.9 against 26.0, and beams of 8 at batch
+// 256 69.9 against 75.2 — there the halves' registers leave no room for
+// the log kernel's blocks to start. ncu puts this kernel at 18.6–19.3 µs
+// in every shape tried (16 MB need 5): 64 columns with 16 or 32 rows in
+// flight a warp, 32 columns with half the rows; not yet explained. The
+// same pass on FMAs, the vectors from shared memory, 21.6 µs; 8 warps of
+// 32 columns 30.7.
 constexpr int kWarps = 4;
-constexpr int kCols = 64;
+template <int kSplit>
+constexpr int kSumsCols = 16 * kWarps / kSplit;
 // k-steps (8 rows each) a warp has in flight per round.
 constexpr int kSteps = 4;
 // The log kernel: 4 warps a block.
@@ -50,14 +61,16 @@ constexpr int kLogWarps = 4;
 // launcher's size from one place. nv: the vectors (kV); f4: fold entries
 // rounded up to 4 (0: the launch folds nothing).
 struct SumsShm {
-  int X, KF, UF, G, total;
+  int X, Red, KF, UF, G, total;
+  // cols: the block's columns (kSumsCols); split: 2 with halves' sums to meet.
   // The vectors' row pitch: B fragments' four rows a load land in distinct
   // banks (kV of 16 or 32 would put two or four of them in one).
-  __host__ __device__ static int pitch(int nv) { return nv == 8 ? 8 : nv + 8; }
-  __host__ __device__ SumsShm(int nv, int dk, int W, int f4) {
+  __host__ __device__ static constexpr int pitch(int nv) { return nv == 8 ? 8 : nv + 8; }
+  __host__ __device__ SumsShm(int nv, int dk, int W, int f4, int cols, int split) {
     int at = 0;
     auto take = [&](int n) { const int o = at; at += (n + 3) & ~3; return o; };
-    X = take(((dk + 7) & ~7) * pitch(nv)), KF = take(f4 * dk), UF = take(f4 * kCols), G = take(f4 > 0 ? W : 0);
+    X = take(((dk + 7) & ~7) * pitch(nv)), Red = take(split == 2 ? cols / 16 * nv / 8 * 4 * 32 : 0);
+    KF = take(f4 * dk), UF = take(f4 * cols), G = take(f4 > 0 ? W : 0);
     total = at;
   }
 };
@@ -69,15 +82,24 @@ __device__ __forceinline__ int64_t sums_row(const GdnDecodeArgs& a, int b, int t
 }
 
 // kV: vectors of the sums (≥ 2·max_group·T; 8, 16 or 32: n-tiles of 8).
-// Warp w takes columns [16w, 16w + 16) of the block's slice as the
-// product's M = 16 (row g of a fragment is column 2g, row g + 8 column
-// 2g + 1: one 8-byte load), the state's rows as K, the vectors as N:
+// Warp w takes columns [16(w % cw), 16(w % cw) + 16) of the block's slice
+// (cw = 4 / kSplit column warps) as the product's M = 16 (row g of a
+// fragment is column 2g, row g + 8 column 2g + 1: one 8-byte load), part
+// w / cw of the state's rows as K, the vectors as N:
 //   Y[c][v] = Σ_i S[i][c]·X[i][v].
-template <int kV>
-__global__ void __launch_bounds__(32 * kWarps) gdn_group_sums_kernel(GdnDecodeArgs a) {
-  static_assert(kV % 8 == 0);
+// kFold: the fold's code, for launches that may fold (a.fold set): a
+// group of one folds here, its rows as they stream.
+// Blocks an SM the compiler must fit, for the halves without the fold's
+// code: 8 (beams of 8 at batch 64 are then 1,024 blocks: one wave), 7 for
+// kV = 32 (8 spills); none elsewhere.
+template <int kV, bool kFold, int kSplit>
+constexpr int kSumsBlocks = kFold || kSplit == 1 ? 0 : kV == 32 ? 7 : 8;
+template <int kV, bool kFold, int kSplit>
+__global__ void __launch_bounds__(32 * kWarps, (kSumsBlocks<kV, kFold, kSplit>))
+    gdn_group_sums_kernel(GdnDecodeArgs a) {
+  static_assert(kV % 8 == 0 && (kSplit == 1 || kSplit == 2));
   constexpr int kN = kV / 8;  // n-tiles
-  pdl_begin();
+  constexpr int kCols = kSumsCols<kSplit>, kColWarps = kWarps / kSplit;
   const int h = blockIdx.y, kh = h / (a.Hv / a.Hk);
   const ReplayGroup fg = replay_group(a, blockIdx.z);
   const int first = fg.first, m = fg.members, b0 = fg.b;
@@ -85,22 +107,25 @@ __global__ void __launch_bounds__(32 * kWarps) gdn_group_sums_kernel(GdnDecodeAr
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
   const int dk = a.dk, dv = a.dv, T = a.T, W = a.W, T2 = 2 * T, steps = (dk + 7) / 8;
   const int c0 = blockIdx.x * kCols, cw = min(kCols, dv - c0);
-  const int f = fg.alone ? gdn_log_span<true>(a, b0).f : 0;  // fork_group.cuh
-  const int f4 = (a.fold != nullptr ? a.max_fold + 3 : 0) & ~3;
-  const int XP = SumsShm::pitch(kV);
-  const SumsShm L(kV, dk, W, f4);
+  // This warp's k-steps: all of them, or the first or the second half.
+  const int part = (steps + kSplit - 1) / kSplit, k_begin = (w / kColWarps) * part, k_end = min(steps, k_begin + part);
+  const int f = kFold && fg.alone ? gdn_log_span<true>(a, b0).f : 0;  // fork_group.cuh
+  const int f4 = (kFold && a.fold != nullptr ? a.max_fold + 3 : 0) & ~3;
+  constexpr int XP = SumsShm::pitch(kV);
+  const SumsShm L(kV, dk, W, f4, kCols, kSplit);
   extern __shared__ float shm[];
-  float* sX = shm + L.X;    // (dk rounded up to 8, XP) the vectors by row, zero past dk and the members:
-                            // member j's k_t at j·2T + t, q_t at j·2T + T + t
-  float* sKF = shm + L.KF;  // (dk, f4) a fold's row coefficients e^{G_{f−1}−G_s}·k_s[i]
-  float* sUF = shm + L.UF;  // (f4, kCols) the folded entries' u_s, the slice's columns
-  float* sG = shm + L.G;    // (W) G_s of a folding sequence
+  float* sX = shm + L.X;      // (dk rounded up to 8, XP) the vectors by row, zero past dk and the members:
+                              // member j's k_t at j·2T + t, q_t at j·2T + T + t
+  float* sRed = shm + L.Red;  // (kColWarps, kN·4, 32) with kSplit = 2: the second half's sums
+  float* sKF = shm + L.KF;    // (dk, f4) a fold's row coefficients e^{G_{f−1}−G_s}·k_s[i]
+  float* sUF = shm + L.UF;    // (f4, kCols) the folded entries' u_s, the slice's columns
+  float* sG = shm + L.G;      // (W) G_s of a folding sequence
   auto key_row = [&](int b, int s) { return a.log_k + ((int64_t(b) * W + s) * a.Hk + kh) * dk; };
 
   // This thread's two columns (fragment rows g and g + 8) and, per k-step,
-  // rows t4 and t4 + 4. The state's first round goes out before anything else.
-  const int col = 16 * w + 2 * g;  // in the slice
-  const bool pair = dv % 2 == 0;   // 8-byte loads (c0 and col are even)
+  // rows t4 and t4 + 4. The state's first round goes out as soon as the wait ends.
+  const int col = 16 * (w % kColWarps) + 2 * g;  // in the slice
+  const bool pair = dv % 2 == 0;         // 8-byte loads and stores (c0 and col are even)
   const float* S = a.state + (int64_t(a.slot[b0]) * a.Hv + h) * dk * dv + c0 + col;
   auto load_row = [&](float (&v)[2], int i) {
     if (i >= dk || col >= cw) {
@@ -114,11 +139,11 @@ __global__ void __launch_bounds__(32 * kWarps) gdn_group_sums_kernel(GdnDecodeAr
   };
   auto load_round = [&](float (&r)[kSteps][2][2], int k0) {  // [step][row t4, t4 + 4][column]
 #pragma unroll
-    for (int k = 0; k < kSteps; ++k) load_row(r[k][0], 8 * (k0 + k) + t4), load_row(r[k][1], 8 * (k0 + k) + t4 + 4);
+    for (int k = 0; k < kSteps; ++k) {
+      const int i = 8 * (k0 + k) + t4;
+      if (k0 + k < k_end) load_row(r[k][0], i), load_row(r[k][1], i + 4);
+    }
   };
-  float cur[kSteps][2][2];
-  load_round(cur, 0);
-
   // The members' sequences and new tokens' first entries, once: the
   // vectors' loads below then depend on nothing but these (H200: loads
   // chained behind the decode order and the log lengths per element took
@@ -128,18 +153,25 @@ __global__ void __launch_bounds__(32 * kWarps) gdn_group_sums_kernel(GdnDecodeAr
     const int b = replay_seq(a, first + threadIdx.x);
     sSeq[threadIdx.x] = b, sBase[threadIdx.x] = gdn_log_span<true, false>(a, b).base;
   }
+  // Zeros past dk (a state row of 0 against garbage would be NaN) and past the members.
+  for (int x = threadIdx.x; x < 8 * steps * XP; x += blockDim.x) sX[x] = 0.0f;
+  // Everything read so far is the plan (the group, the decode order, the
+  // slots, the log lengths), which no kernel writes (launch.cuh): those
+  // chained loads run while the kernel before finishes (H200: beams of 8
+  // at batch 64 5% faster).
+  pdl_begin();
+  float cur[kSteps][2][2];
+  load_round(cur, k_begin);
   if (f > 0 && w == 0) {  // (sG is the fold's own: before the barrier)
     for (int s = lane; s < f; s += 32) sG[s] = a.log_g[(int64_t(b0) * W + s) * a.Hv + h];
     __syncwarp();
     warp_prefix_sum(sG, f, lane);
   }
-  // Zeros past dk (a state row of 0 against garbage would be NaN) and past the members.
-  for (int x = threadIdx.x; x < 8 * steps * XP; x += blockDim.x) sX[x] = 0.0f;
   __syncthreads();
   // The vectors by row, 8 entries a load where the rows allow; then a
   // fold's coefficients the same way.
   auto vec_row = [&](int v) {
-    const int j = v / T2, r = v % T2, b = sSeq[j];
+    const int j = v / T2, r = v - j * T2, b = sSeq[j];
     return r < T ? key_row(b, sBase[j] + r) : a.q + (int64_t(b * T + r - T) * a.Hk + kh) * dk;
   };
   const bool by8 = dk % 8 == 0 && reinterpret_cast<uintptr_t>(a.log_k) % 16 == 0 &&
@@ -148,7 +180,7 @@ __global__ void __launch_bounds__(32 * kWarps) gdn_group_sums_kernel(GdnDecodeAr
     if (by8) {
       const int chunks = dk / 8;
       for (int x = threadIdx.x; x < n * chunks; x += blockDim.x) {
-        const int r = x / chunks, i0 = 8 * (x % chunks);
+        const int r = x / chunks, i0 = 8 * (x - r * chunks);
         const uint4 p = *reinterpret_cast<const uint4*>(src_of(r) + i0);
         const __nv_bfloat162* h2 = reinterpret_cast<const __nv_bfloat162*>(&p);
 #pragma unroll
@@ -176,12 +208,12 @@ __global__ void __launch_bounds__(32 * kWarps) gdn_group_sums_kernel(GdnDecodeAr
   float d[kN][4] = {};
   float* Sf = f > 0 ? a.state + (int64_t(a.fold_slot[b0]) * a.Hv + h) * dk * dv + c0 + col : nullptr;
   const float fold_decay = f > 0 ? expf(sG[f - 1]) : 0.0f;
-  for (int k0 = 0; k0 < steps; k0 += kSteps) {
+  for (int k0 = k_begin; k0 < k_end; k0 += kSteps) {
     float nxt[kSteps][2][2];
-    if (k0 + kSteps < steps) load_round(nxt, k0 + kSteps);
+    if (k0 + kSteps < k_end) load_round(nxt, k0 + kSteps);
 #pragma unroll
     for (int k = 0; k < kSteps; ++k) {
-      if (k0 + k >= steps) break;  // block-uniform
+      if (k0 + k >= k_end) break;  // warp-uniform
       const int i0 = 8 * (k0 + k);
       // A: a0 (col 2g, row t4), a1 (col 2g + 1, row t4), a2, a3 the same at row t4 + 4.
       const float* x0 = sX + (i0 + t4) * XP + g;
@@ -189,7 +221,7 @@ __global__ void __launch_bounds__(32 * kWarps) gdn_group_sums_kernel(GdnDecodeAr
 #pragma unroll
       for (int n = 0; n < kN; ++n)
         mma_f32_split(d[n], cur[k][0][0], cur[k][0][1], cur[k][1][0], cur[k][1][1], x0[8 * n], x1[8 * n]);
-      if (f > 0) {  // block-uniform
+      if (kFold && f > 0) {  // block-uniform
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
           const int i = i0 + t4 + 4 * r;
@@ -211,13 +243,38 @@ __global__ void __launch_bounds__(32 * kWarps) gdn_group_sums_kernel(GdnDecodeAr
       for (int r = 0; r < 2; ++r) cur[k][r][0] = nxt[k][r][0], cur[k][r][1] = nxt[k][r][1];
   }
 
-  // D: d0 (col 2g, vector 2t4), d1 (col 2g, 2t4 + 1), d2, d3 the same at col 2g + 1.
+  // Halves: the second's sums through shared memory into the first's.
+  if constexpr (kSplit == 2) {
+    float* red = sRed + (w % kColWarps) * (kN * 4 * 32) + lane;
+    if (w >= kColWarps) {
+#pragma unroll
+      for (int n = 0; n < kN; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) red[(4 * n + e) * 32] = d[n][e];
+    }
+    __syncthreads();
+    if (w >= kColWarps) return;
+#pragma unroll
+    for (int n = 0; n < kN; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) d[n][e] += red[(4 * n + e) * 32];
+  }
+  // D: d0 (col 2g, vector 2t4), d1 (col 2g, 2t4 + 1), d2, d3 the same at
+  // col 2g + 1: each vector's two columns side by side in its scratch row.
 #pragma unroll
   for (int n = 0; n < kN; ++n)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int v = 8 * n + 2 * t4 + (e & 1), c = col + (e >> 1), j = v / T2, r = v % T2;
-      if (j < m && c < cw) a.scratch[sums_row(a, sSeq[j], r % T, r / T) + int64_t(h) * dv + c0 + c] = d[n][e];
+    for (int e = 0; e < 2; ++e) {
+      const int v = 8 * n + 2 * t4 + e, j = v / T2, r = v - j * T2;
+      if (j >= m || col >= cw) continue;
+      const int kind = r < T ? 0 : 1;
+      float* dst = a.scratch + sums_row(a, sSeq[j], r - kind * T, kind) + int64_t(h) * dv + c0 + col;
+      const float y0 = d[n][e], y1 = d[n][e + 2];
+      if (pair) *reinterpret_cast<float2*>(dst) = make_float2(y0, y1);
+      else {
+        dst[0] = y0;
+        if (col + 1 < cw) dst[1] = y1;
+      }
     }
 }
 
@@ -342,14 +399,26 @@ __global__ void __launch_bounds__(32 * kLogWarps) gdn_group_log_kernel(GdnDecode
 // fewest n-tiles that hold 2·max_group·T vectors; then the log kernel.
 cudaError_t gdn_replay_group(const GdnDecodeArgs& a, cudaStream_t stream) {
   const int need = 2 * a.max_group * a.T, nv = need <= 8 ? 8 : need <= 16 ? 16 : 32;
-  auto* sums = nv == 8 ? gdn_group_sums_kernel<8> : nv == 16 ? gdn_group_sums_kernel<16> : gdn_group_sums_kernel<32>;
-  const int f4 = a.fold != nullptr ? (a.max_fold + 3) & ~3 : 0;
-  const size_t sums_shm = sizeof(float) * SumsShm(nv, a.dk, a.W, f4).total;
+  int sms = 0;
+  if (cudaError_t e = device_sms(&sms); e != cudaSuccess) return e;
+  // Halves of the rows where whole rows would leave under 4 blocks an SM.
+  const int split = int64_t((a.dv + kSumsCols<1> - 1) / kSumsCols<1>) * a.Hv * a.n_groups < 4 * sms ? 2 : 1;
+  const int cols = split == 2 ? kSumsCols<2> : kSumsCols<1>;
+  const bool fold = a.fold != nullptr;
+  auto pick = [&](auto split_tag) {
+    constexpr int kS = decltype(split_tag)::value;
+    return nv == 8    ? (fold ? gdn_group_sums_kernel<8, true, kS> : gdn_group_sums_kernel<8, false, kS>)
+           : nv == 16 ? (fold ? gdn_group_sums_kernel<16, true, kS> : gdn_group_sums_kernel<16, false, kS>)
+                      : (fold ? gdn_group_sums_kernel<32, true, kS> : gdn_group_sums_kernel<32, false, kS>);
+  };
+  auto* sums = split == 2 ? pick(std::integral_constant<int, 2>{}) : pick(std::integral_constant<int, 1>{});
+  const int f4 = fold ? (a.max_fold + 3) & ~3 : 0;
+  const size_t sums_shm = sizeof(float) * SumsShm(nv, a.dk, a.W, f4, cols, split).total;
   const size_t log_shm = sizeof(float) * LogShm(a.W, a.T, a.dk, a.dv, a.Hv / a.Hk).total;
   // Both refusals before either launch: the sums kernel may fold in place.
   if (cudaError_t e = allow_dynamic_smem(sums, sums_shm); e != cudaSuccess) return e;
   if (cudaError_t e = allow_dynamic_smem(gdn_group_log_kernel, log_shm); e != cudaSuccess) return e;
-  launch_kernel(sums, dim3((a.dv + kCols - 1) / kCols, a.Hv, a.n_groups), 32 * kWarps, sums_shm, stream, a);
+  launch_kernel(sums, dim3((a.dv + cols - 1) / cols, a.Hv, a.n_groups), 32 * kWarps, sums_shm, stream, a);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   launch_kernel(gdn_group_log_kernel, dim3(a.Hk, a.max_group, a.n_groups), 32 * kLogWarps, log_shm, stream, a);
   return cudaGetLastError();
