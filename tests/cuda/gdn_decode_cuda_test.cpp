@@ -76,10 +76,11 @@ class GdnCuda : public ::testing::TestWithParam<std::tuple<Shape, Kernel>> {
 // … members (cycled) at consecutive positions of the decode order, sharing
 // the first member's checkpoint; `scattered`: the order a shuffle of the
 // batch and two empty groups after the last. Only a sequence alone in its
-// group folds.
+// group folds. split: the sums kernel's blocks (GdnDecodeArgs::group_split).
 struct Groups {
   std::vector<int> sizes;  // empty: no fork groups
   bool scattered = false;
+  int split = 0;
 };
 void check_replay(const Shape& s, const Kernel& k, bool folds, const Groups& gr = {}) {
   SCOPED_TRACE(folds ? "fold arrays" : "no fold arrays");
@@ -129,6 +130,7 @@ void check_replay(const Shape& s, const Kernel& k, bool folds, const Groups& gr 
   if (!gr.sizes.empty())
     a.group_start = dgroups.p, a.n_groups = int(group_start.size()) - 1, a.max_group = max_group, a.scratch = scratch.p;
   if (gr.scattered) a.seq = dorder.p;
+  a.group_split = gr.split;
   ASSERT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const std::vector<uint16_t> o = dout.get();
@@ -182,15 +184,19 @@ TEST_P(GdnCuda, ReplayWithoutFoldArraysMatchesSteppingTheRecurrence) {
 // Fork groups on every shape: groups of 3, 1 and 2 (T ≤ 2: 12 sums a
 // block, T = 3–4: 24, the wide instance), beams of 2 and 8 (4 and 16
 // sums), consecutive and scattered over the batch with empty groups after,
-// with and without fold arrays (only a sequence alone folds).
+// with and without fold arrays (only a sequence alone folds), the sums
+// kernel over whole rows and over halves.
 class GdnCudaGroups : public test::GpuTestWithParam<Shape> {};
 TEST_P(GdnCudaGroups, ForkGroupsMatchStepping) {
   const Shape s = GetParam();
-  for (const Groups& gr : {Groups{{3, 1, 2}, false}, Groups{{3, 1, 2}, true}, Groups{{2}, true}, Groups{{8, 1}, true}})
-    for (bool folds : {false, true}) {
-      SCOPED_TRACE("groups of " + std::to_string(gr.sizes[0]) + (gr.scattered ? ", scattered" : ""));
-      check_replay(s, Kernel{0, 0, 0}, folds, gr);
-    }
+  for (int split : {1, 2})
+    for (Groups gr : {Groups{{3, 1, 2}, false}, Groups{{3, 1, 2}, true}, Groups{{2}, true}, Groups{{8, 1}, true}})
+      for (bool folds : {false, true}) {
+        gr.split = split;
+        SCOPED_TRACE("groups of " + std::to_string(gr.sizes[0]) + (gr.scattered ? ", scattered" : "") + ", split " +
+                     std::to_string(split));
+        check_replay(s, Kernel{0, 0, 0}, folds, gr);
+      }
 }
 
 // Fork groups at an odd value width (the sums' scalar loads and stores),
@@ -199,18 +205,25 @@ TEST_P(GdnCudaGroups, ForkGroupsMatchStepping) {
 // empty group between two others.
 TEST(GdnCudaReplay, ForkGroupsAtOddWidthsLongLogsAndWideVerifies) {
   if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
-  for (bool folds : {false, true}) {
-    // Sequences 6 and 7 (a group) log 34 and 39 entries; 14, alone, folds 33.
-    check_replay(Shape{15, 1, 3, 37, 37, 40, 2}, Kernel{0, 0, 0}, folds, Groups{{2, 0, 1}, false});
-    check_replay(Shape{5, 2, 4, 24, 40, 12, 5}, Kernel{0, 0, 0}, folds, Groups{{3, 1}, false});
-  }
+  for (int split : {1, 2})
+    for (bool folds : {false, true}) {
+      SCOPED_TRACE("split " + std::to_string(split));
+      // Sequences 6 and 7 (a group) log 34 and 39 entries; 14, alone, folds 33.
+      check_replay(Shape{15, 1, 3, 37, 37, 40, 2}, Kernel{0, 0, 0}, folds, Groups{{2, 0, 1}, false, split});
+      check_replay(Shape{5, 2, 4, 24, 40, 12, 5}, Kernel{0, 0, 0}, folds, Groups{{3, 1}, false, split});
+    }
 }
 
 // Beams of 8 at Qwen3-Next shapes (16 sums a block, the launcher's
-// instance for the decoder's groups), with a sequence alone between.
+// instance for the decoder's groups), with a sequence alone between; the
+// launcher's choice of the sums blocks, and each forced.
 TEST(GdnCudaReplay, BeamsOfEightAtQwen3NextShapes) {
   if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
-  for (bool folds : {false, true}) check_replay(Shape{17, 16, 32, 128, 128, 16, 1}, Kernel{0, 0, 0}, folds, Groups{{8, 1}, true});
+  for (int split : {0, 1, 2})
+    for (bool folds : {false, true}) {
+      SCOPED_TRACE("split " + std::to_string(split));
+      check_replay(Shape{17, 16, 32, 128, 128, 16, 1}, Kernel{0, 0, 0}, folds, Groups{{8, 1}, true, split});
+    }
 }
 
 // Keys tall enough that a verify's staged k, q and v (bf16) outgrow the
@@ -302,7 +315,8 @@ TEST(GdnCudaArgs, OutOfRangeShapesAreRefused) {
   EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
   a.mma = 0;
   // Fork groups: need scratch; not with a row map, exact replay or a
-  // forced variant; members × T ≤ 16; a decode order only with groups.
+  // forced variant; members × T ≤ 16; group_split 0–2; a decode order
+  // only with groups.
   // (Host arrays: every call here is refused before the device reads any.)
   const int32_t groups[2] = {0, 1}, rows[1] = {0};
   float fx[1] = {};
@@ -322,6 +336,9 @@ TEST(GdnCudaArgs, OutOfRangeShapesAreRefused) {
   EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
   a.variant = 0, a.n_groups = 0;
   EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
+  a.n_groups = 1, a.group_split = 3;  // 0, 1 or 2
+  EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
+  a.group_split = 0;
   a.group_start = nullptr, a.seq = groups;  // a decode order without groups
   EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
 }

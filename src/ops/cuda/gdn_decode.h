@@ -97,6 +97,10 @@ struct GdnDecodeArgs {
   int max_group = 0;
   const int32_t* seq = nullptr;
   float* scratch = nullptr;  // (B, T, 2, Hv, dv) S_cᵀk_t, S_cᵀq_t by sequence
+  // The groups' sums blocks (tests, tuning): 1 all the rows in blocks of
+  // 64 columns, 2 half the rows a warp in blocks of 32; 0 the launcher's
+  // choice (halves where whole rows would leave under 4 blocks an SM).
+  int group_split = 0;
   // Replay by the sequential recurrence (see above): the standard step's
   // kernel, variant and block shape at this batch (variant, slice_cols,
   // tile_rows as there; fold_rows and mma do not apply); dk ≤ 512, or a

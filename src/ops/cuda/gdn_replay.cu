@@ -496,7 +496,7 @@ cudaError_t gdn_replay_cuda(const GdnDecodeArgs& a, cudaStream_t stream) {
     return cudaErrorInvalidValue;
   if (a.group_start != nullptr) {
     if (a.exact || a.row != nullptr || a.variant != 0 || a.scratch == nullptr || a.n_groups < 1 || a.max_group < 1 ||
-        a.max_group * a.T > kGdnMaxGroupRows)
+        a.max_group * a.T > kGdnMaxGroupRows || a.group_split < 0 || a.group_split > 2)
       return cudaErrorInvalidValue;
     return gdn_replay_group(a, stream);
   }

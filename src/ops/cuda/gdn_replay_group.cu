@@ -402,7 +402,8 @@ cudaError_t gdn_replay_group(const GdnDecodeArgs& a, cudaStream_t stream) {
   int sms = 0;
   if (cudaError_t e = device_sms(&sms); e != cudaSuccess) return e;
   // Halves of the rows where whole rows would leave under 4 blocks an SM.
-  const int split = int64_t((a.dv + kSumsCols<1> - 1) / kSumsCols<1>) * a.Hv * a.n_groups < 4 * sms ? 2 : 1;
+  const int split = a.group_split != 0 ? a.group_split
+                    : int64_t((a.dv + kSumsCols<1> - 1) / kSumsCols<1>) * a.Hv * a.n_groups < 4 * sms ? 2 : 1;
   const int cols = split == 2 ? kSumsCols<2> : kSumsCols<1>;
   const bool fold = a.fold != nullptr;
   auto pick = [&](auto split_tag) {
