@@ -100,7 +100,6 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ, kM
   static_assert(!kMma || (kQ == GdnMmaTile::kVectors && TileT::kCols == 128 && !kFoldRows));
   static_assert(kFold || !kFoldRows);
   using StateT = std::conditional_t<kMma, GdnMmaTile, TileT>;
-  pdl_begin();
   const int h = blockIdx.y, b = blockIdx.z, kh = h / (a.Hv / a.Hk);
   constexpr int nw = kGdnWarps;  // a constant: see docs/perf (GDN block shapes)
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -167,6 +166,9 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ, kM
     copy(st + T * SK, a.q + (r0 * a.Hk + kh) * dk, dk, int64_t(a.Hk) * dk, SK);
     copy(st + 2 * T * SK, a.v + (r0 * a.Hv + h) * dv + c0, cw, int64_t(a.Hv) * dv, SV);
   };
+  // Everything read so far is the plan (slots, log lengths, folds, rows),
+  // which no kernel writes (launch.cuh): read while the kernel before ends.
+  pdl_begin();
   if constexpr (kStage) {
     // kMma: the copies' loops stepped (tile.cuh; its instances have the registers).
     stage_ktqv([&](uint16_t* st, const uint16_t* src, int cols, int64_t lds, int ldst) {

@@ -21,7 +21,6 @@ namespace {
 
 template <typename TileT>
 __global__ void __launch_bounds__(512) gdn_replay_sliced_kernel(GdnDecodeArgs a) {
-  pdl_begin();
   constexpr int kS = kColumnSlice;
   const int h = blockIdx.x, b = blockIdx.y, kh = h / (a.Hv / a.Hk);
   const int nw = blockDim.x / 32, w = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -43,6 +42,9 @@ __global__ void __launch_bounds__(512) gdn_replay_sliced_kernel(GdnDecodeArgs a)
   float* sSx = sKQ + T * W;     // (2T, 32) S_cᵀk_t, then S_cᵀq_t
   float* sRed = sSx + 2 * T * kS;  // (2T, nw, 32)
 
+  // Everything read so far is the plan (slots, log lengths, folds, rows),
+  // which no kernel writes (launch.cuh): read while the kernel before ends.
+  pdl_begin();
   TileT tile;
   tile.load(a.state + (int64_t(a.slot[b]) * a.Hv + h) * dk * dv + c0, dk, cols, dv, w, nw, lane);
 

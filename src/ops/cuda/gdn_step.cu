@@ -47,7 +47,6 @@ __device__ __forceinline__ void add_partials(float* red, const float (&part)[Til
 
 template <typename TileT, bool kLog>
 __global__ void __launch_bounds__(32 * kGdnStepWarps) gdn_step_kernel(GdnDecodeArgs a) {
-  pdl_begin();
   const int h = blockIdx.y, b = blockIdx.z, kh = h / (a.Hv / a.Hk);
   constexpr int nw = kGdnStepWarps;  // a constant: see docs/perf (GDN block shapes)
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -80,6 +79,9 @@ __global__ void __launch_bounds__(32 * kGdnStepWarps) gdn_step_kernel(GdnDecodeA
   // Each thread later reads back exactly the elements it copied.
   const float* src = a.state + (int64_t(a.slot[b]) * a.Hv + h) * dk * dv + c0;
   const int passes = (dk + pass_rows - 1) / pass_rows, first = (passes + 1) / 2;
+  // Everything read so far is the plan (slots, log lengths, folds, rows),
+  // which no kernel writes (launch.cuh): read while the kernel before ends.
+  pdl_begin();
   for (int p = 0; p < passes; ++p) {
     const int p0 = p * pass_rows;
     TileT::copy_async(sS + p0 * V4, src + int64_t(p0) * dv, min(pass_rows, dk - p0), cw, dv, V4, w, nw, lane);

@@ -19,7 +19,6 @@ constexpr int kLogGroup = 4;  // exact replay: log entries staged in shared memo
 // kLog: exact replay (gdn_step.cu).
 template <typename TileT, bool kLog>
 __global__ void __launch_bounds__(512) gdn_step_sliced_kernel(GdnDecodeArgs a) {
-  pdl_begin();
   const int h = blockIdx.x, b = blockIdx.y, kh = h / (a.Hv / a.Hk);
   const int nw = blockDim.x / 32, w = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int dk = a.dk, dv = a.dv, T = a.T, c0 = blockIdx.z * kColumnSlice, cols = min(kColumnSlice, dv - c0);
@@ -40,6 +39,9 @@ __global__ void __launch_bounds__(512) gdn_step_sliced_kernel(GdnDecodeArgs a) {
                              : a.k + (r0 * a.Hk + kh) * dk;
   const float* gin = kLog ? a.log_g + (int64_t(b) * a.W + span.base) * a.Hv + h : a.g + r0 * a.Hv + h;
 
+  // Everything read so far is the plan (slots, log lengths, folds, rows),
+  // which no kernel writes (launch.cuh): read while the kernel before ends.
+  pdl_begin();
   TileT tile;
   tile.load(a.state + (int64_t(a.slot[b]) * a.Hv + h) * dk * dv + c0, dk, cols, dv, w, nw, lane);
   load_bf_rows(sQ, a.q + (r0 * a.Hk + kh) * dk, T, dk, int64_t(a.Hk) * dk);

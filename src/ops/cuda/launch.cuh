@@ -15,7 +15,8 @@
 //   2. pdl_release() only after pdl_wait(), so that when a kernel starts,
 //      every kernel but the one just before it has finished — a kernel may
 //      therefore read, before it waits, what no kernel in the same step
-//      writes (weights), and nothing else. Two exceptions, each a flag
+//      writes (weights; the decoder's plan, copied from the host: the SSM
+//      kernels' slots, log lengths, folds, decode order), and nothing else. Two exceptions, each a flag
 //      its launcher sets only where the decoder's kernel order makes it
 //      hold (Mamba2DecodeArgs): `early` — a kernel whose launch before
 //      writes none of the state or log it reads reads them before its
