@@ -139,6 +139,7 @@ class FakeDeviceRunner : public Runner {
     m.store.kv_bytes_peak = 100 * c.batch;
     m.device_strategy = "standard";
     m.device_bytes = 5000 + 1100 * c.batch + 77;
+    if (c.strategy == Strategy::kReplay) m.device_strategy = "replay", m.folds = 3, m.reads_shared = 7 * c.batch;
     return m;
   }
   std::string cannot_hold(const Config&) override { return ""; }
@@ -185,6 +186,7 @@ TEST(BenchDevice, ASweepOnARunnerReportsItsDeviceBytesAndLayout) {
   EXPECT_EQ(j["strategy"], "snapshot");
   EXPECT_EQ(j["device_strategy"], "standard");
   EXPECT_TRUE(j["folds"].is_null());
+  EXPECT_TRUE(j["checkpoint_reads_shared"].is_null());
   EXPECT_EQ(j["peak_device_bytes"], 5000 + 1100 * 2 + 77) << "the device's own count, not weights + store";
   EXPECT_EQ(j["peak_state_bytes"], 2000);
   // The search brackets the answer to a quarter of it: 12 fits, 13 does not.
@@ -196,6 +198,33 @@ TEST(BenchDevice, ASweepOnARunnerReportsItsDeviceBytesAndLayout) {
   // The CPU reference's objects carry no device fields.
   ConfigResult cpu;
   EXPECT_FALSE(config_json(cpu).contains("device_strategy"));
+}
+
+// A replay run's device counters: its folds and the checkpoint reads its
+// fork groups saved, per configuration; null under the standard layout.
+TEST(BenchDevice, AReplaySweepReportsItsFoldsAndSharedCheckpointReads) {
+  SweepOptions opt;
+  opt.runs = 1;
+  opt.warmup = 0;
+  opt.concurrency = false;
+  FakeDeviceRunner runner(opt, 12);
+  Axes a;
+  a.workloads = {Workload::kBeam};
+  a.strategies = {Strategy::kReplay, Strategy::kSnapshot};
+  a.batches = {4};
+  a.windows = {16};
+  Progress progress(false);
+  SweepCost cost;
+  auto res = run_sweep(runner, 5000, enumerate_configs(a, DraftKind::kOracle), progress, &cost);
+  ASSERT_TRUE(res.ok()) << res.status().message();
+  ASSERT_EQ(res->size(), 2u);
+  const nlohmann::json rep = config_json((*res)[0]), std = config_json((*res)[1]);
+  EXPECT_EQ(rep["device_strategy"], "replay");
+  EXPECT_EQ(rep["folds"], 3);
+  EXPECT_EQ(rep["checkpoint_reads_shared"], 28);
+  EXPECT_EQ(std["device_strategy"], "standard");
+  EXPECT_TRUE(std["folds"].is_null());
+  EXPECT_TRUE(std["checkpoint_reads_shared"].is_null());
 }
 
 }  // namespace

@@ -85,6 +85,7 @@ struct Measurement {
   const char* device_strategy = nullptr;  // the device layout run for the strategy
   int64_t device_bytes = -1;       // weights + every buffer the run held on the device
   int64_t folds = -1;              // replay: steps that folded the log (whole run)
+  int64_t reads_shared = -1;       // replay: checkpoint reads fork groups saved (whole run)
   double time_per_output_token(int64_t batch) const {
     return emitted > 0 ? decode_s * static_cast<double>(batch) / static_cast<double>(emitted) : 0.0;
   }
@@ -117,6 +118,7 @@ struct ConfigResult {
   int64_t state_writes_bytes = 0;
   std::string device_strategy;                   // device runs: the layout run ("" on the CPU)
   std::optional<int64_t> folds;                  // device replay runs: log folds per run
+  std::optional<int64_t> reads_shared;           // device replay runs: checkpoint reads fork groups saved per run
   int64_t restores_checkpoint = 0, restores_log_replay = 0, restores_reprefill = 0;
   std::optional<ConcurrencyResult> max_concurrency;
   std::optional<double> acceptance_rate;         // spec

@@ -60,6 +60,7 @@ ConfigResult summarize(const Config& c, const std::vector<Measurement>& runs, in
     if (m.device_strategy != nullptr) r.device_strategy = m.device_strategy;
     if (m.device_bytes >= 0) r.peak_device_bytes = std::max(r.peak_device_bytes, m.device_bytes);
     if (m.folds >= 0) r.folds = m.folds;
+    if (m.reads_shared >= 0) r.reads_shared = m.reads_shared;
     drafted += m.spec.drafted;
     accepted += m.spec.accepted;
     if (m.spec.rejections > 0) rollback.push_back(m.spec.rollback_s / static_cast<double>(m.spec.rejections));

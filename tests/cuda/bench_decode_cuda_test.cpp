@@ -83,6 +83,9 @@ TEST(BenchDecodeCuda, TinyArSweepReportsEveryField) {
     // 32 + 32 − 1 steps, a fold every 16th.
     if (replay) EXPECT_EQ(j["folds"], 3) << what;
     else EXPECT_TRUE(j["folds"].is_null()) << what;
+    // No forks, no fork groups: nothing shared.
+    if (replay) EXPECT_EQ(j["checkpoint_reads_shared"], 0) << what;
+    else EXPECT_TRUE(j["checkpoint_reads_shared"].is_null()) << what;
   }
   // Batch 2 holds twice batch 1's state; replay writes its checkpoints on
   // folds only, the standard layout every step.
@@ -198,6 +201,16 @@ TEST(BenchDecodeCuda, TinyBeamAndBestOfNSweep) {
   // Order: beam replay, beam snapshot, best-of-n replay, best-of-n snapshot.
   EXPECT_LT((*res)[0].state_writes_bytes, (*res)[1].state_writes_bytes);
   EXPECT_LT((*res)[2].state_writes_bytes, (*res)[3].state_writes_bytes);
+  EXPECT_TRUE((*res)[0].reads_shared.has_value() && (*res)[2].reads_shared.has_value());
+  EXPECT_FALSE((*res)[1].reads_shared.has_value() || (*res)[3].reads_shared.has_value());
+  // Fork groups forced on (any two sequences reading one checkpoint): the
+  // beams' steps between folds read each shared checkpoint once.
+  SweepOptions forced = opt;
+  forced.fork_groups = 1;
+  const SweepRun grouped = sweep(*model, forced, axes({Workload::kBeam}, {Strategy::kReplay}, 4));
+  ASSERT_EQ(grouped.results.size(), 1u);
+  ASSERT_TRUE(grouped.results[0].reads_shared.has_value());
+  EXPECT_GT(*grouped.results[0].reads_shared, 0);
 }
 
 // tree on the tiny preset: TreeSearchCuda over 4 × batch slots walks the

@@ -113,12 +113,12 @@ Result<bench::Measurement> BenchDecodeRunner::run(const bench::Config& c) {
   Decoder& dec = *decp;
   const std::vector<std::vector<int32_t>> prompts = ctx_.prompts(c.batch);
   bench::Measurement m;
-  int64_t written0 = 0, folds0 = 0;
+  Counters at0;
   if (search) {
     // Width (n) = batch on prompt 0, as the CPU reference: every hypothesis
     // appends a token per step after the prefill's first (no EOS).
     SearchStats st;
-    written0 = dec.state_bytes_written(), folds0 = dec.folds();
+    at0 = counters(dec);
     if (c.workload == bench::Workload::kBeam) {
       BeamOptions b;
       b.width = c.batch, b.max_new_tokens = opt.new_tokens, b.stop_at_eos = false;
@@ -135,7 +135,7 @@ Result<bench::Measurement> BenchDecodeRunner::run(const bench::Config& c) {
     const size_t B = static_cast<size_t>(c.batch);
     std::vector<int32_t> tok(B), next(B);
     RSSM_RETURN_IF_ERROR(dec.reset());
-    written0 = dec.state_bytes_written(), folds0 = dec.folds();
+    at0 = counters(dec);
     for (int64_t t = 0; t < opt.prompt_tokens; ++t) {
       for (size_t b = 0; b < B; ++b) tok[b] = prompts[b][static_cast<size_t>(t)];
       RSSM_RETURN_IF_ERROR(dec.step(tok, next));
@@ -181,13 +181,13 @@ Result<bench::Measurement> BenchDecodeRunner::run(const bench::Config& c) {
             &ctx->reference(i), accuracy, V, seed * 0x2545f4914f6cdd1dull + static_cast<uint64_t>(i)));
       };
     }
-    written0 = dec.state_bytes_written(), folds0 = dec.folds();  // generate resets the decoder, not its counters
+    at0 = counters(dec);  // generate resets the decoder, not its counters
     RSSM_ASSIGN_OR_RETURN(BatchResult r, generate_batch_cuda(dec, prompts, g));
     m.decode_s = r.decode_s;
     for (const auto& t : r.tokens) m.emitted += std::max<int64_t>(static_cast<int64_t>(t.size()) - 1, 0);
     m.spec = r.spec;
   }
-  note_decoder(dec, written0, folds0, &m);
+  note_decoder(dec, at0, &m);
   return m;
 }
 
@@ -234,7 +234,7 @@ Result<bench::Measurement> BenchDecodeRunner::run_restore(const bench::Config& c
   std::vector<int32_t> ids = ctx_.prompt(0);
   const int64_t prompt = static_cast<int64_t>(ids.size());
   RSSM_RETURN_IF_ERROR(dec.reset());
-  const int64_t written0 = dec.state_bytes_written(), folds0 = dec.folds();
+  const Counters at0 = counters(dec);
   RSSM_RETURN_IF_ERROR(feed(ids, 0, prompt));
   // While it grows, the head whose log reaches back furthest (the latest
   // such): the log path's restores start there, so they cover distances up
@@ -288,18 +288,25 @@ Result<bench::Measurement> BenchDecodeRunner::run_restore(const bench::Config& c
      : path == RestorePath::kLogReplay ? m.store.restores_log_replay
                                        : m.store.restores_checkpoint) += c.batch;
   }
-  note_decoder(dec, written0, folds0, &m);
+  note_decoder(dec, at0, &m);
   return m;
 }
 
-void BenchDecodeRunner::note_decoder(const Decoder& dec, int64_t written0, int64_t folds0, bench::Measurement* m) const {
+BenchDecodeRunner::Counters BenchDecodeRunner::counters(const Decoder& dec) {
+  return {dec.state_bytes_written(), dec.folds(), dec.checkpoint_reads_shared()};
+}
+
+void BenchDecodeRunner::note_decoder(const Decoder& dec, const Counters& at0, bench::Measurement* m) const {
   const DecoderMemory& mem = dec.memory();
   m->store.state_bytes_peak = dec.state_bytes_peak();  // in use at most (allocated: mem.state_bytes)
   m->store.kv_bytes_peak = mem.kv_bytes;
   m->device_bytes = model_->bytes() + mem.state_bytes + mem.kv_bytes + mem.workspace_bytes;
   m->device_strategy = decode_strategy_name(dec.options().strategy);
-  m->store.state_writes_bytes = dec.state_bytes_written() - written0;
-  if (dec.options().strategy == DecodeStrategy::kReplay) m->folds = dec.folds() - folds0;
+  m->store.state_writes_bytes = dec.state_bytes_written() - at0.written;
+  if (dec.options().strategy == DecodeStrategy::kReplay) {
+    m->folds = dec.folds() - at0.folds;
+    m->reads_shared = dec.checkpoint_reads_shared() - at0.reads_shared;
+  }
 }
 
 }  // namespace replayssm::cuda

@@ -80,9 +80,15 @@ class BenchDecodeRunner : public bench::Runner {
   // The runner's decoder for `o`, kept from the last configuration where
   // its options match.
   Result<Decoder*> decoder_for(const DecoderOptions& o);
-  // A run's memory, layout, state writes and folds from its decoder
-  // (written0, folds0: the counters when the run began).
-  void note_decoder(const Decoder& dec, int64_t written0, int64_t folds0, bench::Measurement* m) const;
+  // The decoder's cumulative counters (a run's are the differences).
+  struct Counters {
+    int64_t written = 0, folds = 0, reads_shared = 0;
+  };
+  static Counters counters(const Decoder& dec);
+  // A run's memory, layout, state writes, folds and the checkpoint reads
+  // its fork groups saved, from its decoder (at0: the counters when the
+  // run began).
+  void note_decoder(const Decoder& dec, const Counters& at0, bench::Measurement* m) const;
   bench::SweepOptions opt_;
   bench::BenchContext ctx_;  // the prompts: the same ids as the CPU reference's
   std::unique_ptr<DeviceModel> model_;
