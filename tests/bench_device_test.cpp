@@ -151,6 +151,19 @@ class FakeDeviceRunner : public Runner {
   int64_t fits_;
 };
 
+// One sweep on `runner` (weights of 5,000 bytes) over a workload's
+// strategies and batches, W = 16.
+Result<std::vector<ConfigResult>> sweep_on(Runner& runner, Workload w, std::vector<Strategy> strategies,
+                                           std::vector<int64_t> batches, SweepCost* cost) {
+  Axes a;
+  a.workloads = {w};
+  a.strategies = std::move(strategies);
+  a.batches = std::move(batches);
+  a.windows = {16};
+  Progress progress(false);
+  return run_sweep(runner, 5000, enumerate_configs(a, DraftKind::kOracle), progress, cost);
+}
+
 TEST(BenchDevice, OutOfBudgetProbesStopTheSearchAsDeviceMemory) {
   SweepOptions opt;
   opt.latency_target = 10.0;
@@ -171,14 +184,8 @@ TEST(BenchDevice, ASweepOnARunnerReportsItsDeviceBytesAndLayout) {
   opt.latency_target = 10.0;
   opt.concurrency_limit = 64;
   FakeDeviceRunner runner(opt, 12);
-  Axes a;
-  a.workloads = {Workload::kAr};
-  a.strategies = {Strategy::kSnapshot};
-  a.batches = {1, 2};
-  a.windows = {16};
-  Progress progress(false);
   SweepCost cost;
-  auto res = run_sweep(runner, 5000, enumerate_configs(a, DraftKind::kOracle), progress, &cost);
+  auto res = sweep_on(runner, Workload::kAr, {Strategy::kSnapshot}, {1, 2}, &cost);
   ASSERT_TRUE(res.ok()) << res.status().message();
   ASSERT_EQ(res->size(), 2u);
   EXPECT_EQ(cost.runs, 6);
@@ -208,14 +215,8 @@ TEST(BenchDevice, AReplaySweepReportsItsFoldsAndSharedCheckpointReads) {
   opt.warmup = 0;
   opt.concurrency = false;
   FakeDeviceRunner runner(opt, 12);
-  Axes a;
-  a.workloads = {Workload::kBeam};
-  a.strategies = {Strategy::kReplay, Strategy::kSnapshot};
-  a.batches = {4};
-  a.windows = {16};
-  Progress progress(false);
   SweepCost cost;
-  auto res = run_sweep(runner, 5000, enumerate_configs(a, DraftKind::kOracle), progress, &cost);
+  auto res = sweep_on(runner, Workload::kBeam, {Strategy::kReplay, Strategy::kSnapshot}, {4}, &cost);
   ASSERT_TRUE(res.ok()) << res.status().message();
   ASSERT_EQ(res->size(), 2u);
   const nlohmann::json rep = config_json((*res)[0]), std = config_json((*res)[1]);
