@@ -184,13 +184,15 @@ TEST_P(GdnCuda, ReplayWithoutFoldArraysMatchesSteppingTheRecurrence) {
 // Fork groups on every shape: groups of 3, 1 and 2 (T ≤ 2: 12 sums a
 // block, T = 3–4: 24, the wide instance), beams of 2 and 8 (4 and 16
 // sums), consecutive and scattered over the batch with empty groups after,
-// with and without fold arrays (only a sequence alone folds), the sums
-// kernel over whole rows and over halves.
+// with and without fold arrays (only a sequence alone folds: groups of 1
+// and 2 put one first at every shape), the sums kernel over whole rows and
+// over halves.
 class GdnCudaGroups : public test::GpuTestWithParam<Shape> {};
 TEST_P(GdnCudaGroups, ForkGroupsMatchStepping) {
   const Shape s = GetParam();
   for (int split : {1, 2})
-    for (Groups gr : {Groups{{3, 1, 2}, false}, Groups{{3, 1, 2}, true}, Groups{{2}, true}, Groups{{8, 1}, true}})
+    for (Groups gr : {Groups{{3, 1, 2}, false}, Groups{{3, 1, 2}, true}, Groups{{2}, true}, Groups{{8, 1}, true},
+                      Groups{{1, 2}, false}})
       for (bool folds : {false, true}) {
         gr.split = split;
         SCOPED_TRACE("groups of " + std::to_string(gr.sizes[0]) + (gr.scattered ? ", scattered" : "") + ", split " +
@@ -201,8 +203,8 @@ TEST_P(GdnCudaGroups, ForkGroupsMatchStepping) {
 
 // Fork groups at an odd value width (the sums' scalar loads and stores),
 // logs and folds past 32 entries (the prefix sums' second chunk), a
-// 5-token verify in groups of 3 (30 sums: the widest instance), and an
-// empty group between two others.
+// 5-token verify in groups of 3 (30 sums: the widest instance), an empty
+// group between two others, and keys of one k-step.
 TEST(GdnCudaReplay, ForkGroupsAtOddWidthsLongLogsAndWideVerifies) {
   if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
   for (int split : {1, 2})
@@ -211,12 +213,17 @@ TEST(GdnCudaReplay, ForkGroupsAtOddWidthsLongLogsAndWideVerifies) {
       // Sequences 6 and 7 (a group) log 34 and 39 entries; 14, alone, folds 33.
       check_replay(Shape{15, 1, 3, 37, 37, 40, 2}, Kernel{0, 0, 0}, folds, Groups{{2, 0, 1}, false, split});
       check_replay(Shape{5, 2, 4, 24, 40, 12, 5}, Kernel{0, 0, 0}, folds, Groups{{3, 1}, false, split});
+      // Keys of 8 and 5 rows: one k-step, the second half of the rows empty.
+      check_replay(Shape{5, 1, 2, 8, 20, 9, 1}, Kernel{0, 0, 0}, folds, Groups{{1, 2}, false, split});
+      check_replay(Shape{5, 1, 2, 5, 33, 9, 2}, Kernel{0, 0, 0}, folds, Groups{{2, 1}, true, split});
     }
 }
 
 // Beams of 8 at Qwen3-Next shapes (16 sums a block, the launcher's
 // instance for the decoder's groups), with a sequence alone between; the
-// launcher's choice of the sums blocks, and each forced.
+// launcher's choice of the sums blocks, and each forced. With pairs over
+// a batch of 20 (10 groups: 640 blocks of 64 columns) the launcher's
+// choice on the H200 (132 SMs) is whole rows; with the beams, halves.
 TEST(GdnCudaReplay, BeamsOfEightAtQwen3NextShapes) {
   if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
   for (int split : {0, 1, 2})
@@ -224,6 +231,7 @@ TEST(GdnCudaReplay, BeamsOfEightAtQwen3NextShapes) {
       SCOPED_TRACE("split " + std::to_string(split));
       check_replay(Shape{17, 16, 32, 128, 128, 16, 1}, Kernel{0, 0, 0}, folds, Groups{{8, 1}, true, split});
     }
+  for (bool folds : {false, true}) check_replay(Shape{20, 16, 32, 128, 128, 16, 1}, Kernel{0, 0, 0}, folds, Groups{{2}, false});
 }
 
 // Keys tall enough that a verify's staged k, q and v (bf16) outgrow the
@@ -336,8 +344,11 @@ TEST(GdnCudaArgs, OutOfRangeShapesAreRefused) {
   EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
   a.variant = 0, a.n_groups = 0;
   EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
-  a.n_groups = 1, a.group_split = 3;  // 0, 1 or 2
-  EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
+  a.n_groups = 1;
+  for (int split : {-1, 3}) {  // 0, 1 or 2
+    a.group_split = split;
+    EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
+  }
   a.group_split = 0;
   a.group_start = nullptr, a.seq = groups;  // a decode order without groups
   EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);

@@ -19,8 +19,8 @@
 // the log-decay −exp(A_log)·softplus(a + dt_bias), β = sigmoid(b):
 // ops/cpu/gdn_scan.h gdn_prepare.
 //
-// Launched with PDL (launch.cuh), the kernels read their index arrays —
-// slot, out_slot, n_log, fold, fold_slot, row, group_start, seq — before
+// Launched with PDL (launch.cuh), the kernels may read their index arrays
+// — slot, out_slot, n_log, fold, fold_slot, row, group_start, seq — before
 // they wait for the launch before theirs: those must not be written by
 // the kernel launched just before (the decoder's plan is copied from the
 // host; a copy in the stream is not overlapped).

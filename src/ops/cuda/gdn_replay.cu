@@ -108,7 +108,7 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ, kM
   const int c0 = blockIdx.x * TileT::kCols, cw = dv - c0 < TileT::kCols ? dv - c0 : TileT::kCols;
   const GdnLogSpan span = gdn_log_span<true, kFold>(a, b);
   const int64_t r0 = decode_row0(a.row, b, T);  // this sequence's first row of q, v, β, o (k, g, out_slot)
-  if (r0 < 0) return;                           // not in this launch (block-uniform)
+  if (r0 < 0) return pdl_leave();               // not in this launch (block-uniform)
   const int n_log = span.n_log, base = span.base, f = span.f;
   // KB: floats a key row takes as bf16, 4 more than dk needs so that lanes
   // reading one row each (the dots below) meet 4 to a bank, not 32.

@@ -82,10 +82,10 @@ __device__ __forceinline__ int64_t sums_row(const GdnDecodeArgs& a, int b, int t
 }
 
 // kV: vectors of the sums (≥ 2·max_group·T; 8, 16 or 32: n-tiles of 8).
-// Warp w takes columns [16(w % cw), 16(w % cw) + 16) of the block's slice
-// (cw = 4 / kSplit column warps) as the product's M = 16 (row g of a
+// With kColWarps = 4 / kSplit warps across the block's slice, warp w takes
+// columns [16·(w % kColWarps), +16) as the product's M = 16 (row g of a
 // fragment is column 2g, row g + 8 column 2g + 1: one 8-byte load), part
-// w / cw of the state's rows as K, the vectors as N:
+// w / kColWarps of the state's rows as K, the vectors as N:
 //   Y[c][v] = Σ_i S[i][c]·X[i][v].
 // kFold: the fold's code, for launches that may fold (a.fold set): a
 // group of one folds here, its rows as they stream.
@@ -103,7 +103,7 @@ __global__ void __launch_bounds__(32 * kWarps, (kSumsBlocks<kV, kFold, kSplit>))
   const int h = blockIdx.y, kh = h / (a.Hv / a.Hk);
   const ReplayGroup fg = replay_group(a, blockIdx.z);
   const int first = fg.first, m = fg.members, b0 = fg.b;
-  if (m <= 0) return;  // an empty group (block-uniform)
+  if (m <= 0) return pdl_leave();  // an empty group (block-uniform)
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
   const int dk = a.dk, dv = a.dv, T = a.T, W = a.W, T2 = 2 * T, steps = (dk + 7) / 8;
   const int c0 = blockIdx.x * kCols, cw = min(kCols, dv - c0);
@@ -156,9 +156,9 @@ __global__ void __launch_bounds__(32 * kWarps, (kSumsBlocks<kV, kFold, kSplit>))
   // Zeros past dk (a state row of 0 against garbage would be NaN) and past the members.
   for (int x = threadIdx.x; x < 8 * steps * XP; x += blockDim.x) sX[x] = 0.0f;
   // Everything read so far is the plan (the group, the decode order, the
-  // slots, the log lengths), which no kernel writes (launch.cuh): those
-  // chained loads run while the kernel before finishes (H200: beams of 8
-  // at batch 64 5% faster).
+  // slots, the log lengths and folds), which no kernel writes (launch.cuh):
+  // those chained loads run while the kernel before finishes (H200: beams
+  // of 8 at batch 64 5% faster).
   pdl_begin();
   float cur[kSteps][2][2];
   load_round(cur, k_begin);
@@ -303,7 +303,7 @@ struct LogShm {
 __global__ void __launch_bounds__(32 * kLogWarps) gdn_group_log_kernel(GdnDecodeArgs a) {
   const int kh = blockIdx.x, j = blockIdx.y, rep = a.Hv / a.Hk, h0 = kh * rep;
   const ReplayGroup fg = replay_group(a, blockIdx.z);
-  if (j >= fg.members) return;  // past the group's members (block-uniform)
+  if (j >= fg.members) return pdl_leave();  // past the group's members (block-uniform)
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int dk = a.dk, dv = a.dv, T = a.T, W = a.W, T2 = 2 * T;
   const int kb = (dk + 7) & ~7, vb = (dv + 7) & ~7, V4 = (dv + 3) & ~3;

@@ -56,7 +56,7 @@ __global__ void __launch_bounds__(32 * kGdnStepWarps) gdn_step_kernel(GdnDecodeA
   const int c0 = blockIdx.x * TileT::kCols, cw = dv - c0 < TileT::kCols ? dv - c0 : TileT::kCols;
   const int K4 = (dk + 3) & ~3, V4 = (cw + 3) & ~3;
   const int64_t r0 = decode_row0(a.row, b, T);  // this sequence's first row of q, v, β, o (k, g, out_slot)
-  if (r0 < 0) return;                           // not in this launch (block-uniform)
+  if (r0 < 0) return pdl_leave();               // not in this launch (block-uniform)
   extern __shared__ float shm[];   // every array a multiple of 4 floats from the start: 16-byte aligned
   float* sS = shm;                 // (dk, cw) the state rows
   float* sRed = sS + dk * V4;      // (2, nw, cw) per-warp column partials of Sᵀk, Sᵀq

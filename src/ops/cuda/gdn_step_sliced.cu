@@ -23,7 +23,7 @@ __global__ void __launch_bounds__(512) gdn_step_sliced_kernel(GdnDecodeArgs a) {
   const int nw = blockDim.x / 32, w = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int dk = a.dk, dv = a.dv, T = a.T, c0 = blockIdx.z * kColumnSlice, cols = min(kColumnSlice, dv - c0);
   const int64_t r0 = decode_row0(a.row, b, T);  // this sequence's first row of q, v, β, o (k, g, out_slot)
-  if (r0 < 0) return;                           // not in this launch (block-uniform)
+  if (r0 < 0) return pdl_leave();               // not in this launch (block-uniform)
   extern __shared__ float shm[];
   float* sQ = shm;                   // (T, dk)
   float* sK = sQ + T * dk;           // (T, dk)

@@ -16,7 +16,9 @@
 //      every kernel but the one just before it has finished — a kernel may
 //      therefore read, before it waits, what no kernel in the same step
 //      writes (weights; the decoder's plan, copied from the host: the SSM
-//      kernels' slots, log lengths, folds, decode order), and nothing else. Two exceptions, each a flag
+//      kernels' slots, log lengths, folds, rows, fork groups and decode
+//      order), and nothing else. A block leaving before its wait calls
+//      pdl_leave(). Two exceptions, each a flag
 //      its launcher sets only where the decoder's kernel order makes it
 //      hold (Mamba2DecodeArgs): `early` — a kernel whose launch before
 //      writes none of the state or log it reads reads them before its
@@ -48,6 +50,11 @@ __device__ __forceinline__ void pdl_begin() {
   pdl_wait();
   pdl_release();
 }
+// A block that leaves before its wait (nothing to do in this launch) waits
+// first: a block's exit releases the next launch, so a launch whose blocks
+// all left early would let the next one start while the kernel before
+// this one still runs (against 2.). Waiting twice is harmless.
+__device__ __forceinline__ void pdl_leave() { pdl_wait(); }
 
 // Read once per process: whether launches carry the PDL attribute.
 inline bool pdl_enabled() {

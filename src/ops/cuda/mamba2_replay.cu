@@ -210,11 +210,11 @@ __global__ void __launch_bounds__(32 * kMamba2Warps, kMamba2ReplayBlocks<TileT, 
   // A fork group: its first position in the decode order, and the
   // sequence there, whose checkpoint (and, alone, whose fold) the block takes.
   const ReplayGroup fg = kSplit ? replay_group(a, blockIdx.y) : ReplayGroup{int(blockIdx.y), 1, int(blockIdx.y), true};
-  if (fg.members <= 0) return;  // an empty group (block-uniform)
+  if (fg.members <= 0) return pdl_leave();  // an empty group (block-uniform)
   const int first = fg.first, members = fg.members, b = fg.b, n_out = members * T;
   // Member m's first row of Cm and y (decode_rows.cuh; a row map has no groups).
   auto first_row = [&](int m) { return decode_row0(a.row, replay_seq(a, first + m), T); };
-  if (first_row(0) < 0) return;  // not in this launch (block-uniform)
+  if (first_row(0) < 0) return pdl_leave();  // not in this launch (block-uniform)
   const int n_log = min(max(a.n_log[b], T), W), base = n_log - T;
   const int f = kFold && a.fold != nullptr && fg.alone ? min(max(a.fold[b], 0), min(n_log, a.max_fold)) : 0;
   extern __shared__ float shm[];  // every array a multiple of 4 floats from the start: 16-byte aligned

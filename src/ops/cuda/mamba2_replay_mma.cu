@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(32 * kWarps, kMinBlocks) mamba2_replay_mma_ker
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
   const int P = a.P, N = a.N, T = a.T, W = a.W;
   const ReplayGroup fg = replay_group(a, blockIdx.y);  // as mamba2_replay_kernel's
-  if (fg.members <= 0) return;                         // an empty group (block-uniform)
+  if (fg.members <= 0) return pdl_leave();             // an empty group (block-uniform)
   const int first = fg.first, members = fg.members, b = fg.b, n_out = members * T;
   // Member m's first row of Cm and y (decode_rows.cuh; a row map has no groups).
   auto first_row = [&](int m) { return decode_row0(a.row, replay_seq(a, first + m), T); };
@@ -113,7 +113,7 @@ __global__ void __launch_bounds__(32 * kWarps, kMinBlocks) mamba2_replay_mma_ker
   if (tasks > 0) cur.load(S, P, N, r0_of(0), c0_of(0), g, t);
   // A sequence not in this launch (a row map's −1; block-uniform) returns
   // only once its first pass is requested: the map's load stays off that path.
-  if (first_row(0) < 0) return;
+  if (first_row(0) < 0) return pdl_leave();
   if (a.release_early) pdl_release();
   // The scratch comes from the kernel just before: requested once by
   // every thread, at its warp's last pass.

@@ -63,7 +63,7 @@ __global__ void __launch_bounds__(32 * kMamba2WideWarps, 2) mamba2_replay_wide_k
   const int nw = blockDim.x / 32, w = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int P = a.P, N = a.N, T = a.T, W = a.W;  // P ≤ nw·kRows: one pass
   const int64_t r0 = decode_row0(a.row, b, T);  // this sequence's first row of Cm and y
-  if (r0 < 0) return;                           // not in this launch (block-uniform)
+  if (r0 < 0) return pdl_leave();               // not in this launch (block-uniform)
   const int n_log = min(max(a.n_log[b], T), W), base = n_log - T;
   const int f = a.fold != nullptr ? min(max(a.fold[b], 0), min(n_log, a.max_fold)) : 0;
   const int P4 = (P + 3) & ~3, N4 = (N + 3) & ~3, N8 = (N + 7) & ~7, P8 = (P + 7) & ~7;

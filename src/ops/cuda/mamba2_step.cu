@@ -23,7 +23,7 @@ __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_step_kernel(Mamba2De
   const int P = a.P, N = a.N, T = a.T, pass_rows = nw * TileT::kRows;
   const int p_lo = blockIdx.z * slice_rows, p_hi = min(P, p_lo + slice_rows);  // this block's rows
   const int64_t r0 = decode_row0(a.row, b, T);  // this sequence's first row of x, B, C, dt, out_slot, y
-  if (r0 < 0) return;                           // not in this launch (block-uniform)
+  if (r0 < 0) return pdl_leave();               // not in this launch (block-uniform)
   extern __shared__ float shm[];
   float* sB = shm;          // (T, N)
   float* sC = sB + T * N;   // (T, N)
