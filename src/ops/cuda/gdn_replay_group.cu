@@ -18,8 +18,8 @@
 // Decoding each member alone reads the checkpoint once per member, and
 // holds a member's whole log part in the block that streams it. Measured
 // (H200, Qwen3-Next shapes, docs/perf, session 21): beams of 8 at batch 64
-// 1.19× each beam alone, at 256 1.33× — whose repeated reads of one
-// checkpoint L2 serves; beams of 4 at 64 1.17×; beams of 2 at 64 0.95×
+// 1.18× each beam alone, at 256 1.33× — whose repeated reads of one
+// checkpoint L2 serves; beams of 4 at 64 1.16×; beams of 2 at 64 0.95×
 // (the decoder's rule, decoder_fork.cpp).
 #include <type_traits>
 
@@ -125,7 +125,7 @@ __global__ void __launch_bounds__(32 * kWarps, (kSumsBlocks<kV, kFold, kSplit>))
   // This thread's two columns (fragment rows g and g + 8) and, per k-step,
   // rows t4 and t4 + 4. The state's first round goes out as soon as the wait ends.
   const int col = 16 * (w % kColWarps) + 2 * g;  // in the slice
-  const bool pair = dv % 2 == 0;         // 8-byte loads and stores (c0 and col are even)
+  const bool pair = dv % 2 == 0;                 // 8-byte loads and stores (c0 and col are even)
   const float* S = a.state + (int64_t(a.slot[b0]) * a.Hv + h) * dk * dv + c0 + col;
   auto load_row = [&](float (&v)[2], int i) {
     if (i >= dk || col >= cw) {
