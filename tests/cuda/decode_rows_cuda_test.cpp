@@ -204,8 +204,9 @@ TEST(DecodeRowsCuda, GdnRaggedRowsMatchTheUniformLayout) {
     Dev<uint16_t> dy(std::vector<uint16_t>(rows * Hv * dv, kFillBf)),
         dy_r(std::vector<uint16_t>(size_t(r.R) * Hv * dv, kFillBf));
 
-    for (const GdnCase gc : {GdnCase{true, false, 1}, GdnCase{true, false, 2}, GdnCase{false, false, 1},
-                             GdnCase{false, false, 2}, GdnCase{false, true, 1}, GdnCase{false, true, 2}}) {
+    for (const GdnCase gc : {GdnCase{true, false, 1}, GdnCase{true, false, 2}, GdnCase{true, false, 3},
+                             GdnCase{false, false, 1}, GdnCase{false, false, 2}, GdnCase{false, true, 1},
+                             GdnCase{false, true, 2}, GdnCase{false, true, 3}}) {
       SCOPED_TRACE(testing::Message() << "T " << T << (gc.standard ? " standard" : " replay") << (gc.exact ? " exact" : "")
                                       << " variant " << gc.variant);
       auto launch = [&](bool ragged) {

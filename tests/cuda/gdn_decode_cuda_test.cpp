@@ -41,6 +41,7 @@ void PrintTo(const std::tuple<Shape, Kernel>& p, std::ostream* os) {
   PrintTo(std::get<0>(p), os);
   const Kernel k = std::get<1>(p);
   if (k.variant == 2) *os << "_sliced";
+  else if (k.variant == 3) *os << "_warps";
   else
     *os << "_streaming" << k.slice_cols << "x" << k.tile_rows << (k.fold_rows > 0 ? "_fold_rows" : "")
         << (k.mma > 0 ? "_mma" : k.mma < 0 ? "_fma" : "");
@@ -245,8 +246,9 @@ TEST(GdnCudaReplay, TallKeysVerifyStagesItsInputsApart) {
     for (bool folds : {false, true}) check_replay(Shape{3, 1, 2, 202, 128, 9, 4}, k, folds);
 }
 
-TEST_P(GdnCuda, StandardStepWritesOneStatePerTokenAndMatchesStepping) {
-  const Shape s = std::get<0>(GetParam());
+// The standard step on shape s with kernel k, against stepping on the CPU:
+// every token's output and written state.
+void check_step(const Shape& s, const Kernel& kern) {
   const int B = s.batch, Hk = s.Hk, Hv = s.Hv, dk = s.dk, dv = s.dv, T = s.T, rep = Hv / Hk;
   std::mt19937 g(9 + T);
   const int slots = B + B * T;
@@ -266,7 +268,7 @@ TEST_P(GdnCuda, StandardStepWritesOneStatePerTokenAndMatchesStepping) {
   a.batch = B, a.Hk = Hk, a.Hv = Hv, a.dk = dk, a.dv = dv, a.T = T;
   a.state = dstate.p, a.slot = dslot.p, a.q = dq.p, a.v = dvv.p, a.beta = dbeta.p, a.o = dout.p;
   a.k = dk_.p, a.g = dg.p, a.out_slot = dos.p;
-  set_kernel(a, std::get<1>(GetParam()));
+  set_kernel(a, kern);
   ASSERT_EQ(ops::cuda::gdn_step_cuda(a, nullptr), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const std::vector<uint16_t> o = dout.get();
@@ -295,8 +297,27 @@ TEST_P(GdnCuda, StandardStepWritesOneStatePerTokenAndMatchesStepping) {
   }
 }
 
+TEST_P(GdnCuda, StandardStepWritesOneStatePerTokenAndMatchesStepping) {
+  check_step(std::get<0>(GetParam()), std::get<1>(GetParam()));
+}
+
+// The register-resident standard step (variant 3, dk ≤ 128) on the shapes
+// it takes — odd values (the scalar path), keys of 8 and 16 rows a lane,
+// dk % 8 ≠ 0, up to 8 tokens — and at a batch of several waves of blocks.
+class GdnCudaStepWarps : public test::GpuTestWithParam<Shape> {};
+TEST_P(GdnCudaStepWarps, StandardStepWritesOneStatePerTokenAndMatchesStepping) {
+  check_step(GetParam(), Kernel{3, 0, 0});
+}
+
 TEST(GdnCudaArgs, OutOfRangeShapesAreRefused) {
+  // Host arrays, so that the replay's refusals are of the field under test
+  // and not of a missing log: every call here is refused before the device
+  // reads any.
+  const int32_t groups[2] = {0, 1}, rows[1] = {0};
+  float fx[1] = {};
+  const uint16_t hx[1] = {};
   ops::cuda::GdnDecodeArgs a;
+  a.n_log = a.slot = groups, a.log_u = fx, a.log_g = fx, a.log_k = hx;
   a.batch = 1, a.Hk = 2, a.Hv = 4, a.dk = 600, a.dv = 64, a.W = 8, a.T = 1;  // dk > 512
   EXPECT_EQ(ops::cuda::gdn_step_cuda(a, nullptr), cudaErrorInvalidValue);
   a.dk = 16, a.dv = 300, a.variant = 1;  // the streaming replay: dv > 256 and no slice divides it
@@ -308,7 +329,14 @@ TEST(GdnCudaArgs, OutOfRangeShapesAreRefused) {
   EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
   EXPECT_EQ(ops::cuda::gdn_step_cuda(a, nullptr), cudaErrorInvalidValue);
   a.slice_cols = 0;
-  a.dv = 64, a.variant = 3;  // no such variant
+  a.dv = 64, a.variant = 3;  // the register-resident warps: the standard step and exact replay only
+  EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
+  a.dk = 129;  // rows past the warps' registers
+  EXPECT_EQ(ops::cuda::gdn_step_cuda(a, nullptr), cudaErrorInvalidValue);
+  a.exact = true;
+  EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
+  a.exact = false, a.dk = 16, a.variant = 4;  // no such variant
+  EXPECT_EQ(ops::cuda::gdn_step_cuda(a, nullptr), cudaErrorInvalidValue);
   EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
   a.variant = 0;
   a.dv = 64, a.Hv = 5;  // Hv not a multiple of Hk
@@ -325,11 +353,6 @@ TEST(GdnCudaArgs, OutOfRangeShapesAreRefused) {
   // Fork groups: need scratch; not with a row map, exact replay or a
   // forced variant; members × T ≤ 16; group_split 0–2; a decode order
   // only with groups.
-  // (Host arrays: every call here is refused before the device reads any.)
-  const int32_t groups[2] = {0, 1}, rows[1] = {0};
-  float fx[1] = {};
-  const uint16_t hx[1] = {};
-  a.n_log = a.slot = groups, a.log_u = fx, a.log_g = fx, a.log_k = hx;
   a.group_start = groups, a.n_groups = 1, a.max_group = 2;  // no scratch
   EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
   a.scratch = fx, a.max_group = 17;  // 17 × T = 1 > 16
@@ -364,6 +387,13 @@ const auto kShapes = ::testing::Values(Shape{3, 2, 6, 12, 10, 5, 1},       // od
                                        Shape{2, 16, 32, 128, 128, 20, 4},  // its verify, T = 4
                                        Shape{2, 16, 48, 128, 128, 16, 2});  // Qwen3.5-27B
 INSTANTIATE_TEST_SUITE_P(Shapes, GdnCudaGroups, kShapes);
+INSTANTIATE_TEST_SUITE_P(Shapes, GdnCudaStepWarps,
+                         ::testing::Values(Shape{3, 2, 6, 12, 10, 5, 1}, Shape{4, 1, 3, 24, 40, 9, 3},
+                                           Shape{3, 2, 4, 64, 128, 12, 1}, Shape{2, 1, 2, 48, 256, 10, 4},
+                                           Shape{3, 1, 2, 37, 128, 7, 3}, Shape{2, 1, 2, 65, 52, 40, 2},
+                                           Shape{3, 1, 2, 100, 36, 50, 8}, Shape{2, 2, 4, 128, 20, 64, 6},
+                                           Shape{2, 16, 32, 128, 128, 20, 4}, Shape{2, 16, 48, 128, 128, 16, 2},
+                                           Shape{40, 16, 32, 128, 128, 16, 1}));
 INSTANTIATE_TEST_SUITE_P(Shapes, GdnCuda,
                          ::testing::Combine(kShapes, ::testing::Values(Kernel{1, 0, 0}, Kernel{2, 0, 0}, Kernel{1, 64, 4},
                                                                        Kernel{1, 64, 8}, Kernel{1, 128, 4},

@@ -38,6 +38,7 @@ void PrintTo(const std::tuple<Shape, Kernel>& p, std::ostream* os) {
   const Kernel k = std::get<1>(p);
   *os << "B" << s.batch << "_Hk" << s.Hk << "_Hv" << s.Hv << "_dk" << s.dk << "_dv" << s.dv << "_W" << s.W;
   if (k.variant == 2) *os << "_sliced";
+  else if (k.variant == 3) *os << "_warps";
   else *os << "_streaming" << k.slice_cols << "x" << k.tile_rows;
 }
 
@@ -189,6 +190,14 @@ const auto kShapes = ::testing::Values(Shape{3, 2, 6, 12, 10, 8},        // odd 
 INSTANTIATE_TEST_SUITE_P(Shapes, GdnExactCuda,
                          ::testing::Combine(kShapes, ::testing::Values(Kernel{1, 0, 0}, Kernel{1, 64, 4},
                                                                        Kernel{1, 128, 8}, Kernel{2, 0, 0})));
+// The register-resident warps (variant 3) where they apply, dk ≤ 128: odd
+// values (the scalar path), dk % 8 ≠ 0, and a batch of several waves.
+INSTANTIATE_TEST_SUITE_P(Warps, GdnExactCuda,
+                         ::testing::Combine(::testing::Values(Shape{3, 2, 6, 12, 10, 8}, Shape{3, 1, 3, 24, 40, 9},
+                                                              Shape{2, 1, 2, 37, 52, 7},
+                                                              Shape{2, 16, 32, 128, 128, 16},
+                                                              Shape{12, 16, 32, 128, 128, 16}),
+                                            ::testing::Values(Kernel{3, 0, 0})));
 
 }  // namespace
 }  // namespace replayssm

@@ -35,6 +35,7 @@ namespace replayssm::ops::cuda {
 constexpr int kGdnMaxW = 64;
 constexpr int kGdnMaxT = 8;
 constexpr int kGdnMaxGroupRows = 16;  // a fork group's members × T (its sums' vectors, two each, in registers)
+constexpr int kGdnStepWarpsMaxDk = 128;  // the register-resident standard step (variant 3): rows a warp holds
 
 struct GdnDecodeArgs {
   int batch = 0, Hk = 0, Hv = 0, dk = 0, dv = 0, T = 1;
@@ -63,8 +64,12 @@ struct GdnDecodeArgs {
 
   // Kernel variant, both families: 0 picks by size (column slices when
   // batch·Hv is under the SM count or the head does not fit a streaming
-  // block, else streaming blocks per slice of columns, head and sequence);
-  // 1 and 2 force streaming and column slices (tests, tuning).
+  // block, else streaming blocks per slice of columns, head and sequence;
+  // for the standard step and exact replay with dk ≤ kGdnStepWarpsMaxDk,
+  // register-resident warps instead of streaming blocks); 1 and 2 force
+  // streaming and column slices, 3 the register-resident warps (the
+  // standard step and exact replay only, dk ≤ kGdnStepWarpsMaxDk) (tests,
+  // tuning).
   int variant = 0;
   // Streaming blocks' shape (tuning, tests): columns per block (64, 128 or
   // 256; one slice of all dv ≤ 256 where it does not divide dv) and rows

@@ -1,0 +1,248 @@
+// Gated DeltaNet standard decode, the register-resident variant (see
+// gdn_decode.h, gdn_step.cu; GdnDecodeArgs::variant 3): one warp per 16
+// value columns of a (value head, sequence) holds all dk ≤ 128 rows of
+// them in registers — lane (rg, cq) has rows rg·R .. rg·R + R − 1 (R =
+// kRows) of columns 4·cq .. 4·cq + 3 of the warp's 16 — and finishes the
+// sums Sᵀk, Sᵀq over rows by three shuffle rounds across the 8 row groups.
+// No shared memory and no barrier: a warp is 16 loads in flight, a few
+// hundred FMAs and 16 stores, so the SM's warps stream the state
+// continuously instead of in the phase-locked rounds of blocks that stage
+// a slice and wait on one another. H200, Qwen3-Next shapes (docs/perf, "A
+// warp per 16 columns"): batch 64 81.2 → 75.3 µs, 8 15.6 → 14.0; 512 <1%
+// slower (566 → 572). A warp per 8 columns (16 row groups, 6–8 blocks an
+// SM) measured slower, 83–88 µs at 64: a row's 32-byte pieces.
+//
+// With kLog, exact replay as gdn_step.cu's: the log's entries before the
+// step's T tokens applied first (S ← αS + k·uᵀ, gdn_token.cuh), then the
+// tokens by this kernel's own arithmetic, their u to the log. The launcher
+// (gdn_step.cu) picks the same kernel for stepping and exact replay at a
+// batch, so the bits agree.
+#include "ops/cuda/gdn_decode.h"
+
+#include <type_traits>
+
+#include "ops/cuda/decode_rows.cuh"
+#include "ops/cuda/gdn_token.cuh"
+#include "ops/cuda/launch.cuh"
+#include "ops/cuda/tile.cuh"
+
+namespace replayssm::ops::cuda {
+
+namespace {
+
+constexpr int kWarps = 4;       // a block: 64 columns of one (head, sequence)
+constexpr int kWarpCols = 16;   // columns a warp owns
+constexpr int kRowGroups = 8;   // lanes over rows; 4 lanes over a warp's 16 columns
+// Blocks an SM the compiler must fit: 16 rows a lane (64 state floats)
+// spill at 128 registers (4 blocks), not at 168 (3: 12 warps, 96 KB of
+// state loads in flight an SM, ample for the DRAM's latency).
+template <int kR>
+constexpr int kBlocksPerSm = kR > 8 ? 3 : 4;
+
+// Rows i0 .. i0 + kR − 1 of a bf16 vector of dk (zeros past dk), kept as
+// bf16 pairs (half the registers: the state's 64 floats need the room) and
+// widened where used; vec8: dk % 8 = 0 (kR is a multiple of 8), 16-byte loads.
+template <int kR>
+struct KeyRows {
+  uint32_t w[kR / 2];
+
+  __device__ void load(const uint16_t* p, int i0, int dk, bool vec8) {
+    if (vec8) {
+#pragma unroll
+      for (int j = 0; j < kR; j += 8) {
+        uint4 x = make_uint4(0, 0, 0, 0);
+        if (i0 + j < dk) x = *reinterpret_cast<const uint4*>(p + i0 + j);
+        w[j / 2] = x.x, w[j / 2 + 1] = x.y, w[j / 2 + 2] = x.z, w[j / 2 + 3] = x.w;
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < kR; j += 2) {
+        const uint32_t lo = i0 + j < dk ? p[i0 + j] : 0u, hi = i0 + j + 1 < dk ? p[i0 + j + 1] : 0u;
+        w[j / 2] = lo | hi << 16;
+      }
+    }
+  }
+  __device__ float operator[](int i) const {  // i a constant after unrolling
+    return __uint_as_float(i % 2 == 0 ? w[i / 2] << 16 : w[i / 2] & 0xffff0000u);
+  }
+};
+
+// A lane's 4 columns of a (dk, dv) row-major matrix at rows i0 .. i0 + kR − 1,
+// c: its first column; kVec: dv % 4 = 0, so that one 16-byte access holds them.
+template <int kR, bool kVec>
+struct LaneRows {
+  float v[kR][4];
+
+  __device__ void load(const float* m, int i0, int dk, int c, int dv) {
+#pragma unroll
+    for (int i = 0; i < kR; ++i) {
+      const bool in = i0 + i < dk;
+      if constexpr (kVec) {
+        const float4 x = in && c < dv ? *reinterpret_cast<const float4*>(m + int64_t(i0 + i) * dv + c)
+                                      : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        v[i][0] = x.x, v[i][1] = x.y, v[i][2] = x.z, v[i][3] = x.w;
+      } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) v[i][e] = in && c + e < dv ? m[int64_t(i0 + i) * dv + c + e] : 0.0f;
+      }
+    }
+  }
+  __device__ void store(float* m, int i0, int dk, int c, int dv) const {
+#pragma unroll
+    for (int i = 0; i < kR; ++i) {
+      if (i0 + i >= dk) break;
+      if constexpr (kVec) {
+        if (c < dv) *reinterpret_cast<float4*>(m + int64_t(i0 + i) * dv + c) = make_float4(v[i][0], v[i][1], v[i][2], v[i][3]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (c + e < dv) m[int64_t(i0 + i) * dv + c + e] = v[i][e];
+      }
+    }
+  }
+  // S ← αS + k·uᵀ over the lane's elements.
+  __device__ void update(float alpha, const KeyRows<kR>& k, const float (&u)[4]) {
+#pragma unroll
+    for (int i = 0; i < kR; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) v[i][e] = gdn_update(v[i][e], alpha, k[i], u[e]);
+  }
+};
+
+// A lane's 4 columns of a row (c: the first; kVec as LaneRows).
+template <bool kVec>
+__device__ __forceinline__ void load_cols(float (&x)[4], const float* p, int c, int dv) {
+  if (kVec && c < dv) {
+    const float4 y = *reinterpret_cast<const float4*>(p + c);
+    x[0] = y.x, x[1] = y.y, x[2] = y.z, x[3] = y.w;
+  } else {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) x[e] = c + e < dv ? p[c + e] : 0.0f;
+  }
+}
+
+// The sum over the warp's 8 row groups (lanes 4 apart): every lane of a
+// column gets the same bits (each round adds the same two values).
+__device__ __forceinline__ float row_group_sum(float x) {
+#pragma unroll
+  for (int o = 4; o < 32; o <<= 1) x = __fadd_rn(x, __shfl_xor_sync(0xffffffffu, x, o));
+  return x;
+}
+
+template <int kR, bool kVec, bool kLog>
+__global__ void __launch_bounds__(32 * kWarps, kBlocksPerSm<kR>) gdn_step_warps_kernel(GdnDecodeArgs a) {
+  const int h = blockIdx.y, b = blockIdx.z, kh = h / (a.Hv / a.Hk);
+  const int w = threadIdx.x / 32, lane = threadIdx.x % 32, rg = lane / 4;
+  const int dk = a.dk, dv = a.dv, T = a.T, i0 = rg * kR;
+  const int wc = (blockIdx.x * kWarps + w) * kWarpCols, c = wc + 4 * (lane % 4);  // the warp's, the lane's columns
+  const int64_t r0 = decode_row0(a.row, b, T);  // this sequence's first row of q, v, β, o (k, g, out_slot)
+  if (r0 < 0) return pdl_leave();               // not in this launch (block-uniform)
+  const GdnLogSpan span = gdn_log_span<kLog>(a, b);
+  const int64_t hs = int64_t(dk) * dv;
+  const float* src = a.state + (int64_t(a.slot[b]) * a.Hv + h) * hs;
+  // Everything read so far is the plan (slots, log lengths, folds, rows),
+  // which no kernel writes (launch.cuh): read while the kernel before ends.
+  pdl_begin();
+  if (wc >= dv) return;  // a warp past the last column (warp-uniform: no shuffle waits on it)
+  LaneRows<kR, kVec> S;
+  S.load(src, i0, dk, c, dv);
+  const bool vec8 = dk % 8 == 0;
+
+  if constexpr (kLog) {
+    // The log before the step, entry by entry; the next entry's k, u and g
+    // are requested before this one's update, so the loads overlap it.
+    float* fold_dst = span.f > 0 ? a.state + (int64_t(a.fold_slot[b]) * a.Hv + h) * hs : nullptr;
+    const int64_t e0 = int64_t(b) * a.W;
+    KeyRows<kR> kn;
+    float un[4], gn = 0.0f;
+    if (span.base > 0) {
+      kn.load(a.log_k + (e0 * a.Hk + kh) * dk, i0, dk, vec8);
+      load_cols<kVec>(un, a.log_u + (e0 * a.Hv + h) * dv, c, dv);
+      gn = a.log_g[e0 * a.Hv + h];
+    }
+    for (int s = 0; s < span.base; ++s) {
+      const KeyRows<kR> ks = kn;
+      float us[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) us[e] = un[e];
+      const float alpha = expf(gn);
+      if (s + 1 < span.base) {
+        const int64_t e = e0 + s + 1;
+        kn.load(a.log_k + (e * a.Hk + kh) * dk, i0, dk, vec8);
+        load_cols<kVec>(un, a.log_u + (e * a.Hv + h) * dv, c, dv);
+        gn = a.log_g[e * a.Hv + h];
+      }
+      S.update(alpha, ks, us);
+      if (s + 1 == span.f) S.store(fold_dst, i0, dk, c, dv);
+    }
+  }
+
+  // The delta rule by columns: mem = (αS)ᵀk, u = β(v − mem), S ← αS + k·uᵀ,
+  // o = Sᵀq = α·(Sᵀq) + u·(k·q) — both sums over rows in one pass over the
+  // registers, then the update.
+  for (int t = 0; t < T; ++t) {
+    const int64_t rt = r0 + t;
+    KeyRows<kR> kr, qr;
+    const uint16_t* kin = kLog ? a.log_k + ((int64_t(b) * a.W + span.base + t) * a.Hk + kh) * dk
+                               : a.k + (rt * a.Hk + kh) * dk;
+    kr.load(kin, i0, dk, vec8);
+    qr.load(a.q + (rt * a.Hk + kh) * dk, i0, dk, vec8);
+    const float g = kLog ? a.log_g[(int64_t(b) * a.W + span.base + t) * a.Hv + h] : a.g[rt * a.Hv + h];
+    const float alpha = expf(g), beta = a.beta[rt * a.Hv + h];
+    float vv[4];
+    const uint16_t* vin = a.v + (rt * a.Hv + h) * dv;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) vv[e] = c + e < dv ? bf(vin, c + e) : 0.0f;
+
+    float kq = 0.0f, mk[4] = {}, mq[4] = {};
+#pragma unroll
+    for (int i = 0; i < kR; ++i) {
+      kq = __fmaf_rn(kr[i], qr[i], kq);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) mk[e] = __fmaf_rn(S.v[i][e], kr[i], mk[e]), mq[e] = __fmaf_rn(S.v[i][e], qr[i], mq[e]);
+    }
+    kq = row_group_sum(kq);
+    float u[4], o[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      mk[e] = row_group_sum(mk[e]), mq[e] = row_group_sum(mq[e]);
+      u[e] = __fmul_rn(__fsub_rn(vv[e], __fmul_rn(alpha, mk[e])), beta);
+      o[e] = __fmaf_rn(u[e], kq, __fmul_rn(alpha, mq[e]));
+    }
+    if (rg == 0) {  // one lane per column group writes the token's outputs
+      uint16_t* out = a.o + (rt * a.Hv + h) * dv;
+      float* log_u = kLog ? a.log_u + ((int64_t(b) * a.W + span.base + t) * a.Hv + h) * dv : nullptr;
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (c + e < dv) {
+          put_bf(out, c + e, o[e]);
+          if constexpr (kLog) log_u[c + e] = u[e];
+        }
+    }
+    if (kLog && t + 1 == T) break;  // output-only: the last token's state is not kept
+    S.update(alpha, kr, u);
+    if constexpr (!kLog) S.store(a.state + (int64_t(a.out_slot[rt]) * a.Hv + h) * hs, i0, dk, c, dv);
+  }
+}
+
+}  // namespace
+
+// Called by gdn_step_launch (gdn_step.cu) with its arguments checked and
+// dk ≤ kGdnStepWarpsMaxDk; `log`: exact replay.
+cudaError_t gdn_step_warps(const GdnDecodeArgs& a, bool log, cudaStream_t stream) {
+  const dim3 grid((a.dv + kWarps * kWarpCols - 1) / (kWarps * kWarpCols), a.Hv, a.batch);
+  auto go = [&](auto kernel) {
+    launch_kernel(kernel, grid, 32 * kWarps, 0, stream, a);
+    return cudaGetLastError();
+  };
+  auto pick = [&](auto rows) {
+    constexpr int kR = decltype(rows)::value;
+    if (a.dv % 4 == 0)
+      return log ? go(gdn_step_warps_kernel<kR, true, true>) : go(gdn_step_warps_kernel<kR, true, false>);
+    return log ? go(gdn_step_warps_kernel<kR, false, true>) : go(gdn_step_warps_kernel<kR, false, false>);
+  };
+  static_assert(kRowGroups * 16 == kGdnStepWarpsMaxDk);
+  return a.dk <= kRowGroups * 8 ? pick(std::integral_constant<int, 8>{}) : pick(std::integral_constant<int, 16>{});
+}
+
+}  // namespace replayssm::ops::cuda
