@@ -309,6 +309,62 @@ TEST_P(GdnCudaStepWarps, StandardStepWritesOneStatePerTokenAndMatchesStepping) {
   check_step(GetParam(), Kernel{3, 0, 0});
 }
 
+// The register-resident warps read arrays that are views at any offset:
+// every array one element past an aligned start (no 16-byte access then
+// holds a row) gives the bits of the aligned run — the standard step (a
+// verify, so a state per token) and exact replay over a log with a fold.
+TEST(GdnCudaStep, WarpsTakeArraysAtAnyOffset) {
+  if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const int B = 3, Hk = 2, Hv = 4, dk = 128, dv = 64, T = 2, W = 8, slots = B + B * T;
+  std::mt19937 g(77);
+  std::vector<int32_t> slot(B), out_slot(size_t(B) * T), n_log(B), fold(B), fold_slot(B);
+  for (int b = 0; b < B; ++b) {
+    slot[b] = b, n_log[b] = T + 3 + b, fold[b] = b, fold_slot[b] = B + b;
+    for (int t = 0; t < T; ++t) out_slot[size_t(b) * T + t] = B + b * T + t;
+  }
+  const std::vector<float> state = uniform(g, size_t(slots) * Hv * dk * dv, -0.3f, 0.3f);
+  const Bf k = unit_rows(g, size_t(B) * W * Hk, dk, 1.0f), q = unit_rows(g, size_t(B) * T * Hk, dk, 0.09f),
+           v = test::bf_of(uniform(g, size_t(B) * T * Hv * dv, -1.0f, 1.0f));
+  const std::vector<float> gg = uniform(g, size_t(B) * W * Hv, -1.0f, -0.01f),
+                           beta = uniform(g, size_t(B) * T * Hv, 0.05f, 0.95f),
+                           log_u = uniform(g, size_t(B) * W * Hv * dv, -0.5f, 0.5f);
+  Dev<int32_t> dslot(slot), dos(out_slot), dn(n_log), dfold(fold), dfs(fold_slot);
+  // (outputs, states, log u) of one run with every array `off` elements in.
+  auto run = [&](size_t off, bool exact) {
+    auto pad = [&](const auto& h) {
+      std::decay_t<decltype(h)> x(off, {});
+      x.insert(x.end(), h.begin(), h.end());
+      return x;
+    };
+    Dev<float> dstate(pad(state)), dg(pad(gg)), dbeta(pad(beta)), du(pad(log_u));
+    Dev<uint16_t> dk_(pad(k.bits)), dq(pad(q.bits)), dvv(pad(v.bits)),
+        dout(std::vector<uint16_t>(off + size_t(B) * T * Hv * dv));
+    ops::cuda::GdnDecodeArgs a;
+    a.batch = B, a.Hk = Hk, a.Hv = Hv, a.dk = dk, a.dv = dv, a.T = T, a.variant = 3;
+    a.state = dstate.p + off, a.slot = dslot.p, a.q = dq.p + off, a.v = dvv.p + off, a.beta = dbeta.p + off;
+    a.o = dout.p + off;
+    if (exact) {
+      a.W = W, a.exact = true, a.n_log = dn.p, a.log_k = dk_.p + off, a.log_u = du.p + off, a.log_g = dg.p + off;
+      a.fold = dfold.p, a.fold_slot = dfs.p, a.max_fold = W;
+      EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaSuccess);
+    } else {
+      a.k = dk_.p + off, a.g = dg.p + off, a.out_slot = dos.p;
+      EXPECT_EQ(ops::cuda::gdn_step_cuda(a, nullptr), cudaSuccess);
+    }
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    auto strip = [&](auto x) { return decltype(x)(x.begin() + off, x.end()); };
+    return std::make_tuple(strip(dout.get()), strip(dstate.get()), strip(du.get()));
+  };
+  for (bool exact : {false, true}) {
+    SCOPED_TRACE(exact ? "exact replay" : "standard step");
+    const auto aligned = run(0, exact), offset = run(1, exact);
+    EXPECT_TRUE(std::get<0>(aligned) == std::get<0>(offset)) << "outputs differ";
+    EXPECT_TRUE(std::get<1>(aligned) == std::get<1>(offset)) << "states differ";
+    EXPECT_TRUE(std::get<2>(aligned) == std::get<2>(offset)) << "log u differs";
+    EXPECT_TRUE(std::get<1>(aligned) != state) << "nothing written";
+  }
+}
+
 TEST(GdnCudaArgs, OutOfRangeShapesAreRefused) {
   // Host arrays, so that the replay's refusals are of the field under test
   // and not of a missing log: every call here is refused before the device

@@ -19,6 +19,7 @@
 // batch, so the bits agree.
 #include "ops/cuda/gdn_decode.h"
 
+#include <cstdint>
 #include <type_traits>
 
 #include "ops/cuda/decode_rows.cuh"
@@ -41,7 +42,8 @@ constexpr int kBlocksPerSm = kR > 8 ? 3 : 4;
 
 // Rows i0 .. i0 + kR − 1 of a bf16 vector of dk (zeros past dk), kept as
 // bf16 pairs (half the registers: the state's 64 floats need the room) and
-// widened where used; vec8: dk % 8 = 0 (kR is a multiple of 8), 16-byte loads.
+// widened where used; vec8: dk % 8 = 0 and the vector 16-byte aligned (kR
+// is a multiple of 8), 16-byte loads.
 template <int kR>
 struct KeyRows {
   uint32_t w[kR / 2];
@@ -68,7 +70,8 @@ struct KeyRows {
 };
 
 // A lane's 4 columns of a (dk, dv) row-major matrix at rows i0 .. i0 + kR − 1,
-// c: its first column; kVec: dv % 4 = 0, so that one 16-byte access holds them.
+// c: its first column; kVec: dv % 4 = 0 and m 16-byte aligned, so that one
+// 16-byte access holds them.
 template <int kR, bool kVec>
 struct LaneRows {
   float v[kR][4];
@@ -146,7 +149,10 @@ __global__ void __launch_bounds__(32 * kWarps, kBlocksPerSm<kR>) gdn_step_warps_
   if (wc >= dv) return;  // a warp past the last column (warp-uniform: no shuffle waits on it)
   LaneRows<kR, kVec> S;
   S.load(src, i0, dk, c, dv);
-  const bool vec8 = dk % 8 == 0;
+  // Keys and queries by 16 bytes where every row is so aligned (the
+  // caller's arrays may be views at any offset).
+  const bool vec8 = dk % 8 == 0 && ((reinterpret_cast<uintptr_t>(a.q) |
+                                     reinterpret_cast<uintptr_t>(kLog ? a.log_k : a.k)) % 16 == 0);
 
   if constexpr (kLog) {
     // The log before the step, entry by entry; the next entry's k, u and g
@@ -235,9 +241,12 @@ cudaError_t gdn_step_warps(const GdnDecodeArgs& a, bool log, cudaStream_t stream
     launch_kernel(kernel, grid, 32 * kWarps, 0, stream, a);
     return cudaGetLastError();
   };
+  // 16-byte state (and log u) accesses where every row is so aligned.
+  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  const bool vec = a.dv % 4 == 0 && aligned(a.state) && (!log || aligned(a.log_u));
   auto pick = [&](auto rows) {
     constexpr int kR = decltype(rows)::value;
-    if (a.dv % 4 == 0)
+    if (vec)
       return log ? go(gdn_step_warps_kernel<kR, true, true>) : go(gdn_step_warps_kernel<kR, true, false>);
     return log ? go(gdn_step_warps_kernel<kR, false, true>) : go(gdn_step_warps_kernel<kR, false, false>);
   };
