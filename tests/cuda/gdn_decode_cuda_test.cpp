@@ -303,7 +303,9 @@ TEST_P(GdnCuda, StandardStepWritesOneStatePerTokenAndMatchesStepping) {
 
 // The register-resident standard step (variant 3, dk ≤ 128) on the shapes
 // it takes — odd values (the scalar path), keys of 8 and 16 rows a lane,
-// dk % 8 ≠ 0, up to 8 tokens — and at a batch of several waves of blocks.
+// dk % 8 ≠ 0, up to 8 tokens, several blocks of columns with a partial
+// last one (dv 70, 100, 300: the launcher's choice for dv > 256 too) — and
+// at a batch of several waves of blocks.
 class GdnCudaStepWarps : public test::GpuTestWithParam<Shape> {};
 TEST_P(GdnCudaStepWarps, StandardStepWritesOneStatePerTokenAndMatchesStepping) {
   check_step(GetParam(), Kernel{3, 0, 0});
@@ -366,14 +368,15 @@ TEST(GdnCudaStep, WarpsTakeArraysAtAnyOffset) {
 }
 
 TEST(GdnCudaArgs, OutOfRangeShapesAreRefused) {
-  // Host arrays, so that the replay's refusals are of the field under test
-  // and not of a missing log: every call here is refused before the device
-  // reads any.
+  // Every array (host memory), so that each refusal is of the field under
+  // test and not of a missing array: every call here is refused before the
+  // device reads any.
   const int32_t groups[2] = {0, 1}, rows[1] = {0};
   float fx[1] = {};
-  const uint16_t hx[1] = {};
+  uint16_t hx[1] = {};
   ops::cuda::GdnDecodeArgs a;
-  a.n_log = a.slot = groups, a.log_u = fx, a.log_g = fx, a.log_k = hx;
+  a.n_log = a.slot = a.out_slot = groups, a.log_u = fx, a.log_g = fx, a.log_k = hx;
+  a.state = fx, a.q = a.v = a.k = hx, a.o = hx, a.beta = a.g = fx;
   a.batch = 1, a.Hk = 2, a.Hv = 4, a.dk = 600, a.dv = 64, a.W = 8, a.T = 1;  // dk > 512
   EXPECT_EQ(ops::cuda::gdn_step_cuda(a, nullptr), cudaErrorInvalidValue);
   a.dk = 16, a.dv = 300, a.variant = 1;  // the streaming replay: dv > 256 and no slice divides it
@@ -391,7 +394,22 @@ TEST(GdnCudaArgs, OutOfRangeShapesAreRefused) {
   EXPECT_EQ(ops::cuda::gdn_step_cuda(a, nullptr), cudaErrorInvalidValue);
   a.exact = true;
   EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
-  a.exact = false, a.dk = 16, a.variant = 4;  // no such variant
+  a.exact = false, a.dk = 16, a.variant = 0;
+  for (int missing = 0; missing < 9; ++missing) {  // the standard step's arrays: every one required
+    ops::cuda::GdnDecodeArgs m = a;
+    if (missing == 0) m.state = nullptr;
+    if (missing == 1) m.slot = nullptr;
+    if (missing == 2) m.q = nullptr;
+    if (missing == 3) m.v = nullptr;
+    if (missing == 4) m.beta = nullptr;
+    if (missing == 5) m.o = nullptr;
+    if (missing == 6) m.k = nullptr;
+    if (missing == 7) m.g = nullptr;
+    if (missing == 8) m.out_slot = nullptr;
+    EXPECT_EQ(ops::cuda::gdn_step_cuda(m, nullptr), cudaErrorInvalidValue) << "array " << missing << " missing";
+    if (missing < 6) EXPECT_EQ(ops::cuda::gdn_replay_cuda(m, nullptr), cudaErrorInvalidValue) << "array " << missing;
+  }
+  a.variant = 4;  // no such variant
   EXPECT_EQ(ops::cuda::gdn_step_cuda(a, nullptr), cudaErrorInvalidValue);
   EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
   a.variant = 0;
@@ -449,7 +467,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GdnCudaStepWarps,
                                            Shape{3, 1, 2, 37, 128, 7, 3}, Shape{2, 1, 2, 65, 52, 40, 2},
                                            Shape{3, 1, 2, 100, 36, 50, 8}, Shape{2, 2, 4, 128, 20, 64, 6},
                                            Shape{2, 16, 32, 128, 128, 20, 4}, Shape{2, 16, 48, 128, 128, 16, 2},
-                                           Shape{40, 16, 32, 128, 128, 16, 1}));
+                                           Shape{3, 1, 2, 128, 100, 8, 2}, Shape{2, 1, 2, 96, 70, 5, 3},
+                                           Shape{2, 1, 2, 64, 300, 6, 1}, Shape{40, 16, 32, 128, 128, 16, 1}));
 INSTANTIATE_TEST_SUITE_P(Shapes, GdnCuda,
                          ::testing::Combine(kShapes, ::testing::Values(Kernel{1, 0, 0}, Kernel{2, 0, 0}, Kernel{1, 64, 4},
                                                                        Kernel{1, 64, 8}, Kernel{1, 128, 4},

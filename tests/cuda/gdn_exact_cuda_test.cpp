@@ -28,6 +28,7 @@ using test::unit_rows;
 
 struct Shape {
   int batch, Hk, Hv, dk, dv, W;
+  int t_max = 3;  // the calls' tokens cycle 1 .. t_max
 };
 struct Kernel {
   int variant, slice_cols, tile_rows;
@@ -37,6 +38,7 @@ void PrintTo(const std::tuple<Shape, Kernel>& p, std::ostream* os) {
   const Shape s = std::get<0>(p);
   const Kernel k = std::get<1>(p);
   *os << "B" << s.batch << "_Hk" << s.Hk << "_Hv" << s.Hv << "_dk" << s.dk << "_dv" << s.dv << "_W" << s.W;
+  if (s.t_max != 3) *os << "_T" << s.t_max;
   if (k.variant == 2) *os << "_sliced";
   else if (k.variant == 3) *os << "_warps";
   else *os << "_streaming" << k.slice_cols << "x" << k.tile_rows;
@@ -114,7 +116,7 @@ TEST_P(GdnExactCuda, ReplayHasSteppingsBits) {
   for (int b = 0; b < B; ++b) slot[size_t(b)] = 2 * b;
   int pos = 0, folds = 0, partial = 0, calls = 0;
   while (pos < N) {
-    const int T = std::min(N - pos, 1 + calls % 3);
+    const int T = std::min(N - pos, 1 + calls % s.t_max);
     std::vector<int32_t> n_log(static_cast<size_t>(B)), fold(static_cast<size_t>(B)), fold_slot(static_cast<size_t>(B)), slots(static_cast<size_t>(B));
     std::vector<uint16_t> qq, vv;
     std::vector<float> b1;
@@ -130,9 +132,9 @@ TEST_P(GdnExactCuda, ReplayHasSteppingsBits) {
         b1.insert(b1.end(), beta.begin() + r * Hv, beta.begin() + (r + 1) * Hv);
       }
       n_log[size_t(b)] = c + T;
-      // Fold every old entry where the next step (up to 3 tokens) would
+      // Fold every old entry where the next step (up to t_max tokens) would
       // not fit; sequence 1, every other call, only what it must or half.
-      const int need = c + T + 3 - W;
+      const int need = c + T + s.t_max - W;
       fold[size_t(b)] = b == 1 && calls % 2 == 1 && c >= 2 ? std::max(need, c / 2) : need > 0 ? c : 0;
       slots[size_t(b)] = slot[size_t(b)];
       fold_slot[size_t(b)] = b % 2 == 0 ? slot[size_t(b)] : slot[size_t(b)] ^ 1;  // in place, or the other slot
@@ -191,11 +193,13 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GdnExactCuda,
                          ::testing::Combine(kShapes, ::testing::Values(Kernel{1, 0, 0}, Kernel{1, 64, 4},
                                                                        Kernel{1, 128, 8}, Kernel{2, 0, 0})));
 // The register-resident warps (variant 3) where they apply, dk ≤ 128: odd
-// values (the scalar path), dk % 8 ≠ 0, and a batch of several waves.
+// values (the scalar path), dk % 8 ≠ 0 at 8 and 16 rows a lane, verifies
+// of up to 8 tokens, and a batch of several waves.
 INSTANTIATE_TEST_SUITE_P(Warps, GdnExactCuda,
                          ::testing::Combine(::testing::Values(Shape{3, 2, 6, 12, 10, 8}, Shape{3, 1, 3, 24, 40, 9},
-                                                              Shape{2, 1, 2, 37, 52, 7},
+                                                              Shape{2, 1, 2, 37, 52, 7}, Shape{2, 1, 2, 100, 36, 24, 8},
                                                               Shape{2, 16, 32, 128, 128, 16},
+                                                              Shape{2, 16, 32, 128, 128, 24, 8},
                                                               Shape{12, 16, 32, 128, 128, 16}),
                                             ::testing::Values(Kernel{3, 0, 0})));
 

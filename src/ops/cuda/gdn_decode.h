@@ -62,14 +62,14 @@ struct GdnDecodeArgs {
   const int32_t* fold_slot = nullptr;  // (B) where the folded checkpoint goes (may be slot)
   int max_fold = 0;                    // host bound on fold[b], sizes shared memory
 
-  // Kernel variant, both families: 0 picks by size (column slices when
-  // batch·Hv is under the SM count or the head does not fit a streaming
-  // block, else streaming blocks per slice of columns, head and sequence;
-  // for the standard step and exact replay with dk ≤ kGdnStepWarpsMaxDk,
-  // register-resident warps instead of streaming blocks); 1 and 2 force
-  // streaming and column slices, 3 the register-resident warps (the
-  // standard step and exact replay only, dk ≤ kGdnStepWarpsMaxDk) (tests,
-  // tuning).
+  // Kernel variant, both families: 0 picks by size — column slices when
+  // batch·Hv is under the SM count; else, for the standard step and exact
+  // replay with dk ≤ kGdnStepWarpsMaxDk, register-resident warps (any dv);
+  // else column slices where the head does not fit a streaming block, and
+  // streaming blocks per slice of columns, head and sequence otherwise.
+  // 1 and 2 force streaming and column slices, 3 the register-resident
+  // warps (the standard step and exact replay only, dk ≤
+  // kGdnStepWarpsMaxDk) (tests, tuning).
   int variant = 0;
   // Streaming blocks' shape (tuning, tests): columns per block (64, 128 or
   // 256; one slice of all dv ≤ 256 where it does not divide dv) and rows
@@ -123,6 +123,10 @@ inline int64_t gdn_replay_scratch_floats(int batch, int T, int Hv, int dv) {
   return int64_t(batch) * T * 2 * Hv * dv;
 }
 
+// Both return cudaErrorInvalidValue, before any device work, for a shape
+// or knob out of range or a missing array (state, slot, q, v, β, o; the
+// standard step's k, g, out_slot; replay's log), and launch asynchronously
+// on `stream` otherwise.
 cudaError_t gdn_step_cuda(const GdnDecodeArgs& a, cudaStream_t stream);
 cudaError_t gdn_replay_cuda(const GdnDecodeArgs& a, cudaStream_t stream);
 

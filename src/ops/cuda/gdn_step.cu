@@ -221,6 +221,9 @@ __global__ void __launch_bounds__(32 * kGdnStepWarps) gdn_step_kernel(GdnDecodeA
 // gdn_replay_cuda): one choice of kernel and block shape for both.
 cudaError_t gdn_step_launch(const GdnDecodeArgs& a, bool log, cudaStream_t stream) {
   if (a.batch == 0) return cudaSuccess;
+  if (a.state == nullptr || a.slot == nullptr || a.q == nullptr || a.v == nullptr || a.beta == nullptr ||
+      a.o == nullptr || (!log && (a.k == nullptr || a.g == nullptr || a.out_slot == nullptr)))
+    return cudaErrorInvalidValue;
   if (a.batch < 0 || a.Hk <= 0 || a.Hv % a.Hk != 0 || a.dk < 1 || a.dv < 1 || a.T < 1 || a.T > kGdnMaxT ||
       a.variant < 0 || a.variant > 3 || (a.variant == 3 && a.dk > kGdnStepWarpsMaxDk) || (a.tile_rows != 0 && a.tile_rows != 4 && a.tile_rows != 8) ||
       (a.slice_cols != 0 && a.slice_cols != 64 && a.slice_cols != 128 && a.slice_cols != 256))
@@ -241,11 +244,12 @@ cudaError_t gdn_step_launch(const GdnDecodeArgs& a, bool log, cudaStream_t strea
     return cudaErrorInvalidValue;
   int sms = 0;
   if (cudaError_t e = device_sms(&sms); e != cudaSuccess) return e;
-  // The same variant choice as the replay kernel (variant), plus: heads
-  // too large for shared memory take the sliced kernel, and where the
-  // streaming blocks would run with dk ≤ 128 the register-resident warps
-  // do (H200: 7% faster at batch 64, 2% at 256, under 1% slower at 512 — one
-  // rule for all, since exact replay must pick what stepping picks).
+  // The same variant choice as the replay kernel (variant), plus: at
+  // batch·Hv ≥ the SM count with dk ≤ 128 the register-resident warps,
+  // whatever dv (H200: 7% faster than the streaming blocks at batch 64, 2%
+  // at 256, under 1% slower at 512 — one rule for all, since exact replay
+  // must pick what stepping picks); elsewhere heads too large for shared
+  // memory take the sliced kernel.
   const bool small = int64_t(a.batch) * a.Hv < sms;
   if (a.variant == 3 || (a.variant == 0 && !small && a.dk <= kGdnStepWarpsMaxDk)) return gdn_step_warps(a, log, stream);
   if (a.variant == 2 || !fits || (a.variant == 0 && small)) return gdn_step_sliced(a, log, stream);

@@ -1,8 +1,8 @@
 // Gated DeltaNet standard decode, the register-resident variant (see
 // gdn_decode.h, gdn_step.cu; GdnDecodeArgs::variant 3): one warp per 16
 // value columns of a (value head, sequence) holds all dk ≤ 128 rows of
-// them in registers — lane (rg, cq) has rows rg·R .. rg·R + R − 1 (R =
-// kRows) of columns 4·cq .. 4·cq + 3 of the warp's 16 — and finishes the
+// them in registers — lane (rg, cq) has rows rg·R .. rg·R + R − 1 (R = kR:
+// 16, or 8 for dk ≤ 64) of columns 4·cq .. 4·cq + 3 of the warp's 16 — and finishes the
 // sums Sᵀk, Sᵀq over rows by three shuffle rounds across the 8 row groups.
 // No shared memory and no barrier: a warp is 16 loads in flight, a few
 // hundred FMAs and 16 stores, so the SM's warps stream the state
