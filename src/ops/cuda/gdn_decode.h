@@ -119,6 +119,12 @@ struct GdnDecodeArgs {
   bool exact = false;
 };
 
+// The arrays every GDN decode call reads or writes, standard or replay.
+inline bool gdn_has_common_arrays(const GdnDecodeArgs& a) {
+  return a.state != nullptr && a.slot != nullptr && a.q != nullptr && a.v != nullptr && a.beta != nullptr &&
+         a.o != nullptr;
+}
+
 inline int64_t gdn_replay_scratch_floats(int batch, int T, int Hv, int dv) {
   return int64_t(batch) * T * 2 * Hv * dv;
 }

@@ -489,8 +489,7 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ, kM
 
 cudaError_t gdn_replay_cuda(const GdnDecodeArgs& a, cudaStream_t stream) {
   if (a.batch == 0) return cudaSuccess;
-  if (a.state == nullptr || a.slot == nullptr || a.q == nullptr || a.v == nullptr || a.beta == nullptr || a.o == nullptr)
-    return cudaErrorInvalidValue;
+  if (!gdn_has_common_arrays(a)) return cudaErrorInvalidValue;
   if (a.batch < 0 || a.Hk <= 0 || a.Hv % a.Hk != 0 || a.dk < 1 || a.dv < 1 || a.T < 1 || a.T > kGdnMaxT || a.W < a.T ||
       a.W > kGdnMaxW || a.max_fold < 0 || a.max_fold > a.W || (a.fold != nullptr && a.fold_slot == nullptr) ||
       (a.tile_rows != 0 && a.tile_rows != 4 && a.tile_rows != 8) ||

@@ -221,8 +221,7 @@ __global__ void __launch_bounds__(32 * kGdnStepWarps) gdn_step_kernel(GdnDecodeA
 // gdn_replay_cuda): one choice of kernel and block shape for both.
 cudaError_t gdn_step_launch(const GdnDecodeArgs& a, bool log, cudaStream_t stream) {
   if (a.batch == 0) return cudaSuccess;
-  if (a.state == nullptr || a.slot == nullptr || a.q == nullptr || a.v == nullptr || a.beta == nullptr ||
-      a.o == nullptr || (!log && (a.k == nullptr || a.g == nullptr || a.out_slot == nullptr)))
+  if (!gdn_has_common_arrays(a) || (!log && (a.k == nullptr || a.g == nullptr || a.out_slot == nullptr)))
     return cudaErrorInvalidValue;
   if (a.batch < 0 || a.Hk <= 0 || a.Hv % a.Hk != 0 || a.dk < 1 || a.dv < 1 || a.T < 1 || a.T > kGdnMaxT ||
       a.variant < 0 || a.variant > 3 || (a.variant == 3 && a.dk > kGdnStepWarpsMaxDk) || (a.tile_rows != 0 && a.tile_rows != 4 && a.tile_rows != 8) ||

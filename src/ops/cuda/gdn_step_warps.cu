@@ -69,6 +69,19 @@ struct KeyRows {
   }
 };
 
+// A lane's 4 columns of a row (c: the first; zeros past dv); kVec: dv % 4
+// = 0 and p 16-byte aligned, one 16-byte load.
+template <bool kVec>
+__device__ __forceinline__ void load_cols(float (&x)[4], const float* p, int c, int dv) {
+  if (kVec && c < dv) {
+    const float4 y = *reinterpret_cast<const float4*>(p + c);
+    x[0] = y.x, x[1] = y.y, x[2] = y.z, x[3] = y.w;
+  } else {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) x[e] = c + e < dv ? p[c + e] : 0.0f;
+  }
+}
+
 // A lane's 4 columns of a (dk, dv) row-major matrix at rows i0 .. i0 + kR − 1,
 // c: its first column; kVec: dv % 4 = 0 and m 16-byte aligned, so that one
 // 16-byte access holds them.
@@ -78,17 +91,7 @@ struct LaneRows {
 
   __device__ void load(const float* m, int i0, int dk, int c, int dv) {
 #pragma unroll
-    for (int i = 0; i < kR; ++i) {
-      const bool in = i0 + i < dk;
-      if constexpr (kVec) {
-        const float4 x = in && c < dv ? *reinterpret_cast<const float4*>(m + int64_t(i0 + i) * dv + c)
-                                      : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        v[i][0] = x.x, v[i][1] = x.y, v[i][2] = x.z, v[i][3] = x.w;
-      } else {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) v[i][e] = in && c + e < dv ? m[int64_t(i0 + i) * dv + c + e] : 0.0f;
-      }
-    }
+    for (int i = 0; i < kR; ++i) load_cols<kVec>(v[i], m + int64_t(i0 + i) * dv, c, i0 + i < dk ? dv : 0);
   }
   __device__ void store(float* m, int i0, int dk, int c, int dv) const {
 #pragma unroll
@@ -111,18 +114,6 @@ struct LaneRows {
       for (int e = 0; e < 4; ++e) v[i][e] = gdn_update(v[i][e], alpha, k[i], u[e]);
   }
 };
-
-// A lane's 4 columns of a row (c: the first; kVec as LaneRows).
-template <bool kVec>
-__device__ __forceinline__ void load_cols(float (&x)[4], const float* p, int c, int dv) {
-  if (kVec && c < dv) {
-    const float4 y = *reinterpret_cast<const float4*>(p + c);
-    x[0] = y.x, x[1] = y.y, x[2] = y.z, x[3] = y.w;
-  } else {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) x[e] = c + e < dv ? p[c + e] : 0.0f;
-  }
-}
 
 // The sum over the warp's 8 row groups (lanes 4 apart): every lane of a
 // column gets the same bits (each round adds the same two values).
