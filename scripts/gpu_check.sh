@@ -14,11 +14,12 @@ summary() {
   echo
   echo "== summary ($(date -u +%F), H200) =="
   grep -E '^\[  PASSED  \]|^\[  FAILED  \]' "$o/cuda_tests.log" | tail -1 | sed 's/^/CUDA tests: /'
-  echo "kernels (replay / standard, same run; standard % of copy bandwidth):"
-  awk '$1 ~ /^(mamba2|gdn)$/ && $2 ~ /^(ar|verify)$/ && $3 ~ /^(1|64|256)$/ {
-         printf "  %-7s %-7s batch %4s  %6s  standard at %s of copy\n", $1, $2, $3, $NF, $7 }' "$o/ssm_decode_bench.txt"
+  echo "kernels (replay / standard, same run, and the bytes' ratio; standard % of copy bandwidth):"
+  awk '$1 ~ /^(mamba2|gdn)$/ && $2 ~ /^(ar|verify)$/ && $3 ~ /^(1|64|256|512)$/ {
+         printf "  %-7s %-7s batch %4s  %6s (bytes %s)  standard at %s of copy\n", $1, $2, $3, $(NF-1), $NF, $7 }' \
+    "$o/ssm_decode_bench.txt"
   awk '$1 ~ /^(mamba2|gdn)$/ && $2 ~ /^beam8(-alone)?$/ && $3 ~ /^(64|256)$/ {
-         printf "  %-7s %-12s batch %4s  %6s\n", $1, $2, $3, $NF }' "$o/ssm_decode_bench.txt"
+         printf "  %-7s %-12s batch %4s  %6s\n", $1, $2, $3, $(NF-1) }' "$o/ssm_decode_bench.txt"
   echo "end to end at 8B shapes (tok/s, standard -> replay):"
   awk '$2 == "standard" && NF == 8 { s[$1] = $3 } $2 == "replay" && NF == 9 && ($1 in s) {
          printf "  batch %4s  %9s -> %9s  %s\n", $1, s[$1], $3, $NF }' "$o/e2e_decode_bench.txt"
