@@ -22,7 +22,8 @@
 // the fraction of the measured device copy bandwidth, and replay/standard
 // from the same run — beside it the byte ratio, standard's bytes over
 // replay's: the replay/standard a replay kernel as bandwidth-efficient as
-// the standard one would reach (the bytes' ideal for this log's format). State slots rotate over ≥ 512 MB, well past the 60 MB L2.
+// the standard one would reach (the bytes' ideal for this log's format).
+// State slots rotate over ≥ 512 MB, well past the 60 MB L2.
 // Then the chunk scans (prefill): a chunk of 256 tokens per sequence through
 // mamba2_scan_cuda / gdn_scan_cuda against the same 256 tokens as one-token
 // standard steps, at batch 1, 8, 64 — µs, GB/s and the recurrence's fp32
@@ -660,9 +661,10 @@ int main(int argc, char** argv) {
   // kept in the table to show what the split buys.
   auto print_row = [&](const Row& r) {
     const double sg = r.std_bytes / (r.std_us * 1e3), rg = r.rep_bytes / (r.rep_us * 1e3);
+    const double speed = r.std_us / r.rep_us, bytes = r.std_bytes / r.rep_bytes;
     std::printf("%-9s %-11s %6d | %9.1f %7.0f %5.0f%% | %9.1f %7.0f %5.0f%% | %6.2fx %6.2fx\n", r.family.c_str(),
                 r.workload.c_str(), r.batch, r.std_us, sg, 100 * sg / copy_gbs, r.rep_us, rg, 100 * rg / copy_gbs,
-                r.std_us / r.rep_us, r.std_bytes / r.rep_bytes);
+                speed, bytes);
     char row[512];
     std::snprintf(row, sizeof row,
                   "%s\n  {\"family\": \"%s\", \"workload\": \"%s\", \"batch\": %d, \"standard_us\": %.2f, "
@@ -670,7 +672,7 @@ int main(int argc, char** argv) {
                   "%.1f, \"replay_frac_copy\": %.3f, \"replay_over_standard\": %.3f, "
                   "\"standard_bytes_over_replay_bytes\": %.3f}",
                   first ? "" : ",", r.family.c_str(), r.workload.c_str(), r.batch, r.std_us, sg, sg / copy_gbs,
-                  r.rep_us, rg, rg / copy_gbs, r.std_us / r.rep_us, r.std_bytes / r.rep_bytes);
+                  r.rep_us, rg, rg / copy_gbs, speed, bytes);
     json += row;
     first = false;
   };
