@@ -224,7 +224,8 @@ cudaError_t gdn_step_launch(const GdnDecodeArgs& a, bool log, cudaStream_t strea
   if (!gdn_has_common_arrays(a) || (!log && (a.k == nullptr || a.g == nullptr || a.out_slot == nullptr)))
     return cudaErrorInvalidValue;
   if (a.batch < 0 || a.Hk <= 0 || a.Hv % a.Hk != 0 || a.dk < 1 || a.dv < 1 || a.T < 1 || a.T > kGdnMaxT ||
-      a.variant < 0 || a.variant > 3 || (a.variant == 3 && a.dk > kGdnStepWarpsMaxDk) || (a.tile_rows != 0 && a.tile_rows != 4 && a.tile_rows != 8) ||
+      a.variant < 0 || a.variant > 3 || (a.variant == 3 && a.dk > kGdnStepWarpsMaxDk) ||
+      (a.tile_rows != 0 && a.tile_rows != 4 && a.tile_rows != 8) ||
       (a.slice_cols != 0 && a.slice_cols != 64 && a.slice_cols != 128 && a.slice_cols != 256))
     return cudaErrorInvalidValue;
   // Block shape (H200, Qwen3-Next shapes, docs/perf): 8 rows per warp per
@@ -245,10 +246,11 @@ cudaError_t gdn_step_launch(const GdnDecodeArgs& a, bool log, cudaStream_t strea
   if (cudaError_t e = device_sms(&sms); e != cudaSuccess) return e;
   // The same variant choice as the replay kernel (variant), plus: at
   // batch·Hv ≥ the SM count with dk ≤ 128 the register-resident warps,
-  // whatever dv (H200: 7% faster than the streaming blocks at batch 64, 2%
-  // at 256, under 1% slower at 512 — one rule for all, since exact replay
-  // must pick what stepping picks); elsewhere heads too large for shared
-  // memory take the sliced kernel.
+  // whatever dv (H200, docs/perf sessions 22–23: 72 against the streaming
+  // blocks' 81 µs at batch 64, 275 against 294 at 256, 546 against 566 at
+  // 512 — one rule for all, since exact replay must pick what stepping
+  // picks); elsewhere heads too large for shared memory take the sliced
+  // kernel.
   const bool small = int64_t(a.batch) * a.Hv < sms;
   if (a.variant == 3 || (a.variant == 0 && !small && a.dk <= kGdnStepWarpsMaxDk)) return gdn_step_warps(a, log, stream);
   if (a.variant == 2 || !fits || (a.variant == 0 && small)) return gdn_step_sliced(a, log, stream);

@@ -8,9 +8,11 @@
 // hundred FMAs and 16 stores, so the SM's warps stream the state
 // continuously instead of in the phase-locked rounds of blocks that stage
 // a slice and wait on one another. H200, Qwen3-Next shapes (docs/perf, "A
-// warp per 16 columns"): batch 64 81.2 → 75.3 µs, 8 15.6 → 14.0; 512 <1%
-// slower (566 → 572). A warp per 8 columns (16 row groups, 6–8 blocks an
-// SM) measured slower, 83–88 µs at 64: a row's 32-byte pieces.
+// warp per 16 columns" and session 23): against the streaming blocks'
+// 81.2 / 294 / 566 µs at batch 64 / 256 / 512, 72 / 275 / 546 since the
+// rows' loads go through load_cols; batch 8 15.6 → 14.0. A warp per 8
+// columns (16 row groups, 6–8 blocks an SM) measured slower, 83–88 µs at
+// 64: a row's 32-byte pieces; so did 1 or 2 warps a block (88, 75 µs).
 //
 // With kLog, exact replay as gdn_step.cu's: the log's entries before the
 // step's T tokens applied first (S ← αS + k·uᵀ, gdn_token.cuh), then the
