@@ -1,5 +1,6 @@
 // What the CUDA benches share: CK, which ends the bench on a CUDA error and
-// names the call, and the read-only bandwidth probes of read_probe.cu.
+// names the call, the read-only bandwidth probes of read_probe.cu and the
+// write-heavy one of fanout_probe.cu.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -22,4 +23,7 @@ namespace replayssm::bench {
 // legacy stream; `out` is a 4-byte sink, `sms` the device's SM count.
 cudaError_t read_ld(const void* p, size_t bytes, float* out, int sms);
 cudaError_t read_bulk(const void* p, size_t bytes, float* out, int sms);
+// Reads `bytes` at src once and writes them `copies` times, copy c at
+// dst + c·bytes (fanout_probe.cu); bytes a multiple of 16, copies 1, 2 or 4.
+cudaError_t fanout_copy(const void* src, void* dst, size_t bytes, int copies, int sms);
 }  // namespace replayssm::bench
