@@ -30,10 +30,13 @@ struct Shape {
 };
 
 // A kernel variant (GdnDecodeArgs::variant), the streaming blocks' shape,
-// fold_rows (1: a one-token fold's row coefficients precomputed) and mma
-// (1: the passes on tensor cores, −1: on FMAs, 0: the launcher's choice).
+// fold_rows (1: a one-token fold's row coefficients precomputed), mma
+// (1: the passes on tensor cores, −1: on FMAs, 0: the launcher's choice)
+// and early (GdnDecodeArgs::early: the first state rows read before the
+// PDL wait; every call here follows a copy, so that holds).
 struct Kernel {
   int variant, slice_cols, tile_rows, fold_rows = 0, mma = 0;
+  bool early = false;
 };
 
 void PrintTo(const Shape& s, std::ostream* os);
@@ -45,10 +48,11 @@ void PrintTo(const std::tuple<Shape, Kernel>& p, std::ostream* os) {
   else
     *os << "_streaming" << k.slice_cols << "x" << k.tile_rows << (k.fold_rows > 0 ? "_fold_rows" : "")
         << (k.mma > 0 ? "_mma" : k.mma < 0 ? "_fma" : "");
+  if (k.early) *os << "_early";
 }
 void set_kernel(ops::cuda::GdnDecodeArgs& a, const Kernel& k) {
   a.variant = k.variant, a.slice_cols = k.slice_cols, a.tile_rows = k.tile_rows, a.fold_rows = k.fold_rows,
-  a.mma = k.mma;
+  a.mma = k.mma, a.early = k.early;
 }
 void PrintTo(const Shape& s, std::ostream* os) {
   *os << "B" << s.batch << "_Hk" << s.Hk << "_Hv" << s.Hv << "_dk" << s.dk << "_dv" << s.dv << "_W" << s.W << "_T"
@@ -308,7 +312,10 @@ TEST_P(GdnCuda, StandardStepWritesOneStatePerTokenAndMatchesStepping) {
 // at a batch of several waves of blocks.
 class GdnCudaStepWarps : public test::GpuTestWithParam<Shape> {};
 TEST_P(GdnCudaStepWarps, StandardStepWritesOneStatePerTokenAndMatchesStepping) {
-  check_step(GetParam(), Kernel{3, 0, 0});
+  for (bool early : {false, true}) {
+    SCOPED_TRACE(early ? "early state reads" : "state read after the wait");
+    check_step(GetParam(), Kernel{3, 0, 0, 0, 0, early});
+  }
 }
 
 // The register-resident warps read arrays that are views at any offset:
@@ -473,7 +480,10 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GdnCuda,
                          ::testing::Combine(kShapes, ::testing::Values(Kernel{1, 0, 0}, Kernel{2, 0, 0}, Kernel{1, 64, 4},
                                                                        Kernel{1, 64, 8}, Kernel{1, 128, 4},
                                                                        Kernel{1, 256, 8}, Kernel{1, 128, 4, 1},
-                                                                       Kernel{1, 128, 4, 0, 1}, Kernel{1, 128, 4, 0, -1})));
+                                                                       Kernel{1, 128, 4, 0, 1}, Kernel{1, 128, 4, 0, -1},
+                                                                       Kernel{0, 0, 0, 0, 0, true},
+                                                                       Kernel{1, 128, 4, 1, 0, true},
+                                                                       Kernel{1, 128, 4, 0, 1, true})));
 
 }  // namespace
 }  // namespace replayssm

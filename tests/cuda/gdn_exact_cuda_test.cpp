@@ -32,6 +32,7 @@ struct Shape {
 };
 struct Kernel {
   int variant, slice_cols, tile_rows;
+  bool early = false;  // GdnDecodeArgs::early, stepping and replay alike (every call follows a copy)
 };
 
 void PrintTo(const std::tuple<Shape, Kernel>& p, std::ostream* os) {
@@ -42,6 +43,7 @@ void PrintTo(const std::tuple<Shape, Kernel>& p, std::ostream* os) {
   if (k.variant == 2) *os << "_sliced";
   else if (k.variant == 3) *os << "_warps";
   else *os << "_streaming" << k.slice_cols << "x" << k.tile_rows;
+  if (k.early) *os << "_early";
 }
 
 using GdnExactCuda = test::GpuTestWithParam<std::tuple<Shape, Kernel>>;
@@ -63,7 +65,7 @@ TEST_P(GdnExactCuda, ReplayHasSteppingsBits) {
   const std::vector<float> beta = uniform(g, size_t(B) * N * Hv, 0.05f, 0.95f);
   const std::vector<float> state0 = uniform(g, size_t(B) * hs, -0.3f, 0.3f);
   auto set_kernel = [&](ops::cuda::GdnDecodeArgs& a) {
-    a.variant = kern.variant, a.slice_cols = kern.slice_cols, a.tile_rows = kern.tile_rows;
+    a.variant = kern.variant, a.slice_cols = kern.slice_cols, a.tile_rows = kern.tile_rows, a.early = kern.early;
   };
 
   // The reference: one token a step for the whole batch, in place; the
@@ -201,7 +203,7 @@ INSTANTIATE_TEST_SUITE_P(Warps, GdnExactCuda,
                                                               Shape{2, 16, 32, 128, 128, 16},
                                                               Shape{2, 16, 32, 128, 128, 24, 8},
                                                               Shape{12, 16, 32, 128, 128, 16}),
-                                            ::testing::Values(Kernel{3, 0, 0})));
+                                            ::testing::Values(Kernel{3, 0, 0}, Kernel{3, 0, 0, true})));
 
 }  // namespace
 }  // namespace replayssm

@@ -117,6 +117,14 @@ struct GdnDecodeArgs {
   // tile_rows as there; fold_rows and mma do not apply); dk ≤ 512, or a
   // slice that fits shared memory.
   bool exact = false;
+  // The kernel launched just before this one writes no state (the
+  // decoder's: the conv and the gates). The register-resident step (and
+  // exact replay) and the streaming replay then read their first state
+  // rows before the PDL wait (launch.cuh), while that kernel still runs;
+  // the other kernels wait first whatever this says. Leave false when the
+  // launch before may have written a slot this one reads (a fold, a copy
+  // into a slot).
+  bool early = false;
 };
 
 // The arrays every GDN decode call reads or writes, standard or replay.

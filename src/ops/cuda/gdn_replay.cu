@@ -167,7 +167,10 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ, kM
     copy(st + 2 * T * SK, a.v + (r0 * a.Hv + h) * dv + c0, cw, int64_t(a.Hv) * dv, SV);
   };
   // Everything read so far is the plan (slots, log lengths, folds, rows),
-  // which no kernel writes (launch.cuh): read while the kernel before ends.
+  // which no kernel writes (launch.cuh): read while the kernel before ends
+  // — and with a.early the first pass of the checkpoint too.
+  StateT cur;
+  if (a.early) load_pass(cur, 0);
   pdl_begin();
   if constexpr (kStage) {
     // kMma: the copies' loops stepped (tile.cuh; its instances have the registers).
@@ -177,8 +180,7 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ, kM
     copy_async_rows<kMma>(sBeta, a.beta + r0 * a.Hv + h, T, 1, a.Hv, 1);
     cp_async_commit();
   }
-  StateT cur;
-  load_pass(cur, 0);
+  if (!a.early) load_pass(cur, 0);
   // Several tokens: passes stream one ahead in registers, and L2 is asked
   // for the pass after that too (whole rows: contiguous). H200: a verify
   // 3–5% faster at batch 64–512; one token 1–3% slower, so not there.

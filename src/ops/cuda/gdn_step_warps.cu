@@ -137,11 +137,13 @@ __global__ void __launch_bounds__(32 * kWarps, kBlocksPerSm<kR>) gdn_step_warps_
   const int64_t hs = int64_t(dk) * dv;
   const float* src = a.state + (int64_t(a.slot[b]) * a.Hv + h) * hs;
   // Everything read so far is the plan (slots, log lengths, folds, rows),
-  // which no kernel writes (launch.cuh): read while the kernel before ends.
+  // which no kernel writes (launch.cuh): read while the kernel before ends
+  // — and with a.early the state too.
+  LaneRows<kR, kVec> S;
+  if (a.early && wc < dv) S.load(src, i0, dk, c, dv);
   pdl_begin();
   if (wc >= dv) return;  // a warp past the last column (warp-uniform: no shuffle waits on it)
-  LaneRows<kR, kVec> S;
-  S.load(src, i0, dk, c, dv);
+  if (!a.early) S.load(src, i0, dk, c, dv);
   // Keys and queries by 16 bytes where every row is so aligned (the
   // caller's arrays may be views at any offset).
   const bool vec8 = dk % 8 == 0 && ((reinterpret_cast<uintptr_t>(a.q) |

@@ -222,6 +222,10 @@ Status Decoder::Impl::run_gdn(const DeviceBlock& blk, LayerState& L, int T, bool
     a.T = scan ? 1 : T;
     a.state = L.state, a.slot = field(kGSlot), a.q = gq, a.v = gv, a.beta = gbeta, a.o = y;
     if (scan) a.row = field(kDecRow);
+    // The kernel just before is the append (or, in a ragged step, the chunk
+    // scan, which writes only the scanning sequences' slots): it writes no
+    // state this one reads.
+    a.early = true;
     if (!replay) {  // one token, or a verify's (or feed's) state per token
       a.k = gk, a.g = gg, a.out_slot = field(kOutSlot);
       RSSM_CU(oc::gdn_step_cuda(a, stream), "GDN step");
