@@ -23,7 +23,7 @@
 // from the same run — beside it the byte ratio, standard's bytes over
 // replay's: the replay/standard a replay kernel as bandwidth-efficient as
 // the standard one would reach (the bytes' ideal for this log's format).
-// State slots rotate over ≥ 512 MB, well past the 60 MB L2.
+// State slots rotate over a 16 GiB buffer, far past the 60 MB L2 (make_slots).
 // Then the chunk scans (prefill): a chunk of 256 tokens per sequence through
 // mamba2_scan_cuda / gdn_scan_cuda against the same 256 tokens as one-token
 // standard steps, at batch 1, 8, 64 — µs, GB/s and the recurrence's fp32
@@ -40,6 +40,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -126,6 +127,7 @@ constexpr int kW = 16;         // AR window
 constexpr int kT = 4;          // verify drafts
 constexpr int kAccepted = 2;   // per verify step
 constexpr int kVerifyCycle = 7;  // verify steps per fold (committed 2, 4, …, 14)
+constexpr int kMaxRotations = 512;  // slot rotations (make_slots)
 
 struct Row {
   std::string family, workload;
@@ -134,16 +136,21 @@ struct Row {
 };
 
 // Slot layout per rotation r: sequence b reads r·B·5 + b·5 and the standard
-// verify writes the 4 slots after it. Rotations cover ≥ 512 MB of state,
-// and are at least 3: a launch reads, before its PDL wait, another
-// rotation than the two launches before it write.
+// verify writes the 4 slots after it. Rotations are at least 3 — a launch
+// reads, before its PDL wait, another rotation than the two launches
+// before it write — and their buffer holds 16 GiB (at most kMaxRotations):
+// far past the 60 MB L2, and as large as batch 256's. On a
+// 3.8–7.7 GB buffer (3–6 rotations) the Mamba2 standard verify at batch 64
+// ran 416 µs, on 15.4 GB (12) 375 µs; replay and the other rows at 64
+// were the same on either (H200, docs/perf session 24).
 struct Slots {
   int rot;
   std::vector<int32_t*> read, verify_out;
 };
 Slots make_slots(Arena& ar, int batch, double state_bytes) {
   Slots s;
-  s.rot = std::max(3, int((512.0 * (1 << 20)) / (batch * state_bytes)) + 1);
+  const double per_rot = batch * state_bytes * (1 + kT);
+  s.rot = std::clamp(int(std::ceil(16.0 * (1 << 30) / per_rot)), 3, kMaxRotations);
   for (int r = 0; r < s.rot; ++r) {
     std::vector<int32_t> rd(batch), out(size_t(batch) * kT);
     for (int b = 0; b < batch; ++b) {
@@ -413,6 +420,10 @@ Row run_gdn(int batch, bool verify, int slice = 0, int rows = 0, bool exact = fa
     r.slot = sl.read[i % sl.rot];
     r.out_slot = verify ? sl.verify_out[i % sl.rot] : r.slot;
     r.fold_slot = r.slot;
+    // As the decoder's: the first state rows read before the PDL wait —
+    // each launch reads another rotation than the one before wrote (a cycle
+    // folds on its last step only).
+    r.early = true;
     return r;
   };
   const auto [std_us, rep_us] = time_standard_and_replay(
@@ -643,10 +654,17 @@ int main(int argc, char** argv) {
       median_us([&](int) { CK(replayssm::bench::read_bulk(src, copy_n, sink, prop.multiProcessorCount)); }, 5);
   const double ld_gbs = copy_n / (ld_us * 1e3), bulk_gbs = copy_n / (bulk_us * 1e3);
   CK(cudaFree(sink));
+  // The standard verify's mix, one read and kT writes (fanout_probe.cu):
+  // a kT-th of the one buffer read, written kT times over the other.
+  const size_t fan_n = copy_n / kT;
+  const double fan_us =
+      median_us([&](int) { CK(replayssm::bench::fanout_copy(src, dst, fan_n, kT, prop.multiProcessorCount)); }, 5);
+  const double fan_gbs = (1 + kT) * double(fan_n) / (fan_us * 1e3);
   CK(cudaFree(src));
   CK(cudaFree(dst));
-  std::printf("%s: measured copy bandwidth %.0f GB/s (read + write); read-only %.0f GB/s (loads), %.0f GB/s (bulk copy)\n",
-              prop.name, copy_gbs, ld_gbs, bulk_gbs);
+  std::printf("%s: measured copy bandwidth %.0f GB/s (read + write); read-only %.0f GB/s (loads), %.0f GB/s (bulk copy); "
+              "one read + %d writes %.0f GB/s\n",
+              prop.name, copy_gbs, ld_gbs, bulk_gbs, kT, fan_gbs);
   if (shapes) return gdn_shapes(copy_gbs);
   std::printf("ar: W = %d; verify: T = %d drafts, %d accepted per step, fold every %d steps\n\n", kW, kT, kAccepted,
               kVerifyCycle);
@@ -654,6 +672,7 @@ int main(int argc, char** argv) {
               "%copy", "replay us", "GB/s", "%copy", "rep/std", "bytes");
   std::string json = "{\"device\": \"" + std::string(prop.name) + "\", \"copy_gbs\": " + std::to_string(copy_gbs) +
                      ", \"read_ld_gbs\": " + std::to_string(ld_gbs) + ", \"read_bulk_gbs\": " + std::to_string(bulk_gbs) +
+                     ", \"fanout_gbs\": " + std::to_string(fan_gbs) +
                      ", \"mamba2\": {\"H\": 128, \"P\": 64, \"N\": 128, \"G\": 8}, \"gdn\": {\"Hk\": 16, \"Hv\": 32, "
                      "\"dk\": 128, \"dv\": 128}, \"W\": 16, \"T\": 4, \"accepted\": 2, \"rows\": [";
   bool first = true;
