@@ -23,7 +23,9 @@
 // from the same run — beside it the byte ratio, standard's bytes over
 // replay's: the replay/standard a replay kernel as bandwidth-efficient as
 // the standard one would reach (the bytes' ideal for this log's format).
-// State slots rotate over a 16 GiB buffer, far past the 60 MB L2 (make_slots).
+// State slots rotate over ≥ 512 MB, well past the 60 MB L2. The first line
+// gives the device's bandwidth by copy, by reads alone, and by one read and
+// four writes (the standard verify's mix, fanout_probe.cu).
 // Then the chunk scans (prefill): a chunk of 256 tokens per sequence through
 // mamba2_scan_cuda / gdn_scan_cuda against the same 256 tokens as one-token
 // standard steps, at batch 1, 8, 64 — µs, GB/s and the recurrence's fp32
@@ -40,7 +42,6 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -127,7 +128,6 @@ constexpr int kW = 16;         // AR window
 constexpr int kT = 4;          // verify drafts
 constexpr int kAccepted = 2;   // per verify step
 constexpr int kVerifyCycle = 7;  // verify steps per fold (committed 2, 4, …, 14)
-constexpr int kMaxRotations = 512;  // slot rotations (make_slots)
 
 struct Row {
   std::string family, workload;
@@ -136,21 +136,16 @@ struct Row {
 };
 
 // Slot layout per rotation r: sequence b reads r·B·5 + b·5 and the standard
-// verify writes the 4 slots after it. Rotations are at least 3 — a launch
-// reads, before its PDL wait, another rotation than the two launches
-// before it write — and their buffer holds 16 GiB (at most kMaxRotations):
-// far past the 60 MB L2, and as large as batch 256's. On a
-// 3.8–7.7 GB buffer (3–6 rotations) the Mamba2 standard verify at batch 64
-// ran 416 µs, on 15.4 GB (12) 375 µs; replay and the other rows at 64
-// were the same on either (H200, docs/perf session 24).
+// verify writes the 4 slots after it. Rotations cover ≥ 512 MB of state,
+// and are at least 3: a launch reads, before its PDL wait, another
+// rotation than the two launches before it write.
 struct Slots {
   int rot;
   std::vector<int32_t*> read, verify_out;
 };
 Slots make_slots(Arena& ar, int batch, double state_bytes) {
   Slots s;
-  const double per_rot = batch * state_bytes * (1 + kT);
-  s.rot = std::clamp(int(std::ceil(16.0 * (1 << 30) / per_rot)), 3, kMaxRotations);
+  s.rot = std::max(3, int((512.0 * (1 << 20)) / (batch * state_bytes)) + 1);
   for (int r = 0; r < s.rot; ++r) {
     std::vector<int32_t> rd(batch), out(size_t(batch) * kT);
     for (int b = 0; b < batch; ++b) {
