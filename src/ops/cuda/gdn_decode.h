@@ -118,7 +118,7 @@ struct GdnDecodeArgs {
   // slice that fits shared memory.
   bool exact = false;
   // The kernel launched just before this one writes no state (the
-  // decoder's: the conv and the gates). The register-resident step (and
+  // decoder's: the append). The register-resident step (and
   // exact replay) and the streaming replay then read their first state
   // rows before the PDL wait (launch.cuh), while that kernel still runs;
   // the other kernels wait first whatever this says. Leave false when the
