@@ -24,6 +24,7 @@ namespace replayssm::bench {
 cudaError_t read_ld(const void* p, size_t bytes, float* out, int sms);
 cudaError_t read_bulk(const void* p, size_t bytes, float* out, int sms);
 // Reads `bytes` at src once and writes them `copies` times, copy c at
-// dst + c·bytes (fanout_probe.cu); bytes a multiple of 16, copies 1, 2 or 4.
+// dst + c·bytes (fanout_probe.cu); bytes a multiple of 16, copies 4 (the
+// verify's T; other counts are refused).
 cudaError_t fanout_copy(const void* src, void* dst, size_t bytes, int copies, int sms);
 }  // namespace replayssm::bench

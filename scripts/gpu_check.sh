@@ -17,10 +17,10 @@ summary() {
   echo "kernels (replay / standard, same run, and the bytes' ratio; standard % of copy bandwidth):"
   # The verify rows' standard path reads a state and writes four: beside
   # its share of copy, its share of the probe of that mix (header line).
-  awk '/one read \+ [0-9]+ writes/ { for (i = 1; i < NF; ++i) if ($i == "writes") fan = $(i + 1) }
+  awk '/one read \+ [0-9]+ writes/ { for (i = 1; i < NF; ++i) if ($i == "writes") { fan = $(i + 1); nw = $(i - 1) } }
        $1 ~ /^(mamba2|gdn)$/ && $2 ~ /^(ar|verify)$/ && $3 ~ /^(1|64|256|512)$/ {
          printf "  %-7s %-7s batch %4s  %6s (bytes %s)  standard at %s of copy", $1, $2, $3, $(NF-1), $NF, $7
-         if ($2 == "verify" && fan > 0) printf ", %.0f%% of one read + 4 writes", 100 * $6 / fan
+         if ($2 == "verify" && fan > 0) printf ", %.0f%% of one read + %s writes", 100 * $6 / fan, nw
          printf "\n" }' \
     "$o/ssm_decode_bench.txt"
   awk '$1 ~ /^(mamba2|gdn)$/ && $2 ~ /^beam8(-alone)?$/ && $3 ~ /^(64|256)$/ {
