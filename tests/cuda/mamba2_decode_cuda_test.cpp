@@ -34,7 +34,7 @@ void PrintTo(const Shape& s, std::ostream* os);
 void PrintTo(const std::tuple<Shape, int>& p, std::ostream* os) {
   PrintTo(std::get<0>(p), os);
   static const char* const kName[] = {"", "_one_kernel", "_split", "_fork_groups", "_wide", "_tensor_cores",
-                                      "_fork_groups_tensor_cores", "_scattered_groups", "_scattered_groups_fma"};
+                                      "_fork_groups_tensor_cores", "_scattered_groups", "_scattered_groups_fma", "_fused"};
   *os << kName[std::get<1>(p)];
 }
 void PrintTo(const Shape& s, std::ostream* os) {
@@ -61,9 +61,11 @@ std::vector<float> raw_of(const float* dt, int H) {
 // path's pass on tensor cores; 6: fork groups on tensor cores; 7 and 8:
 // fork groups whose members are scattered over the batch (a decode order,
 // Mamba2DecodeArgs::seq) with empty groups past the last, on the
-// launcher's choice and on the FMA pass) on every shape (5, 6 and 7 fall
-// back to the FMA split pass where N % 16 ≠ 0 or a block has more than 8
-// outputs).
+// launcher's choice and on the FMA pass; 9: the fused kernel, the log's
+// part and the pass in one block) on every shape (5, 6 and 7 fall back to
+// the FMA split pass where N % 16 ≠ 0 or a block has more than 8 outputs;
+// 9 to the launcher's choice where N is not 128 or 256, P % 16 ≠ 0 or
+// T > 4).
 class Mamba2CudaReplay : public ::testing::TestWithParam<std::tuple<Shape, int>> {
  protected:
   void SetUp() override {
@@ -94,7 +96,7 @@ TEST_P(Mamba2CudaReplay, ReplayWithFoldsMatchesTheCpuScan) {
   const int variant = std::get<1>(GetParam());
   std::vector<int32_t> group_start{0}, order(B);
   for (int v = 0; v < B; ++v) order[v] = v;
-  const bool groups = variant == 3 || variant >= 6, scattered = variant >= 7;
+  const bool groups = variant == 3 || (variant >= 6 && variant <= 8), scattered = variant == 7 || variant == 8;
   if (scattered) std::shuffle(order.begin(), order.end(), g);
   if (groups) {
     for (int v = 0, k = 0; v < B; ++k) {
@@ -123,7 +125,7 @@ TEST_P(Mamba2CudaReplay, ReplayWithFoldsMatchesTheCpuScan) {
   a.A_log = dA.p, a.D = dD.p, a.dt_bias = dbias.p, a.state = dstate.p, a.slot = dslot.p, a.Cm = dC.p, a.y = dy.p;
   a.n_log = dn.p, a.log_x = dlx.p, a.log_B = dlB.p, a.log_dt = dlogdt.p;
   a.fold = dfold.p, a.fold_slot = dfslot.p, a.max_fold = W;
-  static const int kVariantArg[] = {0, 1, 2, 0, 3, 4, 4, 0, 2};
+  static const int kVariantArg[] = {0, 1, 2, 0, 3, 4, 4, 0, 2, 5};
   a.variant = kVariantArg[variant];
   Dev<float> scratch(std::vector<float>(ops::cuda::mamba2_replay_scratch_floats(B, T, H, P)));
   if (variant == 2 || variant == 3 || variant >= 5) a.scratch = scratch.p;
@@ -321,7 +323,7 @@ TEST(Mamba2CudaArgs, OutOfRangeShapesAreRefused) {
   EXPECT_EQ(ops::cuda::mamba2_replay_cuda(a, nullptr), cudaErrorInvalidValue);
   a.variant = 4;  // tensor cores without scratch
   EXPECT_EQ(ops::cuda::mamba2_replay_cuda(a, nullptr), cudaErrorInvalidValue);
-  a.variant = 5;  // no such variant
+  a.variant = 6;  // no such variant
   EXPECT_EQ(ops::cuda::mamba2_replay_cuda(a, nullptr), cudaErrorInvalidValue);
   float scratch = 0.0f;  // never reached: refused before the device is asked anything
   a.variant = 3, a.scratch = &scratch, a.group_start = groups, a.n_groups = 1, a.max_group = 1;  // fork groups, wide blocks
@@ -344,9 +346,11 @@ const auto kShapes = ::testing::Values(Shape{3, 6, 5, 11, 3, 4, 1},       // odd
                                            Shape{2, 128, 64, 128, 8, 20, 4},  // its verify, T = 4
                                            Shape{2, 96, 80, 128, 8, 16, 1},
                                            Shape{3, 6, 20, 100, 3, 10, 5},    // N % 32 ≠ 0 with 16-byte rows
-                                           Shape{4, 4, 20, 48, 2, 40, 3});    // N ≡ 16 (mod 32), folds of 3 × 16 entries
+                                           Shape{4, 4, 20, 48, 2, 40, 3},     // N ≡ 16 (mod 32), folds of 3 × 16 entries
+                                           Shape{3, 4, 32, 256, 2, 24, 3},    // fused: two column chunks, T = 3 of 4
+                                           Shape{2, 4, 48, 128, 2, 63, 2});   // fused: odd passes and W, T = 2
 INSTANTIATE_TEST_SUITE_P(Shapes, Mamba2Cuda, kShapes);
-INSTANTIATE_TEST_SUITE_P(Shapes, Mamba2CudaReplay, ::testing::Combine(kShapes, ::testing::Values(1, 2, 3, 4, 5, 6, 7, 8)));
+INSTANTIATE_TEST_SUITE_P(Shapes, Mamba2CudaReplay, ::testing::Combine(kShapes, ::testing::Values(1, 2, 3, 4, 5, 6, 7, 8, 9)));
 
 }  // namespace
 }  // namespace replayssm

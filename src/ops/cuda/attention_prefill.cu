@@ -20,6 +20,7 @@
 #include <cmath>
 
 #include "ops/cuda/launch.cuh"
+#include "ops/cuda/mma_bf16.cuh"
 #include "ops/cuda/row_reduce.cuh"
 #include "ops/cuda/tile.cuh"
 
@@ -35,17 +36,6 @@ constexpr int kPfPad = 8;                // bf16 of padding per shared-memory ro
 __device__ __forceinline__ uint32_t ld_pair(const uint16_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
 __device__ __forceinline__ uint32_t pack_pair(uint16_t lo, uint16_t hi) { return uint32_t(lo) | (uint32_t(hi) << 16); }
 __device__ __forceinline__ uint16_t bf_bits(float x) { return __bfloat16_as_ushort(__float2bfloat16(x)); }
-
-// d += a·b for one 16×8 tile, k = 16: a row-major 16×16, b 16×8 (k × n).
-// Fragments (g = lane/4, c = lane%4; two bf16 per register, lower column
-// or k in the low half): a = {(g, 2c), (g+8, 2c), (g, 2c+8), (g+8, 2c+8)},
-// b = {(k 2c, n g), (k 2c+8, n g)}, d = {(g, 2c), (g, 2c+1), (g+8, 2c), (g+8, 2c+1)}.
-__device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 __device__ __forceinline__ float quad_max(float v) {
   v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));

@@ -32,6 +32,10 @@ cudaError_t mamba2_replay_log(const Mamba2DecodeArgs& a, cudaStream_t stream);
 // kernel, then the pass.
 bool mamba2_replay_mma_fits(const Mamba2DecodeArgs& a);
 cudaError_t mamba2_replay_mma(const Mamba2DecodeArgs& a, cudaStream_t stream);
+// The log's part and the pass in one kernel, for full tiles
+// (mamba2_replay_fused.cu): no fork groups, N 128 or 256, P % 16 == 0, T ≤ 4.
+bool mamba2_replay_fused_fits(const Mamba2DecodeArgs& a);
+cudaError_t mamba2_replay_fused(const Mamba2DecodeArgs& a, cudaStream_t stream);
 
 namespace {
 
@@ -319,7 +323,7 @@ cudaError_t mamba2_replay_cuda(const Mamba2DecodeArgs& a, cudaStream_t stream) {
   if (a.batch < 0 || a.G <= 0 || a.H % a.G != 0 || a.P <= 0 || a.T < 1 || a.T > kMamba2MaxT || a.W < a.T ||
       a.W > kMamba2MaxW || a.max_fold < 0 || a.max_fold > a.W || (a.fold != nullptr && a.fold_slot == nullptr))
     return cudaErrorInvalidValue;
-  if (a.variant < 0 || a.variant > 4 || ((a.variant == 2 || a.variant == 4) && a.scratch == nullptr) || a.N < 1 ||
+  if (a.variant < 0 || a.variant > 5 || ((a.variant == 2 || a.variant == 4) && a.scratch == nullptr) || a.N < 1 ||
       a.N > kMaxTileCols ||
       (a.group_start != nullptr && (a.scratch == nullptr || a.variant == 1 || a.variant == 3 || a.exact || a.n_groups < 1 ||
                                     a.max_group < 1 || a.max_group > kMamba2MaxGroup)) ||
@@ -328,6 +332,12 @@ cudaError_t mamba2_replay_cuda(const Mamba2DecodeArgs& a, cudaStream_t stream) {
     return cudaErrorInvalidValue;  // every refusal before the device is asked anything
   int sms = 0;
   if (cudaError_t e = device_sms(&sms); e != cudaSuccess) return e;
+  if (a.variant == 5) {  // the fused kernel forced, where it applies
+    if (a.group_start == nullptr && mamba2_replay_fused_fits(a)) return mamba2_replay_fused(a, stream);
+    Mamba2DecodeArgs b = a;
+    b.variant = 0;
+    return mamba2_replay_cuda(b, stream);
+  }
   // Few (head, sequence) blocks (batch 1–2 at H = 128): the sequential
   // recurrence in wide blocks, the older entries applied before the PDL
   // wait — faster there than the dual form and than the standard step.
@@ -341,11 +351,16 @@ cudaError_t mamba2_replay_cuda(const Mamba2DecodeArgs& a, cudaStream_t stream) {
   // pass measured faster (the state read by 16-row tiles; docs/perf).
   if ((a.variant == 4 || (a.variant == 0 && a.group_start != nullptr)) && mamba2_replay_mma_fits(a))
     return mamba2_replay_mma(a, stream);
-  // Split when there is scratch and enough (head, sequence) blocks that the
-  // second launch pays back (H200, H = 128: slower at batch 8, faster from
-  // batch 64; docs/perf).
+  // Enough (head, sequence) blocks (H200, H = 128: from batch 64) for the
+  // fused kernel, or for the split path where it does not apply and there
+  // is scratch: the split path's second launch pays back there (slower at
+  // batch 8; docs/perf). The fused kernel: see
+  // mamba2_replay_fused.cu.
+  const bool many = int64_t(a.batch) * a.H >= 16 * int64_t(sms);
+  if (a.group_start == nullptr && a.variant == 0 && many && mamba2_replay_fused_fits(a))
+    return mamba2_replay_fused(a, stream);
   const bool split = a.variant == 2 || a.variant == 4 || a.group_start != nullptr ||
-                     (a.variant == 0 && a.scratch != nullptr && int64_t(a.batch) * a.H >= 16 * int64_t(sms));
+                     (a.variant == 0 && a.scratch != nullptr && many);
   const int W4 = (a.W + 3) & ~3, P4 = (a.P + 3) & ~3, N4 = (a.N + 3) & ~3;
   if (split)
     if (cudaError_t e = mamba2_replay_log(a, stream); e != cudaSuccess) return e;
