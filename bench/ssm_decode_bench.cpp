@@ -32,7 +32,7 @@
 // TFLOP/s (the scans are bound by their FMAs, not by bytes), steps / scan.
 //
 // Usage: replayssm_ssm_bench [JSON_OUT]
-//        replayssm_ssm_bench --only mamba2|gdn|gdn-ex|scan|beams [--gdn-mma 1|0|-1 | --mamba2-variant 0..4 |
+//        replayssm_ssm_bench --only mamba2|gdn|gdn-ex|scan|beams [--gdn-mma 1|0|-1 | --mamba2-variant 0..5 |
 //                                                           --scan-knobs TOKENS_PER_SUM TILE_ROWS]
 //            (one family's rows, no JSON; GdnDecodeArgs::mma, Mamba2DecodeArgs::variant or
 //            Mamba2ScanArgs' tokens_per_sum and tile_rows, 0 the launcher's, for A/B runs)
@@ -293,7 +293,7 @@ Row run_mamba2(int batch, bool verify, int variant, bool exact = false) {
                 "standard there %.1f us)\n",
                 batch, us, batch * S / (us * 1e3), us_c, batch * S / (us_c * 1e3), us_s);
   }
-  return {exact ? "mamba2-ex" : variant == 1 ? "mamba2-1k" : "mamba2", verify ? "verify" : "ar", batch, std_us, batch * ((1 + T) * S + T * in_tok),
+  return {exact ? "mamba2-ex" : variant == 1 ? "mamba2-1k" : variant == 2 ? "mamba2-sp" : "mamba2", verify ? "verify" : "ar", batch, std_us, batch * ((1 + T) * S + T * in_tok),
           rep_us, batch * rep_bytes / plan.size()};
 }
 
@@ -624,10 +624,10 @@ int main(int argc, char** argv) {
     if (mma_arg) g_gdn_mma = std::atoi(argv[4]);
     if (variant_arg) g_mamba2_variant = std::atoi(argv[4]);
     if (scan_arg) g_scan_sum = std::atoi(argv[4]), g_scan_rows = std::atoi(argv[5]);
-    if (g_gdn_mma < -1 || g_gdn_mma > 1 || g_mamba2_variant < 0 || g_mamba2_variant > 4 ||
+    if (g_gdn_mma < -1 || g_gdn_mma > 1 || g_mamba2_variant < 0 || g_mamba2_variant > 5 ||
         (argc > 3 && !mma_arg && !variant_arg && !scan_arg)) {
       std::fprintf(stderr,
-                   "usage: replayssm_ssm_bench --only mamba2|gdn|gdn-ex|scan|beams [--gdn-mma 1|0|-1 | --mamba2-variant 0..4 |\n"
+                   "usage: replayssm_ssm_bench --only mamba2|gdn|gdn-ex|scan|beams [--gdn-mma 1|0|-1 | --mamba2-variant 0..5 |\n"
                    "                                                          --scan-knobs TOKENS_PER_SUM TILE_ROWS]\n");
       return 2;
     }
@@ -672,7 +672,9 @@ int main(int argc, char** argv) {
                      "\"dk\": 128, \"dv\": 128}, \"W\": 16, \"T\": 4, \"accepted\": 2, \"rows\": [";
   bool first = true;
   // mamba2-1k: the replay path as one kernel (no split of the log's part),
-  // kept in the table to show what the split buys.
+  // kept in the table to show what the split buys; mamba2-sp: the split
+  // path (the log's part a kernel of its own, variant 2), which the fused
+  // kernel (mamba2_replay_fused.cu) replaced at batch ≥ 64.
   auto print_row = [&](const Row& r) {
     const double sg = r.std_bytes / (r.std_us * 1e3), rg = r.rep_bytes / (r.rep_us * 1e3);
     const double speed = r.std_us / r.rep_us, bytes = r.std_bytes / r.rep_bytes;
@@ -718,13 +720,14 @@ int main(int argc, char** argv) {
   for (bool verify : {false, true})
     for (int batch : {1, 8, 64})
       if (only.empty() || only == "gdn-ex") print_row(run_gdn(batch, verify, 0, 0, true));
-  for (const char* family : {"mamba2", "mamba2-1k", "gdn"})
+  for (const char* family : {"mamba2", "mamba2-sp", "mamba2-1k", "gdn"})
     for (bool verify : {false, true})
       for (int batch : {1, 8, 64, 256, 512}) {
         const std::string fam = family;
-        if (!only.empty() && fam != only) continue;
-        const Row r =
-            fam == "gdn" ? run_gdn(batch, verify) : run_mamba2(batch, verify, fam == "mamba2" ? g_mamba2_variant : 1);
+        if (!only.empty() && fam != only && !(fam == "mamba2-sp" && only == "mamba2")) continue;
+        if (fam == "mamba2-sp" && batch < 64) continue;
+        const Row r = fam == "gdn" ? run_gdn(batch, verify)
+                                   : run_mamba2(batch, verify, fam == "mamba2" ? g_mamba2_variant : fam == "mamba2-sp" ? 2 : 1);
         print_row(r);
       }
   json += "\n], \"scan_tokens\": " + std::to_string(kScanT) + ", \"scan_rows\": [";
