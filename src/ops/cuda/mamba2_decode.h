@@ -65,19 +65,20 @@ struct Mamba2DecodeArgs {
   int tile_rows = 0;  // tuning: state rows per warp and pass, 2 or 4 (0: the default, 4)
 
   // The kernel launched just before this one writes no state and no log
-  // entry but this step's T (the decoder's: the append). The step's and the
-  // one-kernel replay's first pass of the state, and the wide replay's
-  // older log entries, are then read before the PDL wait (launch.cuh),
-  // while that kernel still runs. Leave false when the launch before may
+  // entry but this step's T (the decoder's: the append). The step's, the
+  // one-kernel and the fused replay's first pass of the state, and the
+  // wide replay's older log entries, are then read before the PDL wait
+  // (launch.cuh), while that kernel still runs. Leave false when the launch before may
   // have written a slot this one reads (a fold, a copy into a slot) or an
   // older entry (a log move).
   bool early = false;
   // The kernel launched just after this one reads, before its PDL wait,
   // nothing that the kernel launched just before this one writes (the
   // decoder's: the gated norm or the log move, which read only weights
-  // there). The standard step, the wide replay and the split replay's
-  // per-head pass then release it at their start rather than after their
-  // wait, so it is scheduled while their own early part runs (launch.cuh).
+  // there). The standard step, the wide and the fused replay and the split
+  // replay's per-head pass then release it at their start rather than
+  // after their wait, so it is scheduled while their own early part runs
+  // (launch.cuh).
   bool release_early = false;
 
   // Replay: the log's part of the outputs can run as a kernel of its own,

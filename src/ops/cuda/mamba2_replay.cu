@@ -351,11 +351,10 @@ cudaError_t mamba2_replay_cuda(const Mamba2DecodeArgs& a, cudaStream_t stream) {
   // pass measured faster (the state read by 16-row tiles; docs/perf).
   if ((a.variant == 4 || (a.variant == 0 && a.group_start != nullptr)) && mamba2_replay_mma_fits(a))
     return mamba2_replay_mma(a, stream);
-  // Enough (head, sequence) blocks (H200, H = 128: from batch 64) for the
-  // fused kernel, or for the split path where it does not apply and there
-  // is scratch: the split path's second launch pays back there (slower at
-  // batch 8; docs/perf). The fused kernel: see
-  // mamba2_replay_fused.cu.
+  // Enough (head, sequence) blocks (batch 17 at H = 128 on the H200) for
+  // the fused kernel (mamba2_replay_fused.cu), or for the split path where
+  // it does not apply and there is scratch: the split path's second launch
+  // pays back there (slower at batch 8; docs/perf).
   const bool many = int64_t(a.batch) * a.H >= 16 * int64_t(sms);
   if (a.group_start == nullptr && a.variant == 0 && many && mamba2_replay_fused_fits(a))
     return mamba2_replay_fused(a, stream);

@@ -2,9 +2,10 @@
 // one block per (head, sequence) computes the log's part of its outputs
 // and streams the checkpoint, as in mamba2_replay.cu, with
 //   y_t = e^{L_t}·S_c·C_t + Σ_{s≤t} e^{L_t−L_s}·dt_s·(B_s·C_t)·x_s + D·x_t.
-// The launcher's choice at batch ≥ 64 (H = 128) where a head's rows are
-// whole passes of 16 and N is one or two 128-column tiles, T ≤ 4 and no
-// fork groups; elsewhere the split path (mamba2_replay.cu) stands.
+// The launcher's choice from batch·H ≥ 16 × SMs (batch 17 at H = 128 on
+// the H200; measured at 64–512) where a head's rows are whole passes of
+// 16 and N is one or two 128-column tiles, T ≤ 4 and no fork groups;
+// elsewhere the split path (mamba2_replay.cu) stands. It needs no scratch.
 //
 // Why (H200, batch 256, ncu and variant timings; docs/perf, session 25):
 //   - the split path's log kernel ran before its pass almost wholly, not
@@ -83,7 +84,8 @@ __device__ __forceinline__ float4 bf4(const uint16_t* p) {
 // chunks of N; kFold: the fold's code, for steps given fold arrays.
 // Registers: 64 for one chunk (8 blocks an SM; 7 with the fold's code,
 // whose shared memory allows no more), 128 for two; one token's instance
-// without the fold's code fits 10 blocks in 51 (H200: AR at batch 64–512
+// without the fold's code fits 10 blocks in 51 registers (and in shared
+// memory for logs of up to about 32 entries at P = 64; H200: AR at batch 64–512
 // 74.1 / 276.5 / 558 µs against 75.1 / 278.9 / 559.6 at 8, no spills;
 // a fold's entries four at a time instead of two spilled 8–16 bytes and
 // made fold steps 2–4% slower; an L2 prefetch of later passes was no
