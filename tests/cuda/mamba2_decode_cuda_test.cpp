@@ -342,67 +342,72 @@ TEST(Mamba2CudaArgs, OutOfRangeShapesAreRefused) {
   EXPECT_EQ(ops::cuda::mamba2_step_cuda(a, nullptr), cudaErrorInvalidValue);
 }
 
-// From batch·H ≥ 16 × SMs the launcher's choice (variant 0) for full tiles
-// is the fused kernel: outputs and folds bit-identical to it forced
-// (variant 5, which the replay suite checks against the CPU scan), with
-// and without fold arrays, in a ragged step whose second sequence takes no
-// part (row < 0: its state and the rows past the others' untouched).
-TEST(Mamba2CudaFused, TheLaunchersChoiceAtManyBlocksIsTheFusedKernel) {
+// Past the wide blocks' batches (batch·H > 2 × SMs) the launcher's choice
+// (variant 0) for full tiles is the fused kernel: outputs and folds
+// bit-identical to it forced (variant 5, which the replay suite checks
+// against the CPU scan), with and without fold arrays, in a ragged step
+// whose second sequence takes no part (row < 0: its state and the rows
+// past the others' untouched). Batch: the first past that bound, and one
+// where the split path would have run before (16 × SMs blocks).
+TEST(Mamba2CudaFused, TheLaunchersChoicePastTheWideBlocksIsTheFusedKernel) {
   if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
   int dev = 0, sms = 0;
   ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
   ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
-  const int H = 32, P = 16, N = 128, G = 4, W = 20, T = 4, B = (16 * sms + H - 1) / H;
-  std::mt19937 g(31);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> A_log(H), Dv(H), zero(H, 0.0f);
-  for (int h = 0; h < H; ++h) A_log[h] = 0.5f * u(g), Dv[h] = u(g);
-  std::vector<int32_t> slot(B), n_log(B), fold(B), fold_slot(B), row(B);
-  int rows = 0;
-  for (int b = 0; b < B; ++b) {
-    slot[b] = 2 * b + 1, fold_slot[b] = b % 2 == 0 ? slot[b] : 2 * b;
-    n_log[b] = T + (b * 5 + 3) % (W - T + 1);
-    fold[b] = (b * 7) % (n_log[b] + 1);
-    row[b] = b == 1 ? -1 : rows;
-    if (b != 1) rows += T;
-  }
-  std::vector<float> state(size_t(2 * B + 1) * H * P * N);
-  for (float& x : state) x = 0.3f * u(g);
-  Bf Cm = bf_rand(g, size_t(rows) * G * N, 1.0f), lx = bf_rand(g, size_t(B) * W * H * P, 1.0f),
-     lB = bf_rand(g, size_t(B) * W * G * N, 1.0f);
-  std::vector<float> log_dt(size_t(B) * W * H);
-  for (float& v : log_dt) v = ops::softplus(u(g) - 1.0f);
-  const std::vector<uint16_t> y_init(size_t(B) * T * H * P, 0x7fc1);  // a NaN no kernel writes
-  Dev<float> dA(A_log), dD(Dv), dbias(zero), dstate(state), dlogdt(log_dt);
-  Dev<int32_t> dslot(slot), dn(n_log), dfold(fold), dfslot(fold_slot), drow(row);
-  Dev<uint16_t> dC(Cm.bits), dlx(lx.bits), dlB(lB.bits), dy(y_init);
-  Dev<float> scratch(std::vector<float>(ops::cuda::mamba2_replay_scratch_floats(B, T, H, P)));
-  ops::cuda::Mamba2DecodeArgs a;
-  a.batch = B, a.H = H, a.P = P, a.N = N, a.G = G, a.W = W, a.T = T;
-  a.A_log = dA.p, a.D = dD.p, a.dt_bias = dbias.p, a.state = dstate.p, a.slot = dslot.p, a.Cm = dC.p, a.y = dy.p;
-  a.n_log = dn.p, a.log_x = dlx.p, a.log_B = dlB.p, a.log_dt = dlogdt.p, a.row = drow.p, a.scratch = scratch.p;
-  a.fold_slot = dfslot.p, a.early = true;
-  auto run = [&](int variant, bool folds) {
-    EXPECT_EQ(cudaMemcpy(dstate.p, state.data(), sizeof(float) * state.size(), cudaMemcpyHostToDevice), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(dy.p, y_init.data(), 2 * y_init.size(), cudaMemcpyHostToDevice), cudaSuccess);
-    a.variant = variant, a.fold = folds ? dfold.p : nullptr, a.max_fold = folds ? W : 0;
-    EXPECT_EQ(ops::cuda::mamba2_replay_cuda(a, nullptr), cudaSuccess);
-    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    return std::pair{dy.get(), dstate.get()};
-  };
-  const size_t hs = size_t(H) * P * N;
-  for (const bool folds : {true, false}) {
-    SCOPED_TRACE(folds ? "fold arrays" : "no fold arrays");
-    const auto [y0, s0] = run(0, folds);
-    const auto [y5, s5] = run(5, folds);
-    ASSERT_EQ(std::memcmp(y0.data(), y5.data(), 2 * y0.size()), 0) << "outputs differ from the fused kernel's";
-    ASSERT_TRUE(s0 == s5) << "states differ from the fused kernel's";
-    for (size_t i = size_t(rows) * H * P; i < y0.size(); ++i) ASSERT_EQ(y0[i], 0x7fc1) << "y past the rows, i " << i;
-    for (size_t i = 0; i < size_t(rows) * H * P; ++i) ASSERT_NE(y0[i], 0x7fc1) << "y row not written, i " << i;
-    for (const int s : {slot[1], fold_slot[1]})
-      ASSERT_TRUE(std::equal(s0.begin() + s * hs, s0.begin() + (s + 1) * hs, state.begin() + s * hs))
-          << "the sequence outside the launch had slot " << s << " written";
-    if (!folds) ASSERT_TRUE(s0 == state) << "a state written without fold arrays";
+  for (const int B : {2 * sms / 32 + 1, (16 * sms + 31) / 32}) {
+    SCOPED_TRACE(testing::Message() << "batch " << B);
+    const int H = 32, P = 16, N = 128, G = 4, W = 20, T = 4;
+    std::mt19937 g(31);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<float> A_log(H), Dv(H), zero(H, 0.0f);
+    for (int h = 0; h < H; ++h) A_log[h] = 0.5f * u(g), Dv[h] = u(g);
+    std::vector<int32_t> slot(B), n_log(B), fold(B), fold_slot(B), row(B);
+    int rows = 0;
+    for (int b = 0; b < B; ++b) {
+      slot[b] = 2 * b + 1, fold_slot[b] = b % 2 == 0 ? slot[b] : 2 * b;
+      n_log[b] = T + (b * 5 + 3) % (W - T + 1);
+      fold[b] = (b * 7) % (n_log[b] + 1);
+      row[b] = b == 1 ? -1 : rows;
+      if (b != 1) rows += T;
+    }
+    std::vector<float> state(size_t(2 * B + 1) * H * P * N);
+    for (float& x : state) x = 0.3f * u(g);
+    Bf Cm = bf_rand(g, size_t(rows) * G * N, 1.0f), lx = bf_rand(g, size_t(B) * W * H * P, 1.0f),
+       lB = bf_rand(g, size_t(B) * W * G * N, 1.0f);
+    std::vector<float> log_dt(size_t(B) * W * H);
+    for (float& v : log_dt) v = ops::softplus(u(g) - 1.0f);
+    const std::vector<uint16_t> y_init(size_t(B) * T * H * P, 0x7fc1);  // a NaN no kernel writes
+    Dev<float> dA(A_log), dD(Dv), dbias(zero), dstate(state), dlogdt(log_dt);
+    Dev<int32_t> dslot(slot), dn(n_log), dfold(fold), dfslot(fold_slot), drow(row);
+    Dev<uint16_t> dC(Cm.bits), dlx(lx.bits), dlB(lB.bits), dy(y_init);
+    Dev<float> scratch(std::vector<float>(ops::cuda::mamba2_replay_scratch_floats(B, T, H, P)));
+    ops::cuda::Mamba2DecodeArgs a;
+    a.batch = B, a.H = H, a.P = P, a.N = N, a.G = G, a.W = W, a.T = T;
+    a.A_log = dA.p, a.D = dD.p, a.dt_bias = dbias.p, a.state = dstate.p, a.slot = dslot.p, a.Cm = dC.p, a.y = dy.p;
+    a.n_log = dn.p, a.log_x = dlx.p, a.log_B = dlB.p, a.log_dt = dlogdt.p, a.row = drow.p, a.scratch = scratch.p;
+    a.fold_slot = dfslot.p, a.early = true;
+    auto run = [&](int variant, bool folds) {
+      EXPECT_EQ(cudaMemcpy(dstate.p, state.data(), sizeof(float) * state.size(), cudaMemcpyHostToDevice), cudaSuccess);
+      EXPECT_EQ(cudaMemcpy(dy.p, y_init.data(), 2 * y_init.size(), cudaMemcpyHostToDevice), cudaSuccess);
+      a.variant = variant, a.fold = folds ? dfold.p : nullptr, a.max_fold = folds ? W : 0;
+      EXPECT_EQ(ops::cuda::mamba2_replay_cuda(a, nullptr), cudaSuccess);
+      EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      return std::pair{dy.get(), dstate.get()};
+    };
+    const size_t hs = size_t(H) * P * N;
+    for (const bool folds : {true, false}) {
+      SCOPED_TRACE(folds ? "fold arrays" : "no fold arrays");
+      const auto [y0, s0] = run(0, folds);
+      const auto [y5, s5] = run(5, folds);
+      ASSERT_EQ(std::memcmp(y0.data(), y5.data(), 2 * y0.size()), 0) << "outputs differ from the fused kernel's";
+      ASSERT_TRUE(s0 == s5) << "states differ from the fused kernel's";
+      for (size_t i = size_t(rows) * H * P; i < y0.size(); ++i) ASSERT_EQ(y0[i], 0x7fc1) << "y past the rows, i " << i;
+      for (size_t i = 0; i < size_t(rows) * H * P; ++i) ASSERT_NE(y0[i], 0x7fc1) << "y row not written, i " << i;
+      for (const int s : {slot[1], fold_slot[1]})
+        ASSERT_TRUE(std::equal(s0.begin() + s * hs, s0.begin() + (s + 1) * hs, state.begin() + s * hs))
+            << "the sequence outside the launch had slot " << s << " written";
+      if (!folds) ASSERT_TRUE(s0 == state) << "a state written without fold arrays";
+    }
   }
 }
 

@@ -93,9 +93,9 @@ struct Mamba2DecodeArgs {
   // 0 picks: when batch·H ≤ 2 × SMs, the sequential recurrence in wide
   // blocks, a head per pass (bit-identical to stepping, like `exact`);
   // fork groups on tensor cores where N % 16 == 0 and max_group·T ≤ 8;
-  // else, when batch·H ≥ 16 × SMs, the fused kernel (the log's part and
-  // the pass in one block) where N is 128 or 256, P a multiple of 16 and
-  // T ≤ 4, or split when scratch is given; else one kernel. 1 one kernel
+  // else the fused kernel (the log's part and the pass in one block) where
+  // N is 128 or 256, P a multiple of 16 and T ≤ 4; else split when scratch
+  // is given and batch·H ≥ 16 × SMs; else one kernel. 1 one kernel
   // (the dual form, or with `exact` the 4-warp exact kernel); 2 split; 3
   // wide blocks; 4 split on tensor cores (TF32 at fp32 accuracy) where
   // N % 16 == 0 and a block has ≤ 8 outputs, else 2; 5 fused where it

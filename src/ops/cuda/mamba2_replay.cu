@@ -351,15 +351,15 @@ cudaError_t mamba2_replay_cuda(const Mamba2DecodeArgs& a, cudaStream_t stream) {
   // pass measured faster (the state read by 16-row tiles; docs/perf).
   if ((a.variant == 4 || (a.variant == 0 && a.group_start != nullptr)) && mamba2_replay_mma_fits(a))
     return mamba2_replay_mma(a, stream);
-  // Enough (head, sequence) blocks (batch 17 at H = 128 on the H200) for
-  // the fused kernel (mamba2_replay_fused.cu), or for the split path where
-  // it does not apply and there is scratch: the split path's second launch
-  // pays back there (slower at batch 8; docs/perf).
-  const bool many = int64_t(a.batch) * a.H >= 16 * int64_t(sms);
-  if (a.group_start == nullptr && a.variant == 0 && many && mamba2_replay_fused_fits(a))
-    return mamba2_replay_fused(a, stream);
+  // Past the wide blocks' batches, the fused kernel where it applies
+  // (mamba2_replay_fused.cu; H200 at batch 8: AR 11.5 against the one
+  // kernel's 13.3 µs, verify 14.6 against 26.6; session 25). Elsewhere the
+  // split path when there are enough (head, sequence) blocks that its
+  // second launch pays back (H = 128: slower at batch 8, faster from 64;
+  // docs/perf) and scratch, else one kernel.
+  if (a.group_start == nullptr && a.variant == 0 && mamba2_replay_fused_fits(a)) return mamba2_replay_fused(a, stream);
   const bool split = a.variant == 2 || a.variant == 4 || a.group_start != nullptr ||
-                     (a.variant == 0 && a.scratch != nullptr && many);
+                     (a.variant == 0 && a.scratch != nullptr && int64_t(a.batch) * a.H >= 16 * int64_t(sms));
   const int W4 = (a.W + 3) & ~3, P4 = (a.P + 3) & ~3, N4 = (a.N + 3) & ~3;
   if (split)
     if (cudaError_t e = mamba2_replay_log(a, stream); e != cudaSuccess) return e;
