@@ -27,7 +27,6 @@
 #include "ops/cuda/decode_rows.cuh"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/mamba2_decode.h"
-#include "ops/cuda/mamba2_launch.h"
 #include "ops/cuda/mma_bf16.cuh"
 #include "ops/cuda/tile.cuh"
 
@@ -75,12 +74,21 @@ __device__ __forceinline__ void copy_rows16(uint16_t* dst, int ldd, const uint16
   }
 }
 
-// Four bf16 values (8 bytes) as fp32.
-__device__ __forceinline__ float4 bf4(const uint16_t* p) {
-  const uint2 x = *reinterpret_cast<const uint2*>(p);
-  const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&x.x));
-  const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&x.y));
-  return make_float4(lo.x, lo.y, hi.x, hi.y);
+// rows × kN staged bf16 values (row stride ldst) as fp32 (row stride kN),
+// the rows from `valid` on as zeros, by the whole block.
+template <int kN>
+__device__ __forceinline__ void unstage_rows(float* dst, const uint16_t* stage, int ldst, int valid, int rows) {
+  for (int i = threadIdx.x; i < rows * kN / 4; i += blockDim.x) {
+    const int r = i / (kN / 4), c = i % (kN / 4) * 4;
+    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (r < valid) {
+      const uint2 x = *reinterpret_cast<const uint2*>(stage + r * ldst + c);
+      const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&x.x));
+      const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&x.y));
+      v = make_float4(lo.x, lo.y, hi.x, hi.y);
+    }
+    *reinterpret_cast<float4*>(dst + r * kN + c) = v;
+  }
 }
 
 // kT: 1 (one token) or 4 (up to four: a verify's drafts); kJ: 128-column
@@ -157,19 +165,10 @@ __global__ void __launch_bounds__(32 * kFusedWarps, kFusedBlocks<kJ, kT, kFold>)
     __syncwarp();
     warp_prefix_sum(sL, n_log, lane);
   }
-  for (int i = threadIdx.x; i < kT * kN / 4; i += blockDim.x) {
-    const int t = i / (kN / 4), c = i % (kN / 4) * 4;
-    *reinterpret_cast<float4*>(sC + t * kN + c) = t < T ? bf4(stC + t * ldst + c) : make_float4(0.f, 0.f, 0.f, 0.f);
-  }
+  unstage_rows<kN>(sC, stC, ldst, T, kT);
   const int fe = (f + 1) & ~1;  // the passes take a fold's entries two at a time
-  if constexpr (kFold) {
-    if (f > 0) {  // block-uniform
-      for (int i = threadIdx.x; i < fe * kN / 4; i += blockDim.x) {
-        const int s = i / (kN / 4), c = i % (kN / 4) * 4;
-        *reinterpret_cast<float4*>(sB + s * kN + c) = s < f ? bf4(stB + s * ldst + c) : make_float4(0.f, 0.f, 0.f, 0.f);
-      }
-    }
-  }
+  if constexpr (kFold)
+    if (f > 0) unstage_rows<kN>(sB, stB, ldst, f, fe);  // block-uniform
   __syncthreads();
 
   // Output weights W[s][t] = e^{L_{base+t}−L_s}·dt_s·(B_s·C_t), zero for
