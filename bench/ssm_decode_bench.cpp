@@ -32,11 +32,15 @@
 // TFLOP/s (the scans are bound by their FMAs, not by bytes), steps / scan.
 //
 // Usage: replayssm_ssm_bench [JSON_OUT]
-//        replayssm_ssm_bench --only mamba2|gdn|gdn-ex|scan|beams [--gdn-mma 1|0|-1 | --mamba2-variant 0..5 |
-//                                                           --scan-knobs TOKENS_PER_SUM TILE_ROWS]
-//            (one family's rows, no JSON; GdnDecodeArgs::mma, Mamba2DecodeArgs::variant or
-//            Mamba2ScanArgs' tokens_per_sum and tile_rows, 0 the launcher's, for A/B runs)
-//        replayssm_ssm_bench --gdn-shapes   (the GDN kernels at each block shape)
+//        replayssm_ssm_bench --only mamba2|gdn|gdn-ex|scan|beams [--gdn-mma 1|0|-1] [--gdn-variant 0..2]
+//                            [--gdn-step-variant 0..3] [--mamba2-variant 0..5] [--batches B1,B2,...]
+//                            [--scan-knobs TOKENS_PER_SUM TILE_ROWS]
+//            (one family's rows, no JSON; GdnDecodeArgs::mma, GdnDecodeArgs::variant of the GDN
+//            replay and of its standard step, Mamba2DecodeArgs::variant or Mamba2ScanArgs'
+//            tokens_per_sum and tile_rows, 0 the launcher's, for A/B runs; --batches: the ar and
+//            verify rows' batches, 1 8 64 256 512 by default)
+//        replayssm_ssm_bench --gdn-shapes [--gdn-variant 0..2] [--gdn-step-variant 0..3] [--batches B1,B2,...]
+//            (the GDN kernels at each block shape; batch 64, 256, 512 by default)
 //        replayssm_ssm_bench --profile mamba2|gdn ar|verify BATCH [VARIANT]   (untimed, for ncu)
 //        replayssm_ssm_bench --profile gdn beams BATCH   (GDN beams of 8 in fork groups, untimed)
 #include <cuda_runtime_api.h>
@@ -62,6 +66,27 @@ bool g_profile = false;
 int g_gdn_mma = 0;         // GdnDecodeArgs::mma of the replay rows (--gdn-mma)
 int g_mamba2_variant = 0;  // Mamba2DecodeArgs::variant of the "mamba2" rows (--mamba2-variant)
 int g_scan_sum = 0, g_scan_rows = 0;  // Mamba2ScanArgs::tokens_per_sum, tile_rows (--scan-knobs SUM ROWS)
+int g_gdn_variant = 0;       // GdnDecodeArgs::variant of the "gdn" rows' replay (--gdn-variant)
+int g_gdn_step_variant = 0;  // … and of their standard step (--gdn-step-variant)
+// The batches of the ar and verify rows (--batches; the by default).
+std::vector<int> g_batches = {1, 8, 64, 256, 512};
+bool g_batches_given = false;  // --gdn-shapes: 64, 256, 512 unless given
+
+// "1,2,8" → {1, 2, 8}; false on anything else.
+bool parse_batches(const char* s, std::vector<int>* out) {
+  std::vector<int> b;
+  for (const char* p = s; *p != '\0';) {
+    char* end = nullptr;
+    const long v = std::strtol(p, &end, 10);
+    if (end == p || v < 1 || v > 4096 || (*end != ',' && *end != '\0')) return false;
+    b.push_back(int(v));
+    p = *end == ',' ? end + 1 : end;
+    if (*end == ',' && *p == '\0') return false;
+  }
+  if (b.empty()) return false;
+  *out = b;
+  return true;
+}
 
 // Median µs of one call of run(i), over 7 timed runs of `iters` calls.
 double median_us(const std::function<void(int)>& run, int iters) {
@@ -370,7 +395,7 @@ Row run_mamba2_beams(int batch, int variant = 0, int beams = 8, bool grouped = t
       },
       [&](Mamba2DecodeArgs r, const Plan& p) {
         const bool together = beam_groups(r, p, grouped, bs, kBeams);
-        r.variant = variant != 0 ? variant : together ? 0 : 2;
+        r.variant = variant != 0 ? variant : together || !grouped ? 0 : 2;
         return replayssm::ops::cuda::mamba2_replay_cuda(r, nullptr);
       });
   double rep_bytes = 0;  // per cycle, the whole batch
@@ -422,8 +447,15 @@ Row run_gdn(int batch, bool verify, int slice = 0, int rows = 0, bool exact = fa
     return r;
   };
   const auto [std_us, rep_us] = time_standard_and_replay(
-      at, plan, [](const GdnDecodeArgs& r) { return replayssm::ops::cuda::gdn_step_cuda(r, nullptr); },
-      [](const GdnDecodeArgs& r, const Plan&) { return replayssm::ops::cuda::gdn_replay_cuda(r, nullptr); });
+      at, plan,
+      [](GdnDecodeArgs r) {
+        r.variant = g_gdn_step_variant;
+        return replayssm::ops::cuda::gdn_step_cuda(r, nullptr);
+      },
+      [](GdnDecodeArgs r, const Plan&) {
+        r.variant = g_gdn_variant;
+        return replayssm::ops::cuda::gdn_replay_cuda(r, nullptr);
+      });
   if (slice == 0 && rows == 0 && !exact)
     print_last_steps("gdn", verify, batch, plan, at, std_us,
                      [](const GdnDecodeArgs& r) { return replayssm::ops::cuda::gdn_replay_cuda(r, nullptr); });
@@ -590,14 +622,14 @@ int profile(int argc, char** argv) {
 }
 
 // --gdn-shapes: the GDN streaming kernels at each block shape (columns per
-// block × rows per warp per pass), batch 64, 256, 512 — the launchers'
-// defaults come from this table.
-int gdn_shapes(double copy_gbs) {
+// block × rows per warp per pass), at batch 64, 256, 512 or the given
+// batches — the launchers' defaults come from this table.
+int gdn_shapes(double copy_gbs, const std::vector<int>& batches) {
   std::printf("GDN block shapes (slice columns x rows per warp): us per step, %% of copy bandwidth\n");
   std::printf("%-7s %5s %5s %5s | %9s %6s | %9s %6s | %7s\n", "work", "batch", "slice", "rows", "std us", "%copy",
               "replay us", "%copy", "rep/std");
   for (bool verify : {false, true})
-    for (int batch : {64, 256, 512})
+    for (int batch : batches)
       for (int slice : {128, 64})
         for (int rows : {4, 8}) {
           const Row r = run_gdn(batch, verify, slice, rows);
@@ -613,24 +645,49 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "--profile") return profile(argc, argv);
   const bool shapes = argc > 1 && std::string(argv[1]) == "--gdn-shapes";
   const std::string only = argc > 2 && std::string(argv[1]) == "--only" ? argv[2] : "";
-  if (argc > 1 && std::string(argv[1]) == "--only") {
-    if (only != "mamba2" && only != "gdn" && only != "gdn-ex" && only != "scan" && only != "beams") {
+  if (argc > 1 && (std::string(argv[1]) == "--only" || shapes)) {
+    if (!shapes && only != "mamba2" && only != "gdn" && only != "gdn-ex" && only != "scan" && only != "beams") {
       std::fprintf(stderr, "--only: mamba2, gdn, gdn-ex, scan or beams, not '%s'\n", argc > 2 ? argv[2] : "");
       return 2;
     }
-    const bool mma_arg = argc == 5 && std::string(argv[3]) == "--gdn-mma";
-    const bool variant_arg = argc == 5 && std::string(argv[3]) == "--mamba2-variant";
-    const bool scan_arg = argc == 6 && only == "scan" && std::string(argv[3]) == "--scan-knobs";
-    if (mma_arg) g_gdn_mma = std::atoi(argv[4]);
-    if (variant_arg) g_mamba2_variant = std::atoi(argv[4]);
-    if (scan_arg) g_scan_sum = std::atoi(argv[4]), g_scan_rows = std::atoi(argv[5]);
-    if (g_gdn_mma < -1 || g_gdn_mma > 1 || g_mamba2_variant < 0 || g_mamba2_variant > 5 ||
-        (argc > 3 && !mma_arg && !variant_arg && !scan_arg)) {
-      std::fprintf(stderr,
-                   "usage: replayssm_ssm_bench --only mamba2|gdn|gdn-ex|scan|beams [--gdn-mma 1|0|-1 | --mamba2-variant 0..5 |\n"
-                   "                                                          --scan-knobs TOKENS_PER_SUM TILE_ROWS]\n");
+    // Knobs for A/B runs: NAME VALUE pairs (--scan-knobs takes two values).
+    auto bad = [] {
+      std::fprintf(
+          stderr,
+          "usage: replayssm_ssm_bench --only mamba2|gdn|gdn-ex|scan|beams [--gdn-mma 1|0|-1] [--gdn-variant 0..2]\n"
+          "                           [--gdn-step-variant 0..3] [--mamba2-variant 0..5] [--batches B1,B2,...]\n"
+          "                           [--scan-knobs TOKENS_PER_SUM TILE_ROWS]\n"
+          "       replayssm_ssm_bench --gdn-shapes [--gdn-variant 0..2] [--gdn-step-variant 0..3] [--batches B1,...]\n");
       return 2;
+    };
+    for (int i = shapes ? 2 : 3; i < argc; i += 2) {
+      const std::string k = argv[i];
+      if (i + 1 >= argc) return bad();
+      const char* v = argv[i + 1];
+      if (k == "--gdn-mma")
+        g_gdn_mma = std::atoi(v);
+      else if (k == "--gdn-variant")
+        g_gdn_variant = std::atoi(v);
+      else if (k == "--gdn-step-variant")
+        g_gdn_step_variant = std::atoi(v);
+      else if (k == "--mamba2-variant")
+        g_mamba2_variant = std::atoi(v);
+      else if (k == "--batches") {
+        g_batches_given = true;
+        if (!parse_batches(v, &g_batches)) {
+          std::fprintf(stderr, "--batches: a comma-separated list of batch sizes 1..4096, not '%s'\n", v);
+          return 2;
+        }
+      } else if (k == "--scan-knobs" && only == "scan" && i + 2 < argc) {
+        g_scan_sum = std::atoi(v), g_scan_rows = std::atoi(argv[i + 2]);
+        ++i;
+      } else {
+        return bad();
+      }
     }
+    if (g_gdn_mma < -1 || g_gdn_mma > 1 || g_gdn_variant < 0 || g_gdn_variant > 2 || g_gdn_step_variant < 0 ||
+        g_gdn_step_variant > 3 || g_mamba2_variant < 0 || g_mamba2_variant > 5)
+      return bad();
   }
   cudaDeviceProp prop{};
   CK(cudaGetDeviceProperties(&prop, 0));
@@ -660,7 +717,7 @@ int main(int argc, char** argv) {
   std::printf("%s: measured copy bandwidth %.0f GB/s (read + write); read-only %.0f GB/s (loads), %.0f GB/s (bulk copy); "
               "one read + %d writes %.0f GB/s\n",
               prop.name, copy_gbs, ld_gbs, bulk_gbs, kT, fan_gbs);
-  if (shapes) return gdn_shapes(copy_gbs);
+  if (shapes) return gdn_shapes(copy_gbs, g_batches_given ? g_batches : std::vector<int>{64, 256, 512});
   std::printf("ar: W = %d; verify: T = %d drafts, %d accepted per step, fold every %d steps\n\n", kW, kT, kAccepted,
               kVerifyCycle);
   std::printf("%-9s %-11s %6s | %9s %7s %6s | %9s %7s %6s | %7s %7s\n", "family", "work", "batch", "std us", "GB/s",
@@ -722,7 +779,7 @@ int main(int argc, char** argv) {
       if (only.empty() || only == "gdn-ex") print_row(run_gdn(batch, verify, 0, 0, true));
   for (const char* family : {"mamba2", "mamba2-sp", "mamba2-1k", "gdn"})
     for (bool verify : {false, true})
-      for (int batch : {1, 8, 64, 256, 512}) {
+      for (int batch : g_batches) {
         const std::string fam = family;
         if (!only.empty() && fam != only && !(fam == "mamba2-sp" && only == "mamba2")) continue;
         if (fam == "mamba2-sp" && batch < 64) continue;

@@ -63,7 +63,8 @@ struct GdnDecodeArgs {
   int max_fold = 0;                    // host bound on fold[b], sizes shared memory
 
   // Kernel variant, both families: 0 picks by size — column slices when
-  // batch·Hv is under the SM count; else, for the standard step and exact
+  // batch·Hv is under the SM count (the fast replay: one token's step at
+  // up to half the SM count; a verify's streams); else, for the standard step and exact
   // replay with dk ≤ kGdnStepWarpsMaxDk, register-resident warps (any dv);
   // else column slices where the head does not fit a streaming block, and
   // streaming blocks per slice of columns, head and sequence otherwise.

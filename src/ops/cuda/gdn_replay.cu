@@ -513,11 +513,15 @@ cudaError_t gdn_replay_cuda(const GdnDecodeArgs& a, cudaStream_t stream) {
   if (a.variant < 0 || a.variant > 2 || (a.variant == 1 && !streaming_fits) || (a.variant == 2 && !sliced_fits) ||
       (!sliced_fits && !streaming_fits))
     return cudaErrorInvalidValue;
-  // Fewer (head, sequence) blocks than SMs, or values wider than a
-  // streaming tile: the column-sliced variant.
+  // One token's step over at most half as many (head, sequence) blocks as
+  // SMs, or values wider than a streaming tile: the column-sliced variant.
+  // H200 at Qwen3-Next shapes (docs/perf, session 27): one token at batch
+  // 1–2 5.9 / 6.8 µs sliced against 8.4 / 8.6 streaming, at batch 3–4
+  // 11.8 / 12.9 against 8.8 / 8.9; a verify streams faster at every batch
+  // (9.9 against 10.7 µs at batch 1, 10.3 against 25.5 at 4).
   int sms = 0;
   if (cudaError_t e = device_sms(&sms); e != cudaSuccess) return e;
-  const bool small = int64_t(a.batch) * a.Hv < sms;
+  const bool small = a.T == 1 && 2 * int64_t(a.batch) * a.Hv <= sms;
   if (a.variant == 2 || (a.variant == 0 && sliced_fits && (small || !streaming_fits)))
     return gdn_replay_sliced(a, stream);
   // Rows per warp per pass: 4 (H200, Qwen3-Next shapes: docs/perf; a

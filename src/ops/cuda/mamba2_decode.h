@@ -90,7 +90,7 @@ struct Mamba2DecodeArgs {
   // which the pass reads last). Needs scratch of
   // mamba2_replay_scratch_floats() floats.
   float* scratch = nullptr;
-  // 0 picks: when batch·H ≤ 2 × SMs, the sequential recurrence in wide
+  // 0 picks: when batch·H ≤ the SM count, the sequential recurrence in wide
   // blocks, a head per pass (bit-identical to stepping, like `exact`);
   // fork groups on tensor cores where N % 16 == 0 and max_group·T ≤ 8;
   // else the fused kernel (the log's part and the pass in one block) where

@@ -29,7 +29,7 @@ inline int mamba2_warps(int P, int kR) {
 // The replay kernel does not slice: at batch 1 its log prologue, not the
 // state stream, sets its time (8.2 µs either way), and the slice bounds
 // cost its one-kernel path 8 registers and 7–20% at batch ≥ 8. (Where the
-// blocks are fewer than 2 × SMs the replay takes wide blocks instead:
+// blocks are no more than the SMs the replay takes wide blocks instead:
 // mamba2_replay_wide.cu.)
 inline int mamba2_slice_rows(int64_t blocks, int P, int pass_rows, int sms) {
   const int passes = (P + pass_rows - 1) / pass_rows;

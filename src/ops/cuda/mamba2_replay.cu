@@ -338,10 +338,13 @@ cudaError_t mamba2_replay_cuda(const Mamba2DecodeArgs& a, cudaStream_t stream) {
     b.variant = 0;
     return mamba2_replay_cuda(b, stream);
   }
-  // Few (head, sequence) blocks (batch 1–2 at H = 128): the sequential
-  // recurrence in wide blocks, the older entries applied before the PDL
-  // wait — faster there than the dual form and than the standard step.
-  if (a.group_start == nullptr && (a.variant == 3 || (a.variant == 0 && int64_t(a.batch) * a.H <= 2 * int64_t(sms)))) {
+  // Fewer (head, sequence) blocks than SMs (batch 1 at H = 128): the
+  // sequential recurrence in wide blocks, the older entries applied before
+  // the PDL wait — faster there than the dual form and than the standard
+  // step. Not at twice that: H200 at batch 2, AR 8.8 µs against the fused
+  // kernel's 6.8 and the standard step's 7.8–8.1, verify 11.6 against 8.5
+  // (docs/perf, session 27).
+  if (a.group_start == nullptr && (a.variant == 3 || (a.variant == 0 && int64_t(a.batch) * a.H <= int64_t(sms)))) {
     if (cudaError_t e = mamba2_replay_wide(a, stream); e != cudaErrorNotSupported) return e;
   }
   if (a.exact) return mamba2_replay_exact(a, stream);

@@ -2,8 +2,8 @@
 // one block per (head, sequence) computes the log's part of its outputs
 // and streams the checkpoint, as in mamba2_replay.cu, with
 //   y_t = e^{L_t}·S_c·C_t + Σ_{s≤t} e^{L_t−L_s}·dt_s·(B_s·C_t)·x_s + D·x_t.
-// The launcher's choice past the wide blocks' batches (batch·H > 2 × SMs:
-// from batch 3 at H = 128 on the H200; measured at 8 and 64–512) where a
+// The launcher's choice past the wide blocks' batches (batch·H > SMs:
+// from batch 2 at H = 128 on the H200; measured at 2–32 and 64–512) where a
 // head's rows are whole passes of 16 and N is one or two 128-column
 // tiles, T ≤ 4 and no fork groups; elsewhere the split path and the one
 // kernel (mamba2_replay.cu) stand. It needs no scratch.

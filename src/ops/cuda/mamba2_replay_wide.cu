@@ -2,9 +2,10 @@
 // replays the log by the sequential recurrence — mamba2_token_rows, the
 // standard step's arithmetic, so outputs and folds are bit-identical to
 // stepping (as the `exact` kernel, mamba2_replay_exact.cu). The
-// launcher's choice when (head, sequence) blocks are few — batch 1–2 at
-// H = 128, where a kernel is bound by its chain of dependent latencies,
-// not by bandwidth, and n_log × a step's FLOPs cost nothing.
+// launcher's choice when (head, sequence) blocks are no more than the
+// SMs — batch 1 at H = 128 — where a kernel is bound by its chain of
+// dependent latencies, not by bandwidth, and n_log × a step's FLOPs cost
+// nothing (at batch 2 the fused kernel is faster: mamba2_replay.cu).
 //
 // Why it beats the standard step there (H200, batch 1, AR over a window of
 // 16: 4.7 µs against 5.5; verify of 4 drafts 6.6 against 10.0; docs/perf):
