@@ -32,14 +32,14 @@
 // TFLOP/s (the scans are bound by their FMAs, not by bytes), steps / scan.
 //
 // Usage: replayssm_ssm_bench [JSON_OUT]
-//        replayssm_ssm_bench --only mamba2|gdn|gdn-ex|scan|beams [--gdn-mma 1|0|-1] [--gdn-variant 0..2]
+//        replayssm_ssm_bench --only mamba2|gdn|gdn-ex|scan|beams [--gdn-mma 1|0|-1] [--gdn-variant 0..3]
 //                            [--gdn-step-variant 0..3] [--mamba2-variant 0..5] [--batches B1,B2,...]
 //                            [--scan-knobs TOKENS_PER_SUM TILE_ROWS]
 //            (one family's rows, no JSON; GdnDecodeArgs::mma, GdnDecodeArgs::variant of the GDN
 //            replay and of its standard step, Mamba2DecodeArgs::variant or Mamba2ScanArgs'
 //            tokens_per_sum and tile_rows, 0 the launcher's, for A/B runs; --batches: the ar and
 //            verify rows' batches, 1 8 64 256 512 by default)
-//        replayssm_ssm_bench --gdn-shapes [--gdn-variant 0..2] [--gdn-step-variant 0..3] [--batches B1,B2,...]
+//        replayssm_ssm_bench --gdn-shapes [--gdn-variant 0..3] [--gdn-step-variant 0..3] [--batches B1,B2,...]
 //            (the GDN kernels at each block shape; batch 64, 256, 512 by default)
 //        replayssm_ssm_bench --profile mamba2|gdn ar|verify BATCH [VARIANT]   (untimed, for ncu)
 //        replayssm_ssm_bench --profile gdn beams BATCH   (GDN beams of 8 in fork groups, untimed)
@@ -654,10 +654,11 @@ int main(int argc, char** argv) {
     auto bad = [] {
       std::fprintf(
           stderr,
-          "usage: replayssm_ssm_bench --only mamba2|gdn|gdn-ex|scan|beams [--gdn-mma 1|0|-1] [--gdn-variant 0..2]\n"
+          "usage: replayssm_ssm_bench --only mamba2|gdn|gdn-ex|scan|beams [--gdn-mma 1|0|-1] [--gdn-variant 0..3]\n"
           "                           [--gdn-step-variant 0..3] [--mamba2-variant 0..5] [--batches B1,B2,...]\n"
           "                           [--scan-knobs TOKENS_PER_SUM TILE_ROWS]\n"
-          "       replayssm_ssm_bench --gdn-shapes [--gdn-variant 0..2] [--gdn-step-variant 0..3] [--batches B1,...]\n");
+          "       replayssm_ssm_bench --gdn-shapes [--gdn-variant 0..3] [--gdn-step-variant 0..3] [--batches "
+          "B1,...]\n");
       return 2;
     };
     for (int i = shapes ? 2 : 3; i < argc; i += 2) {
@@ -685,7 +686,7 @@ int main(int argc, char** argv) {
         return bad();
       }
     }
-    if (g_gdn_mma < -1 || g_gdn_mma > 1 || g_gdn_variant < 0 || g_gdn_variant > 2 || g_gdn_step_variant < 0 ||
+    if (g_gdn_mma < -1 || g_gdn_mma > 1 || g_gdn_variant < 0 || g_gdn_variant > 3 || g_gdn_step_variant < 0 ||
         g_gdn_step_variant > 3 || g_mamba2_variant < 0 || g_mamba2_variant > 5)
       return bad();
   }

@@ -317,6 +317,16 @@ TEST_P(GdnCudaStepWarps, StandardStepWritesOneStatePerTokenAndMatchesStepping) {
     check_step(GetParam(), Kernel{3, 0, 0, 0, 0, early});
   }
 }
+// The same warps as the fast replay's kernel (variant 3: exact replay's
+// sequential recurrence, the older entries staged and, with early, applied
+// before the wait): with and without folds, against stepping.
+TEST_P(GdnCudaStepWarps, ReplayMatchesSteppingTheRecurrence) {
+  for (bool early : {false, true})
+    for (bool folds : {false, true}) {
+      SCOPED_TRACE(early ? "older entries before the wait" : "after the wait");
+      check_replay(GetParam(), Kernel{3, 0, 0, 0, 0, early}, folds);
+    }
+}
 
 // The register-resident warps read arrays that are views at any offset:
 // every array one element past an aligned start (no 16-byte access then
@@ -395,9 +405,8 @@ TEST(GdnCudaArgs, OutOfRangeShapesAreRefused) {
   EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
   EXPECT_EQ(ops::cuda::gdn_step_cuda(a, nullptr), cudaErrorInvalidValue);
   a.slice_cols = 0;
-  a.dv = 64, a.variant = 3;  // the register-resident warps: the standard step and exact replay only
+  a.dv = 64, a.variant = 3, a.dk = 129;  // rows past the warps' registers
   EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
-  a.dk = 129;  // rows past the warps' registers
   EXPECT_EQ(ops::cuda::gdn_step_cuda(a, nullptr), cudaErrorInvalidValue);
   a.exact = true;
   EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);

@@ -62,15 +62,16 @@ struct GdnDecodeArgs {
   const int32_t* fold_slot = nullptr;  // (B) where the folded checkpoint goes (may be slot)
   int max_fold = 0;                    // host bound on fold[b], sizes shared memory
 
-  // Kernel variant, both families: 0 picks by size — column slices when
-  // batch·Hv is under the SM count (the fast replay: one token's step at
-  // up to half the SM count; a verify's streams); else, for the standard step and exact
-  // replay with dk ≤ kGdnStepWarpsMaxDk, register-resident warps (any dv);
-  // else column slices where the head does not fit a streaming block, and
-  // streaming blocks per slice of columns, head and sequence otherwise.
-  // 1 and 2 force streaming and column slices, 3 the register-resident
-  // warps (the standard step and exact replay only, dk ≤
-  // kGdnStepWarpsMaxDk) (tests, tuning).
+  // Kernel variant, both families: 0 picks by size — for the standard step
+  // and exact replay with dk ≤ kGdnStepWarpsMaxDk the register-resident
+  // warps (any dv); for the fast replay those warps (exact replay's
+  // sequential recurrence) where their blocks are one wave, else column
+  // slices for one token at up to half as many (head, sequence) pairs as
+  // SMs; else column slices where batch·Hv is under the SM count (the
+  // standard step, exact replay) or the head does not fit a streaming
+  // block, streaming blocks per slice of columns, head and sequence
+  // otherwise. 1 and 2 force streaming and column slices, 3 the
+  // register-resident warps (dk ≤ kGdnStepWarpsMaxDk) (tests, tuning).
   int variant = 0;
   // Streaming blocks' shape (tuning, tests): columns per block (64, 128 or
   // 256; one slice of all dv ≤ 256 where it does not divide dv) and rows
@@ -118,13 +119,15 @@ struct GdnDecodeArgs {
   // tile_rows as there; fold_rows and mma do not apply); dk ≤ 512, or a
   // slice that fits shared memory.
   bool exact = false;
-  // The kernel launched just before this one writes no state (the
-  // decoder's: the append). The register-resident step (and
-  // exact replay) and the streaming replay then read their first state
-  // rows before the PDL wait (launch.cuh), while that kernel still runs;
-  // the other kernels wait first whatever this says. Leave false when the
-  // launch before may have written a slot this one reads (a fold, a copy
-  // into a slot).
+  // The kernel launched just before this one writes no state and no log
+  // entry but this step's T (the decoder's: the append). The
+  // register-resident step and the streaming replay then read their first
+  // state rows before the PDL wait (launch.cuh), while that kernel still
+  // runs, and the register-resident replay (exact, or the fast replay's
+  // variant 3) its state and its older log entries, which it applies
+  // there up to a fold's point; the other kernels wait first whatever this
+  // says. Leave false when the launch before may have written a slot this
+  // one reads (a fold, a copy into a slot) or an older entry (a log move).
   bool early = false;
 };
 

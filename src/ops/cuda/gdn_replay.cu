@@ -26,6 +26,8 @@ namespace replayssm::ops::cuda {
 cudaError_t gdn_replay_sliced(const GdnDecodeArgs& a, cudaStream_t stream);
 // The sequential recurrence in the standard step's kernels (gdn_step.cu).
 cudaError_t gdn_replay_exact(const GdnDecodeArgs& a, cudaStream_t stream);
+// Whether the register-resident warps' blocks are one wave (gdn_step_warps.cu).
+bool gdn_step_warps_one_wave(const GdnDecodeArgs& a, int sms);
 // Fork groups (gdn_replay_group.cu): arguments already checked.
 cudaError_t gdn_replay_group(const GdnDecodeArgs& a, cudaStream_t stream);
 
@@ -510,17 +512,29 @@ cudaError_t gdn_replay_cuda(const GdnDecodeArgs& a, cudaStream_t stream) {
   // Every refusal before the device is asked anything.
   const int slice = gdn_slice_cols(a.dv, a.slice_cols != 0 ? a.slice_cols : kGdnReplaySlice);
   const bool sliced_fits = a.dk <= 512, streaming_fits = slice > 0;
-  if (a.variant < 0 || a.variant > 2 || (a.variant == 1 && !streaming_fits) || (a.variant == 2 && !sliced_fits) ||
+  if (a.variant < 0 || a.variant > 3 || (a.variant == 1 && !streaming_fits) || (a.variant == 2 && !sliced_fits) ||
       (!sliced_fits && !streaming_fits))
     return cudaErrorInvalidValue;
+  // Variant 3: the register-resident warps' sequential recurrence, exact
+  // replay's kernel (gdn_step_warps.cu), dk ≤ kGdnStepWarpsMaxDk.
+  if (a.variant == 3) return a.dk <= kGdnStepWarpsMaxDk ? gdn_replay_exact(a, stream) : cudaErrorInvalidValue;
+  int sms = 0;
+  if (cudaError_t e = device_sms(&sms); e != cudaSuccess) return e;
+  // And the launcher's choice where those blocks are one wave (at
+  // Qwen3-Next shapes batch ≤ 6 on the H200): the older entries staged and
+  // applied before the PDL wait, the state in registers with no passes.
+  // H200 (docs/perf, session 27): one token at batch 1–6 4.4–7.0 µs
+  // against the column slices' or streaming blocks' 5.9–9.8, a verify
+  // 4.7–9.8 against 9.9–11.5; at batch 8 (two waves) 12.6 against 10.2 and
+  // 16.0 against 11.8.
+  if (a.variant == 0 && a.dk <= kGdnStepWarpsMaxDk && gdn_step_warps_one_wave(a, sms))
+    return gdn_replay_exact(a, stream);
   // One token's step over at most half as many (head, sequence) blocks as
   // SMs, or values wider than a streaming tile: the column-sliced variant.
   // H200 at Qwen3-Next shapes (docs/perf, session 27): one token at batch
   // 1–2 5.9 / 6.8 µs sliced against 8.4 / 8.6 streaming, at batch 3–4
   // 11.8 / 12.9 against 8.8 / 8.9; a verify streams faster at every batch
   // (9.9 against 10.7 µs at batch 1, 10.3 against 25.5 at 4).
-  int sms = 0;
-  if (cudaError_t e = device_sms(&sms); e != cudaSuccess) return e;
   const bool small = a.T == 1 && 2 * int64_t(a.batch) * a.Hv <= sms;
   if (a.variant == 2 || (a.variant == 0 && sliced_fits && (small || !streaming_fits)))
     return gdn_replay_sliced(a, stream);

@@ -1,8 +1,12 @@
 // Gated DeltaNet replay decode, the small-batch variant (see gdn_decode.h
 // and gdn_replay.cu): one block per (value head, sequence, slice of 32
 // columns), as in gdn_step.cu, so a batch of one still spreads over the
-// device (measured on the H200: 1.19× the standard step at batch 1, where
-// the streaming kernel's 32 blocks give 0.64×; docs/perf). Dual form, with
+// device (measured on the H200: 1.19× the column-sliced standard step at
+// batch 1, where the streaming kernel's 32 blocks give 0.64×; docs/perf).
+// Where dk ≤ 128 the register-resident warps (gdn_step_warps.cu) now take
+// small batches, fast replay and standard step alike (session 27); this
+// kernel stands for taller keys and values too wide for one wave of
+// those warps. Dual form, with
 // G_s = Σ_{r≤s} g_r from the checkpoint:
 //   mem_t = e^{G_t}·S_cᵀk_t + Σ_{s<t} e^{G_t−G_s}(k_s·k_t)·u_s ;  u_t = β_t(v_t − mem_t)
 //   o_t   = e^{G_t}·S_cᵀq_t + Σ_{s≤t} e^{G_t−G_s}(k_s·q_t)·u_s

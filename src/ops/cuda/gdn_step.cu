@@ -244,15 +244,16 @@ cudaError_t gdn_step_launch(const GdnDecodeArgs& a, bool log, cudaStream_t strea
     return cudaErrorInvalidValue;
   int sms = 0;
   if (cudaError_t e = device_sms(&sms); e != cudaSuccess) return e;
-  // The same variant choice as the replay kernel (variant), plus: at
-  // batch·Hv ≥ the SM count with dk ≤ 128 the register-resident warps,
-  // whatever dv (H200, docs/perf sessions 22–23: 72 against the streaming
-  // blocks' 81 µs at batch 64, 275 against 294 at 256, 546 against 566 at
-  // 512 — one rule for all, since exact replay must pick what stepping
-  // picks); elsewhere heads too large for shared memory take the sliced
-  // kernel.
+  // With dk ≤ 128 the register-resident warps at every batch, whatever dv
+  // (H200, docs/perf: 72 against the streaming blocks' 81 µs at batch 64,
+  // 275 against 294 at 256, 546 against 566 at 512, sessions 22–23; at
+  // batch 1–4 one token 3.7–6.9 against the column slices' 6.9–11.7 µs, a
+  // verify 7.1–17.0 against 15.6–28.2, session 27 — one rule for both,
+  // since exact replay must pick what stepping picks); else column slices
+  // where (head, sequence) pairs are fewer than SMs or heads too large for
+  // shared memory, streaming blocks otherwise.
   const bool small = int64_t(a.batch) * a.Hv < sms;
-  if (a.variant == 3 || (a.variant == 0 && !small && a.dk <= kGdnStepWarpsMaxDk)) return gdn_step_warps(a, log, stream);
+  if (a.variant == 3 || (a.variant == 0 && a.dk <= kGdnStepWarpsMaxDk)) return gdn_step_warps(a, log, stream);
   if (a.variant == 2 || !fits || (a.variant == 0 && small)) return gdn_step_sliced(a, log, stream);
   int slice = a.slice_cols != 0 ? narrow : gdn_slice_cols(a.dv, int64_t(a.batch) * a.Hv < 32 * sms ? 64 : 128);
   if (shm_for(slice) > kGdnStepMaxShm) slice = narrow;

@@ -18,7 +18,13 @@
 // step's T tokens applied first (S ← αS + k·uᵀ, gdn_token.cuh), then the
 // tokens by this kernel's own arithmetic, their u to the log. The launcher
 // (gdn_step.cu) picks the same kernel for stepping and exact replay at a
-// batch, so the bits agree.
+// batch, so the bits agree. Those entries (earlier steps wrote them) are
+// staged in shared memory by the block with cp.async, all in flight at
+// once — an entry's loads after the one before's update made the replay a
+// chain of latencies — and with GdnDecodeArgs::early requested and applied,
+// up to a fold's point, before the PDL wait, while the kernel before runs
+// (as the Mamba2 wide blocks, mamba2_replay_wide.cu). The fast replay takes
+// this kernel too at small batch (gdn_replay.cu).
 #include "ops/cuda/gdn_decode.h"
 
 #include <cstdint>
@@ -125,6 +131,14 @@ __device__ __forceinline__ float row_group_sum(float x) {
   return x;
 }
 
+// kLog's shared memory, in floats: (W4) g_s, (W, kBlockCols) u_s of the
+// block's columns, (W, KB) k_s as bf16 (KB = dk rounded up to 8 elements,
+// 16-byte rows).
+constexpr int kBlockCols = kWarps * kWarpCols;
+__host__ __device__ __forceinline__ int warps_log_floats(int W, int dk) {
+  return ((W + 3) & ~3) + W * kBlockCols + W * ((dk + 7) & ~7) / 2;
+}
+
 template <int kR, bool kVec, bool kLog>
 __global__ void __launch_bounds__(32 * kWarps, kBlocksPerSm<kR>) gdn_step_warps_kernel(GdnDecodeArgs a) {
   const int h = blockIdx.y, b = blockIdx.z, kh = h / (a.Hv / a.Hk);
@@ -140,42 +154,69 @@ __global__ void __launch_bounds__(32 * kWarps, kBlocksPerSm<kR>) gdn_step_warps_
   // which no kernel writes (launch.cuh): read while the kernel before ends
   // — and with a.early the state too.
   LaneRows<kR, kVec> S;
-  if (a.early && wc < dv) S.load(src, i0, dk, c, dv);
-  pdl_begin();
-  if (wc >= dv) return;  // a warp past the last column (warp-uniform: no shuffle waits on it)
-  if (!a.early) S.load(src, i0, dk, c, dv);
+  const bool live = wc < dv;  // a warp past the last column: no columns (warp-uniform: no shuffle waits on it)
   // Keys and queries by 16 bytes where every row is so aligned (the
   // caller's arrays may be views at any offset).
   const bool vec8 = dk % 8 == 0 && ((reinterpret_cast<uintptr_t>(a.q) |
                                      reinterpret_cast<uintptr_t>(kLog ? a.log_k : a.k)) % 16 == 0);
-
   if constexpr (kLog) {
-    // The log before the step, entry by entry; the next entry's k, u and g
-    // are requested before this one's update, so the loads overlap it.
-    float* fold_dst = span.f > 0 ? a.state + (int64_t(a.fold_slot[b]) * a.Hv + h) * hs : nullptr;
-    const int64_t e0 = int64_t(b) * a.W;
-    KeyRows<kR> kn;
-    float un[4], gn = 0.0f;
-    if (span.base > 0) {
-      kn.load(a.log_k + (e0 * a.Hk + kh) * dk, i0, dk, vec8);
-      load_cols<kVec>(un, a.log_u + (e0 * a.Hv + h) * dv, c, dv);
-      gn = a.log_g[e0 * a.Hv + h];
-    }
-    for (int s = 0; s < span.base; ++s) {
-      const KeyRows<kR> ks = kn;
-      float us[4];
+    // The entries before the step's tokens: staged (every warp of the block
+    // takes part in the copies and barriers, live or not), then applied in
+    // order; a fold stores the state after its f-th, after the wait.
+    extern __shared__ float shm[];
+    const int W = a.W, base = span.base, f = span.f, c0b = blockIdx.x * kBlockCols, KB = (dk + 7) & ~7;
+    float* sG = shm;                                                  // (W4)
+    float* sU = shm + ((W + 3) & ~3);                                 // (W, kBlockCols)
+    uint16_t* sK = reinterpret_cast<uint16_t*>(sU + W * kBlockCols);  // (W, KB)
+    const int64_t e0 = int64_t(b) * W;
+    auto stage = [&] {
+      copy_async_rows(sG, a.log_g + e0 * a.Hv + h, base, 1, a.Hv, 1);
+      copy_async_rows(sU, a.log_u + (e0 * a.Hv + h) * dv + c0b, base, min(kBlockCols, dv - c0b), int64_t(a.Hv) * dv,
+                      kBlockCols);
+      copy_async_bf_rows(sK, a.log_k + (e0 * a.Hk + kh) * dk, base, dk, int64_t(a.Hk) * dk, KB);
+      cp_async_commit();
+      cp_async_wait<0>();
+      __syncthreads();
+    };
+    float* fold_dst = f > 0 ? a.state + (int64_t(a.fold_slot[b]) * a.Hv + h) * hs : nullptr;
+    auto apply = [&](int s0, int s1) {  // entries s0 .. s1 − 1 from shared memory
+      for (int s = s0; s < s1; ++s) {
+        KeyRows<kR> ks;
+        ks.load(sK + s * KB, i0, dk, dk % 8 == 0);
+        float us[4];
+        const float* ur = sU + s * kBlockCols + (c - c0b);
+        if (kVec && c < dv) {
+          const float4 y = *reinterpret_cast<const float4*>(ur);
+          us[0] = y.x, us[1] = y.y, us[2] = y.z, us[3] = y.w;
+        } else {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) us[e] = un[e];
-      const float alpha = expf(gn);
-      if (s + 1 < span.base) {
-        const int64_t e = e0 + s + 1;
-        kn.load(a.log_k + (e * a.Hk + kh) * dk, i0, dk, vec8);
-        load_cols<kVec>(un, a.log_u + (e * a.Hv + h) * dv, c, dv);
-        gn = a.log_g[e * a.Hv + h];
+          for (int e = 0; e < 4; ++e) us[e] = c + e < dv ? ur[e] : 0.0f;
+        }
+        S.update(expf(sG[s]), ks, us);
       }
-      S.update(alpha, ks, us);
-      if (s + 1 == span.f) S.store(fold_dst, i0, dk, c, dv);
+    };
+    // The first stretch ends at the fold point; with early it is applied
+    // before the wait, and the fold's store, a write, comes after it.
+    const int stop = f > 0 ? f : base;
+    if (a.early) {
+      if (live) S.load(src, i0, dk, c, dv);
+      stage();
+      if (live) apply(0, stop);
     }
+    pdl_begin();
+    if (!a.early) {
+      if (live) S.load(src, i0, dk, c, dv);
+      stage();
+    }
+    if (!live) return;
+    if (!a.early) apply(0, stop);
+    if (f > 0) S.store(fold_dst, i0, dk, c, dv);
+    apply(stop, base);
+  } else {
+    if (a.early && live) S.load(src, i0, dk, c, dv);
+    pdl_begin();
+    if (!live) return;
+    if (!a.early) S.load(src, i0, dk, c, dv);
   }
 
   // The delta rule by columns: mem = (αS)ᵀk, u = β(v − mem), S ← αS + k·uᵀ,
@@ -228,12 +269,22 @@ __global__ void __launch_bounds__(32 * kWarps, kBlocksPerSm<kR>) gdn_step_warps_
 
 }  // namespace
 
+// Whether the launch's blocks all fit the device at once (one wave), dk ≤
+// kGdnStepWarpsMaxDk: where the fast replay takes this kernel
+// (gdn_replay.cu).
+bool gdn_step_warps_one_wave(const GdnDecodeArgs& a, int sms) {
+  const int64_t blocks = int64_t((a.dv + kBlockCols - 1) / kBlockCols) * a.Hv * a.batch;
+  return blocks <= int64_t(a.dk <= kRowGroups * 8 ? kBlocksPerSm<8> : kBlocksPerSm<16>) * sms;
+}
+
 // Called by gdn_step_launch (gdn_step.cu) with its arguments checked and
 // dk ≤ kGdnStepWarpsMaxDk; `log`: exact replay.
 cudaError_t gdn_step_warps(const GdnDecodeArgs& a, bool log, cudaStream_t stream) {
   const dim3 grid((a.dv + kWarps * kWarpCols - 1) / (kWarps * kWarpCols), a.Hv, a.batch);
+  const size_t shm = log ? sizeof(float) * size_t(warps_log_floats(a.W, a.dk)) : 0;
   auto go = [&](auto kernel) {
-    launch_kernel(kernel, grid, 32 * kWarps, 0, stream, a);
+    if (cudaError_t e = allow_dynamic_smem(kernel, shm); e != cudaSuccess) return e;
+    launch_kernel(kernel, grid, 32 * kWarps, shm, stream, a);
     return cudaGetLastError();
   };
   // 16-byte state (and log u) accesses where every row is so aligned.
