@@ -23,6 +23,9 @@ summary() {
          if ($2 == "verify" && fan > 0) printf ", %.0f%% of one read + %s writes", 100 * $6 / fan, nw
          printf "\n" }' \
     "$o/ssm_decode_bench.txt"
+  awk '$1 ~ /^(mamba2|gdn)$/ && $2 ~ /^(ar|verify)$/ { n++; r = $(NF-1); sub(/x$/, "", r); if (r + 0 < 1.0) slow = slow " " $1 "/" $2 "/" $3 " " $(NF-1) }
+       END { printf "  batch 2-7 (%d rows): %s\n", n, slow == "" ? "replay >= standard in every row" : "replay slower at" slow }' \
+    "$o/ssm_small_batches.txt"
   awk '$1 ~ /^(mamba2|gdn)$/ && $2 ~ /^beam8(-alone)?$/ && $3 ~ /^(64|256)$/ {
          printf "  %-7s %-12s batch %4s  %6s\n", $1, $2, $3, $(NF-1) }' "$o/ssm_decode_bench.txt"
   echo "end to end at 8B shapes (tok/s, standard -> replay):"
@@ -70,6 +73,9 @@ case "${1:-}" in
     .gpu/replayssm_cuda_tests 2>&1 | tee "$out/cuda_tests.log" | grep -E '^\[ *(OK|FAILED|PASSED|SKIPPED) ' || true
     if grep -q 'SKIPPED\|FAILED' "$out/cuda_tests.log"; then echo "CUDA tests did not all pass"; exit 1; fi
     .gpu/replayssm_ssm_bench "$out/ssm_decode_bench.json" | tee "$out/ssm_decode_bench.txt"
+    # The batches between 1 and 8, where the launchers switch kernels.
+    for fam in mamba2 gdn; do .gpu/replayssm_ssm_bench --only $fam --batches 2,3,4,5,6,7; done |
+      grep -E '^(mamba2|gdn) ' | tee "$out/ssm_small_batches.txt"
     .gpu/replayssm_gemv_bench | tee "$out/gemv_bench.txt"
     .gpu/replayssm_e2e_bench --json "$out/e2e_decode_bench.json" | tee "$out/e2e_decode_bench.txt"
     .gpu/replayssm_engine_bench | tee "$out/engine_bench.txt"
