@@ -32,7 +32,7 @@
 // TFLOP/s (the scans are bound by their FMAs, not by bytes), steps / scan.
 //
 // Usage: replayssm_ssm_bench [JSON_OUT]
-//        replayssm_ssm_bench --only mamba2|gdn|gdn-ex|scan|beams [--gdn-mma 1|0|-1] [--gdn-variant 0..3]
+//        replayssm_ssm_bench --only mamba2|mamba2-ex|gdn|gdn-ex|scan|beams [--gdn-mma 1|0|-1] [--gdn-variant 0..3]
 //                            [--gdn-step-variant 0..3] [--mamba2-variant 0..5] [--batches B1,B2,...]
 //                            [--scan-knobs TOKENS_PER_SUM TILE_ROWS]
 //            (one family's rows, no JSON; GdnDecodeArgs::mma, GdnDecodeArgs::variant of the GDN
@@ -646,15 +646,18 @@ int main(int argc, char** argv) {
   const bool shapes = argc > 1 && std::string(argv[1]) == "--gdn-shapes";
   const std::string only = argc > 2 && std::string(argv[1]) == "--only" ? argv[2] : "";
   if (argc > 1 && (std::string(argv[1]) == "--only" || shapes)) {
-    if (!shapes && only != "mamba2" && only != "gdn" && only != "gdn-ex" && only != "scan" && only != "beams") {
-      std::fprintf(stderr, "--only: mamba2, gdn, gdn-ex, scan or beams, not '%s'\n", argc > 2 ? argv[2] : "");
+    if (!shapes && only != "mamba2" && only != "mamba2-ex" && only != "gdn" && only != "gdn-ex" && only != "scan" &&
+        only != "beams") {
+      std::fprintf(stderr, "--only: mamba2, mamba2-ex, gdn, gdn-ex, scan or beams, not '%s'\n",
+                   argc > 2 ? argv[2] : "");
       return 2;
     }
     // Knobs for A/B runs: NAME VALUE pairs (--scan-knobs takes two values).
     auto bad = [] {
       std::fprintf(
           stderr,
-          "usage: replayssm_ssm_bench --only mamba2|gdn|gdn-ex|scan|beams [--gdn-mma 1|0|-1] [--gdn-variant 0..3]\n"
+          "usage: replayssm_ssm_bench --only mamba2|mamba2-ex|gdn|gdn-ex|scan|beams [--gdn-mma 1|0|-1] [--gdn-variant "
+          "0..3]\n"
           "                           [--gdn-step-variant 0..3] [--mamba2-variant 0..5] [--batches B1,B2,...]\n"
           "                           [--scan-knobs TOKENS_PER_SUM TILE_ROWS]\n"
           "       replayssm_ssm_bench --gdn-shapes [--gdn-variant 0..3] [--gdn-step-variant 0..3] [--batches "
@@ -773,7 +776,7 @@ int main(int argc, char** argv) {
   // bandwidth: is it the faster replay there?
   for (bool verify : {false, true})
     for (int batch : {1, 2, 8, 32})
-      if (only.empty()) print_row(run_mamba2(batch, verify, 0, true));
+      if (only.empty() || only == "mamba2-ex") print_row(run_mamba2(batch, verify, 0, true));
   // gdn-ex: the same for GDN (the standard step's kernels over the log).
   for (bool verify : {false, true})
     for (int batch : {1, 8, 64})

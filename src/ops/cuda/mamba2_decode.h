@@ -90,8 +90,9 @@ struct Mamba2DecodeArgs {
   // which the pass reads last). Needs scratch of
   // mamba2_replay_scratch_floats() floats.
   float* scratch = nullptr;
-  // 0 picks: when batch·H ≤ the SM count, the sequential recurrence in wide
-  // blocks, a head per pass (bit-identical to stepping, like `exact`);
+  // 0 picks: when batch·H ≤ the SM count (exact: twice that), the
+  // sequential recurrence in wide blocks, a head per pass (bit-identical
+  // to stepping, like `exact`);
   // fork groups on tensor cores where N % 16 == 0 and max_group·T ≤ 8;
   // else the fused kernel (the log's part and the pass in one block) where
   // N is 128 or 256, P a multiple of 16 and T ≤ 4; else split when scratch

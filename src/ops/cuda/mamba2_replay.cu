@@ -343,8 +343,11 @@ cudaError_t mamba2_replay_cuda(const Mamba2DecodeArgs& a, cudaStream_t stream) {
   // the PDL wait — faster there than the dual form and than the standard
   // step. Not at twice that: H200 at batch 2, AR 8.8 µs against the fused
   // kernel's 6.8 and the standard step's 7.8–8.1, verify 11.6 against 8.5
-  // (docs/perf, session 27).
-  if (a.group_start == nullptr && (a.variant == 3 || (a.variant == 0 && int64_t(a.batch) * a.H <= int64_t(sms)))) {
+  // (docs/perf, session 27) — but exact replay, which the fused kernel
+  // cannot give, keeps them to twice the SMs (at batch 2: AR 8.8 against
+  // the 4-warp exact kernel's 12.5 µs, verify 11.6 against 16.9).
+  const int64_t wide_blocks = int64_t(a.exact ? 2 : 1) * sms;
+  if (a.group_start == nullptr && (a.variant == 3 || (a.variant == 0 && int64_t(a.batch) * a.H <= wide_blocks))) {
     if (cudaError_t e = mamba2_replay_wide(a, stream); e != cudaErrorNotSupported) return e;
   }
   if (a.exact) return mamba2_replay_exact(a, stream);
