@@ -68,9 +68,9 @@ int g_mamba2_variant = 0;  // Mamba2DecodeArgs::variant of the "mamba2" rows (--
 int g_scan_sum = 0, g_scan_rows = 0;  // Mamba2ScanArgs::tokens_per_sum, tile_rows (--scan-knobs SUM ROWS)
 int g_gdn_variant = 0;       // GdnDecodeArgs::variant of the "gdn" rows' replay (--gdn-variant)
 int g_gdn_step_variant = 0;  // … and of their standard step (--gdn-step-variant)
-// The batches of the ar and verify rows (--batches; the by default).
-std::vector<int> g_batches = {1, 8, 64, 256, 512};
-bool g_batches_given = false;  // --gdn-shapes: 64, 256, 512 unless given
+// The batches given by --batches; empty: each mode's own (the ar and
+// verify rows the 1, 8, 64, 256, 512; --gdn-shapes 64, 256, 512).
+std::vector<int> g_batches;
 
 // "1,2,8" → {1, 2, 8}; false on anything else.
 bool parse_batches(const char* s, std::vector<int>* out) {
@@ -677,7 +677,6 @@ int main(int argc, char** argv) {
       else if (k == "--mamba2-variant")
         g_mamba2_variant = std::atoi(v);
       else if (k == "--batches") {
-        g_batches_given = true;
         if (!parse_batches(v, &g_batches)) {
           std::fprintf(stderr, "--batches: a comma-separated list of batch sizes 1..4096, not '%s'\n", v);
           return 2;
@@ -721,7 +720,7 @@ int main(int argc, char** argv) {
   std::printf("%s: measured copy bandwidth %.0f GB/s (read + write); read-only %.0f GB/s (loads), %.0f GB/s (bulk copy); "
               "one read + %d writes %.0f GB/s\n",
               prop.name, copy_gbs, ld_gbs, bulk_gbs, kT, fan_gbs);
-  if (shapes) return gdn_shapes(copy_gbs, g_batches_given ? g_batches : std::vector<int>{64, 256, 512});
+  if (shapes) return gdn_shapes(copy_gbs, g_batches.empty() ? std::vector<int>{64, 256, 512} : g_batches);
   std::printf("ar: W = %d; verify: T = %d drafts, %d accepted per step, fold every %d steps\n\n", kW, kT, kAccepted,
               kVerifyCycle);
   std::printf("%-9s %-11s %6s | %9s %7s %6s | %9s %7s %6s | %7s %7s\n", "family", "work", "batch", "std us", "GB/s",
@@ -781,9 +780,10 @@ int main(int argc, char** argv) {
   for (bool verify : {false, true})
     for (int batch : {1, 8, 64})
       if (only.empty() || only == "gdn-ex") print_row(run_gdn(batch, verify, 0, 0, true));
+  const std::vector<int> row_batches = g_batches.empty() ? std::vector<int>{1, 8, 64, 256, 512} : g_batches;
   for (const char* family : {"mamba2", "mamba2-sp", "mamba2-1k", "gdn"})
     for (bool verify : {false, true})
-      for (int batch : g_batches) {
+      for (int batch : row_batches) {
         const std::string fam = family;
         if (!only.empty() && fam != only && !(fam == "mamba2-sp" && only == "mamba2")) continue;
         if (fam == "mamba2-sp" && batch < 64) continue;

@@ -184,14 +184,7 @@ __global__ void __launch_bounds__(32 * kWarps, kBlocksPerSm<kR>) gdn_step_warps_
         KeyRows<kR> ks;
         ks.load(sK + s * KB, i0, dk, dk % 8 == 0);
         float us[4];
-        const float* ur = sU + s * kBlockCols + (c - c0b);
-        if (kVec && c < dv) {
-          const float4 y = *reinterpret_cast<const float4*>(ur);
-          us[0] = y.x, us[1] = y.y, us[2] = y.z, us[3] = y.w;
-        } else {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) us[e] = c + e < dv ? ur[e] : 0.0f;
-        }
+        load_cols<kVec>(us, sU + s * kBlockCols, c - c0b, dv - c0b);  // the block's columns
         S.update(expf(sG[s]), ks, us);
       }
     };
@@ -280,7 +273,7 @@ bool gdn_step_warps_one_wave(const GdnDecodeArgs& a, int sms) {
 // Called by gdn_step_launch (gdn_step.cu) with its arguments checked and
 // dk ≤ kGdnStepWarpsMaxDk; `log`: exact replay.
 cudaError_t gdn_step_warps(const GdnDecodeArgs& a, bool log, cudaStream_t stream) {
-  const dim3 grid((a.dv + kWarps * kWarpCols - 1) / (kWarps * kWarpCols), a.Hv, a.batch);
+  const dim3 grid((a.dv + kBlockCols - 1) / kBlockCols, a.Hv, a.batch);
   const size_t shm = log ? sizeof(float) * size_t(warps_log_floats(a.W, a.dk)) : 0;
   auto go = [&](auto kernel) {
     if (cudaError_t e = allow_dynamic_smem(kernel, shm); e != cudaSuccess) return e;
