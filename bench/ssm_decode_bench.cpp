@@ -32,14 +32,14 @@
 // TFLOP/s (the scans are bound by their FMAs, not by bytes), steps / scan.
 //
 // Usage: replayssm_ssm_bench [JSON_OUT]
-//        replayssm_ssm_bench --only mamba2|mamba2-ex|gdn|gdn-ex|scan|beams [--gdn-mma 1|0|-1] [--gdn-variant 0..3]
+//        replayssm_ssm_bench --only mamba2|mamba2-ex|gdn|gdn-ex|scan|beams [--gdn-mma 1|0|-1] [--gdn-variant 0..4]
 //                            [--gdn-step-variant 0..3] [--mamba2-variant 0..5] [--batches B1,B2,...]
 //                            [--scan-knobs TOKENS_PER_SUM TILE_ROWS]
 //            (one family's rows, no JSON; GdnDecodeArgs::mma, GdnDecodeArgs::variant of the GDN
 //            replay and of its standard step, Mamba2DecodeArgs::variant or Mamba2ScanArgs'
 //            tokens_per_sum and tile_rows, 0 the launcher's, for A/B runs; --batches: the ar and
 //            verify rows' batches, 1 8 64 256 512 by default)
-//        replayssm_ssm_bench --gdn-shapes [--gdn-variant 0..3] [--gdn-step-variant 0..3] [--batches B1,B2,...]
+//        replayssm_ssm_bench --gdn-shapes [--gdn-variant 0..4] [--gdn-step-variant 0..3] [--batches B1,B2,...]
 //            (the GDN kernels at each block shape; batch 64, 256, 512 by default)
 //        replayssm_ssm_bench --profile mamba2|gdn ar|verify BATCH [VARIANT]   (untimed, for ncu)
 //        replayssm_ssm_bench --profile gdn beams BATCH   (GDN beams of 8 in fork groups, untimed)
@@ -603,12 +603,14 @@ ScanRow run_gdn_scan(int batch) {
 }  // namespace
 
 // --profile FAMILY WORK BATCH [VARIANT]: the standard kernel and the replay
-// cycle of one row of the table (Mamba2 replay: Mamba2DecodeArgs::variant),
+// cycle of one row of the table (VARIANT: Mamba2DecodeArgs::variant or the
+// GDN replay's GdnDecodeArgs::variant),
 // twice each, untimed (for ncu / nsys).
 int profile(int argc, char** argv) {
   const std::string fam = argc > 2 ? argv[2] : "", work = argc > 3 ? argv[3] : "";
   const int batch = argc > 4 ? std::atoi(argv[4]) : 0, variant = argc > 5 ? std::atoi(argv[5]) : 0;
   if ((fam != "mamba2" && fam != "gdn") || (work != "ar" && work != "verify" && work != "beams") || batch < 1 ||
+      variant < 0 || variant > (fam == "gdn" ? 4 : 5) ||
       (work == "beams" && fam != "gdn")) {
     std::fprintf(stderr, "usage: replayssm_ssm_bench --profile mamba2|gdn ar|verify BATCH [VARIANT]\n"
                          "       replayssm_ssm_bench --profile gdn beams BATCH   (beams of 8, grouped)\n");
@@ -616,7 +618,7 @@ int profile(int argc, char** argv) {
   }
   g_profile = true;
   if (work == "beams") run_gdn_beams(batch);
-  else if (fam == "gdn") run_gdn(batch, work == "verify");
+  else if (fam == "gdn") g_gdn_variant = variant, run_gdn(batch, work == "verify");
   else run_mamba2(batch, work == "verify", variant);
   return 0;
 }
@@ -657,10 +659,10 @@ int main(int argc, char** argv) {
       std::fprintf(
           stderr,
           "usage: replayssm_ssm_bench --only mamba2|mamba2-ex|gdn|gdn-ex|scan|beams [--gdn-mma 1|0|-1] [--gdn-variant "
-          "0..3]\n"
+          "0..4]\n"
           "                           [--gdn-step-variant 0..3] [--mamba2-variant 0..5] [--batches B1,B2,...]\n"
           "                           [--scan-knobs TOKENS_PER_SUM TILE_ROWS]\n"
-          "       replayssm_ssm_bench --gdn-shapes [--gdn-variant 0..3] [--gdn-step-variant 0..3] [--batches "
+          "       replayssm_ssm_bench --gdn-shapes [--gdn-variant 0..4] [--gdn-step-variant 0..3] [--batches "
           "B1,...]\n");
       return 2;
     };
@@ -688,7 +690,7 @@ int main(int argc, char** argv) {
         return bad();
       }
     }
-    if (g_gdn_mma < -1 || g_gdn_mma > 1 || g_gdn_variant < 0 || g_gdn_variant > 3 || g_gdn_step_variant < 0 ||
+    if (g_gdn_mma < -1 || g_gdn_mma > 1 || g_gdn_variant < 0 || g_gdn_variant > 4 || g_gdn_step_variant < 0 ||
         g_gdn_step_variant > 3 || g_mamba2_variant < 0 || g_mamba2_variant > 5)
       return bad();
   }

@@ -60,7 +60,8 @@ case "${1:-}" in
     # 7.8 MB where 4 MiB blocks took 29.5.
     bins="replayssm_cuda_tests replayssm_ssm_bench replayssm_gemv_bench replayssm_e2e_bench replayssm_engine_bench replayssm"
     (cd .gpu && XZ_OPT='-T1 --lzma2=preset=3,dict=128MiB' tar -cJf bin.tar.xz $bins && rm $bins)
-    grep -qxF '/.gpu/' .git/info/exclude || echo '/.gpu/' >> .git/info/exclude
+    exclude=$(git rev-parse --git-path info/exclude) && mkdir -p "$(dirname "$exclude")" && touch "$exclude"
+    grep -qxF '/.gpu/' "$exclude" || echo '/.gpu/' >> "$exclude"
     du -sh .gpu
     ;;
   run)

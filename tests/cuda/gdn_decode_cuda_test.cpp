@@ -45,6 +45,7 @@ void PrintTo(const std::tuple<Shape, Kernel>& p, std::ostream* os) {
   const Kernel k = std::get<1>(p);
   if (k.variant == 2) *os << "_sliced";
   else if (k.variant == 3) *os << "_warps";
+  else if (k.variant == 4) *os << "_warps_dual";
   else
     *os << "_streaming" << k.slice_cols << "x" << k.tile_rows << (k.fold_rows > 0 ? "_fold_rows" : "")
         << (k.mma > 0 ? "_mma" : k.mma < 0 ? "_fma" : "");
@@ -327,6 +328,17 @@ TEST_P(GdnCudaStepWarps, ReplayMatchesSteppingTheRecurrence) {
       check_replay(GetParam(), Kernel{3, 0, 0, 0, 0, early}, folds);
     }
 }
+// Those warps with the older entries in the dual form on tensor cores
+// (variant 4, the fast replay's kernel at small batch): logs of up to 64
+// entries (several products of 16), with and without folds, against
+// stepping within the fast replay's tolerance.
+TEST_P(GdnCudaStepWarps, DualFormReplayMatchesSteppingTheRecurrence) {
+  for (bool early : {false, true})
+    for (bool folds : {false, true}) {
+      SCOPED_TRACE(early ? "older entries before the wait" : "after the wait");
+      check_replay(GetParam(), Kernel{4, 0, 0, 0, 0, early}, folds);
+    }
+}
 
 // The register-resident warps read arrays that are views at any offset:
 // every array one element past an aligned start (no 16-byte access then
@@ -408,6 +420,9 @@ TEST(GdnCudaArgs, OutOfRangeShapesAreRefused) {
   a.dv = 64, a.variant = 3, a.dk = 129;  // rows past the warps' registers
   EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
   EXPECT_EQ(ops::cuda::gdn_step_cuda(a, nullptr), cudaErrorInvalidValue);
+  a.variant = 4;
+  EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
+  a.variant = 3;
   a.exact = true;
   EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
   a.exact = false, a.dk = 16, a.variant = 0;
@@ -425,8 +440,9 @@ TEST(GdnCudaArgs, OutOfRangeShapesAreRefused) {
     EXPECT_EQ(ops::cuda::gdn_step_cuda(m, nullptr), cudaErrorInvalidValue) << "array " << missing << " missing";
     if (missing < 6) EXPECT_EQ(ops::cuda::gdn_replay_cuda(m, nullptr), cudaErrorInvalidValue) << "array " << missing;
   }
-  a.variant = 4;  // no such variant
+  a.variant = 4;  // no such variant of the standard step (the replay's dual-form warps)
   EXPECT_EQ(ops::cuda::gdn_step_cuda(a, nullptr), cudaErrorInvalidValue);
+  a.variant = 5;
   EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
   a.variant = 0;
   a.dv = 64, a.Hv = 5;  // Hv not a multiple of Hk

@@ -64,14 +64,16 @@ struct GdnDecodeArgs {
 
   // Kernel variant, both families: 0 picks by size — for the standard step
   // and exact replay with dk ≤ kGdnStepWarpsMaxDk the register-resident
-  // warps (any dv); for the fast replay those warps (exact replay's
-  // sequential recurrence) where their blocks are one wave, else column
+  // warps (any dv); for the fast replay those warps (the older log
+  // entries in the dual form) where their blocks are one wave, else column
   // slices for one token at up to half as many (head, sequence) pairs as
   // SMs; else column slices where batch·Hv is under the SM count (the
   // standard step, exact replay) or the head does not fit a streaming
   // block, streaming blocks per slice of columns, head and sequence
   // otherwise. 1 and 2 force streaming and column slices, 3 the
-  // register-resident warps (dk ≤ kGdnStepWarpsMaxDk) (tests, tuning).
+  // register-resident warps (dk ≤ kGdnStepWarpsMaxDk; in the fast replay
+  // exact replay's sequential recurrence), 4 (fast replay only) those warps
+  // with the older entries in the dual form on tensor cores (tests, tuning).
   int variant = 0;
   // Streaming blocks' shape (tuning, tests): columns per block (64, 128 or
   // 256; one slice of all dv ≤ 256 where it does not divide dv) and rows
@@ -124,7 +126,7 @@ struct GdnDecodeArgs {
   // register-resident step and the streaming replay then read their first
   // state rows before the PDL wait (launch.cuh), while that kernel still
   // runs, and the register-resident replay (exact, or the fast replay's
-  // variant 3) its state and its older log entries, which it applies
+  // variants 3 and 4) its state and its older log entries, which it applies
   // there up to a fold's point; the other kernels wait first whatever this
   // says. Leave false when the launch before may have written a slot this
   // one reads (a fold, a copy into a slot) or an older entry (a log move).

@@ -26,8 +26,10 @@ namespace replayssm::ops::cuda {
 cudaError_t gdn_replay_sliced(const GdnDecodeArgs& a, cudaStream_t stream);
 // The sequential recurrence in the standard step's kernels (gdn_step.cu).
 cudaError_t gdn_replay_exact(const GdnDecodeArgs& a, cudaStream_t stream);
-// Whether the register-resident warps' blocks are one wave (gdn_step_warps.cu).
+// Whether the register-resident warps' blocks are one wave, and those
+// warps with the older entries in the dual form (gdn_step_warps.cu).
 bool gdn_step_warps_one_wave(const GdnDecodeArgs& a, int sms);
+cudaError_t gdn_replay_warps(const GdnDecodeArgs& a, cudaStream_t stream);
 // Fork groups (gdn_replay_group.cu): arguments already checked.
 cudaError_t gdn_replay_group(const GdnDecodeArgs& a, cudaStream_t stream);
 
@@ -512,23 +514,27 @@ cudaError_t gdn_replay_cuda(const GdnDecodeArgs& a, cudaStream_t stream) {
   // Every refusal before the device is asked anything.
   const int slice = gdn_slice_cols(a.dv, a.slice_cols != 0 ? a.slice_cols : kGdnReplaySlice);
   const bool sliced_fits = a.dk <= 512, streaming_fits = slice > 0;
-  if (a.variant < 0 || a.variant > 3 || (a.variant == 1 && !streaming_fits) || (a.variant == 2 && !sliced_fits) ||
-      (!sliced_fits && !streaming_fits))
+  if (a.variant < 0 || a.variant > 4 || (a.variant == 1 && !streaming_fits) || (a.variant == 2 && !sliced_fits) ||
+      (!sliced_fits && !streaming_fits) || (a.variant >= 3 && a.dk > kGdnStepWarpsMaxDk))
     return cudaErrorInvalidValue;
   // Variant 3: the register-resident warps' sequential recurrence, exact
-  // replay's kernel (gdn_step_warps.cu), dk ≤ kGdnStepWarpsMaxDk.
-  if (a.variant == 3) return a.dk <= kGdnStepWarpsMaxDk ? gdn_replay_exact(a, stream) : cudaErrorInvalidValue;
+  // replay's kernel; 4: those warps with the older entries in the dual
+  // form on tensor cores (gdn_step_warps.cu); dk ≤ kGdnStepWarpsMaxDk.
+  if (a.variant == 3) return gdn_replay_exact(a, stream);
+  if (a.variant == 4) return gdn_replay_warps(a, stream);
   int sms = 0;
   if (cudaError_t e = device_sms(&sms); e != cudaSuccess) return e;
   // And the launcher's choice where those blocks are one wave (at
   // Qwen3-Next shapes batch ≤ 6 on the H200): the older entries staged and
-  // applied before the PDL wait, the state in registers with no passes.
-  // H200 (docs/perf, session 27): one token at batch 1–6 4.4–7.0 µs
-  // against the column slices' or streaming blocks' 5.9–9.8, a verify
-  // 4.7–9.8 against 9.9–11.5; at batch 8 (two waves) 12.6 against 10.2 and
-  // 16.0 against 11.8.
+  // applied before the PDL wait, the state in registers with no passes,
+  // the entries in the dual form on tensor cores. H200 (docs/perf,
+  // sessions 27–28): one token at batch 1–6 4.0–6.4 µs against the
+  // sequential recurrence's 4.5–7.0 there and the column slices' or
+  // streaming blocks' 5.9–9.8, a verify 4.4–9.1 against 4.8–9.8 and
+  // 9.9–11.5; at batch 8 (two waves) 10.8 against the streaming 10.2 and
+  // 15.0 against 11.8.
   if (a.variant == 0 && a.dk <= kGdnStepWarpsMaxDk && gdn_step_warps_one_wave(a, sms))
-    return gdn_replay_exact(a, stream);
+    return gdn_replay_warps(a, stream);
   // One token's step over at most half as many (head, sequence) blocks as
   // SMs, or values wider than a streaming tile: the column-sliced variant.
   // H200 at Qwen3-Next shapes (docs/perf, session 27): one token at batch

@@ -24,8 +24,14 @@
 // chain of latencies — and with GdnDecodeArgs::early requested and applied,
 // up to a fold's point, before the PDL wait, while the kernel before runs
 // (as the Mamba2 wide blocks, mamba2_replay_wide.cu). The fast replay takes
-// this kernel too at small batch (gdn_replay.cu).
+// this kernel too at small batch (gdn_replay.cu), with kDual: the older
+// entries in the dual form, one product of 16 entries on tensor cores in
+// place of 16 updates (apply_dual) — H200, Qwen3-Next shapes (docs/perf,
+// session 28): one token at batch 1 4.0–4.2 µs against the sequential
+// 4.5–4.6, at batch 6 6.4 against 7.0.
 #include "ops/cuda/gdn_decode.h"
+
+#include <cuda_bf16.h>
 
 #include <cstdint>
 #include <type_traits>
@@ -33,6 +39,7 @@
 #include "ops/cuda/decode_rows.cuh"
 #include "ops/cuda/gdn_token.cuh"
 #include "ops/cuda/launch.cuh"
+#include "ops/cuda/mma_bf16.cuh"
 #include "ops/cuda/tile.cuh"
 
 namespace replayssm::ops::cuda {
@@ -101,6 +108,26 @@ struct LaneRows {
 #pragma unroll
     for (int i = 0; i < kR; ++i) load_cols<kVec>(v[i], m + int64_t(i0 + i) * dv, c, i0 + i < dk ? dv : 0);
   }
+  // The same by 8-byte pairs (columns c, c + 1 and c + 2, c + 3): the
+  // tensor cores' C fragments (apply_dual) are pairs of two rows, and
+  // 16-byte rows made the compiler load each into a temporary and move it
+  // there, each move waiting for its load — the state's loads one DRAM
+  // latency after another (H200: the dual-form replay 8.2 µs a step at
+  // batch 1 against the sequential 4.4, long-scoreboard stalls).
+  __device__ void load_pairs(const float* m, int i0, int dk, int c, int dv) {
+    if constexpr (!kVec) {
+      load(m, i0, dk, c, dv);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kR; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          float2 y = make_float2(0.0f, 0.0f);
+          if (i0 + i < dk && c < dv) y = *reinterpret_cast<const float2*>(m + int64_t(i0 + i) * dv + c + 2 * h);
+          v[i][2 * h] = y.x, v[i][2 * h + 1] = y.y;
+        }
+    }
+  }
   __device__ void store(float* m, int i0, int dk, int c, int dv) const {
 #pragma unroll
     for (int i = 0; i < kR; ++i) {
@@ -139,7 +166,81 @@ __host__ __device__ __forceinline__ int warps_log_floats(int W, int dk) {
   return ((W + 3) & ~3) + W * kBlockCols + W * ((dk + 7) & ~7) / 2;
 }
 
-template <int kR, bool kVec, bool kLog>
+// The dual form of n ≤ 16 staged entries from s0 (the fast replay, kDual):
+//   S ← e^{Σ_r g_r}·S + Σ_s e^{Σ_{r>s} g_r}·k_s·u_sᵀ
+// as one rank-n product on tensor cores instead of n updates on the FMA
+// pipe (2n operations an element: ~130 instructions a lane an entry, the
+// replay's cost before the PDL wait at small batch). The lane's registers
+// already are mma.sync C fragments under a relabelling: logical row g (+8)
+// of 16-row block m is the lane's row i0 + 2m (+1), logical column j of
+// 8-column block nb the warp's column 4(j/2) + 2nb + j%2 — so lane (g, t)
+// holds C's (g, 2t), (g, 2t+1), (g+8, …) as S.v[2m][2nb], S.v[2m][2nb+1],
+// S.v[2m+1][…], and the A fragment (keys: bf16, exact) needs only the
+// lane's own rows, of entries 2t, 2t+1, 2t+8, 2t+9. The decayed values
+// e^{…}·u_s (fp32) go in as two bf16 terms, hi + lo: 16 bits of mantissa,
+// a relative error under 2⁻¹⁶ — within the fast replay's tolerance, which
+// is why exact replay keeps the sequential recurrence.
+template <int kR, bool kVec>
+__device__ __forceinline__ void apply_dual(LaneRows<kR, kVec>& S, const float* sG, const float* sU, const uint16_t* sK,
+                                           int KB, int s0, int n, int i0, int dk, int ucol, int ucols, int lane) {
+  const int g = lane / 4, t = lane % 4;
+  const int e[4] = {2 * t, 2 * t + 1, 2 * t + 8, 2 * t + 9};  // the lane's entries (A's and B's k)
+  float suf[4] = {}, tot = 0.0f;                            // Σ_{r>e} g_r, Σ_r g_r
+  for (int r = n - 1; r >= 0; --r) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      if (e[j] == r) suf[j] = tot;
+    tot += sG[s0 + r];
+  }
+  // The decay, then the products.
+  const float decay = expf(tot);
+#pragma unroll
+  for (int i = 0; i < kR; ++i)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) S.v[i][c] *= decay;
+  uint32_t bh[2][2], bl[2][2];  // (n-block, register) hi and lo terms
+#pragma unroll
+  for (int nb = 0; nb < 2; ++nb) {
+    const int col = ucol + 4 * (g / 2) + 2 * nb + g % 2;  // B's column g, in the block's staged columns
+    uint32_t hi[4], lo[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float x = e[j] < n && col < ucols ? sU[(s0 + e[j]) * kBlockCols + col] * expf(suf[j]) : 0.0f;
+      const __nv_bfloat16 h = __float2bfloat16_rn(x);
+      hi[j] = __bfloat16_as_ushort(h), lo[j] = __bfloat16_as_ushort(__float2bfloat16_rn(x - __bfloat162float(h)));
+    }
+    bh[nb][0] = hi[0] | hi[1] << 16, bh[nb][1] = hi[2] | hi[3] << 16;
+    bl[nb][0] = lo[0] | lo[1] << 16, bl[nb][1] = lo[2] | lo[3] << 16;
+  }
+  // The keys 8 rows at a time (all 16 of 4 entries at once spill).
+#pragma unroll
+  for (int h8 = 0; h8 < kR / 8; ++h8) {
+    KeyRows<8> ke[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if (e[j] < n) ke[j].load(sK + (s0 + e[j]) * KB, i0 + 8 * h8, dk, dk % 8 == 0);
+      else
+#pragma unroll
+        for (int i = 0; i < 4; ++i) ke[j].w[i] = 0u;
+    }
+#pragma unroll
+    for (int mm = 0; mm < 4; ++mm) {
+      const int m = 4 * h8 + mm;
+      const uint32_t af[4] = {__byte_perm(ke[0].w[mm], ke[1].w[mm], 0x5410), __byte_perm(ke[0].w[mm], ke[1].w[mm], 0x7632),
+                              __byte_perm(ke[2].w[mm], ke[3].w[mm], 0x5410), __byte_perm(ke[2].w[mm], ke[3].w[mm], 0x7632)};
+#pragma unroll
+      for (int nb = 0; nb < 2; ++nb) {
+        float d[4] = {S.v[2 * m][2 * nb], S.v[2 * m][2 * nb + 1], S.v[2 * m + 1][2 * nb], S.v[2 * m + 1][2 * nb + 1]};
+        mma_bf16_16816(d, af, bh[nb][0], bh[nb][1]);
+        mma_bf16_16816(d, af, bl[nb][0], bl[nb][1]);
+        S.v[2 * m][2 * nb] = d[0], S.v[2 * m][2 * nb + 1] = d[1], S.v[2 * m + 1][2 * nb] = d[2],
+                     S.v[2 * m + 1][2 * nb + 1] = d[3];
+      }
+    }
+  }
+}
+
+template <int kR, bool kVec, bool kLog, bool kDual>
 __global__ void __launch_bounds__(32 * kWarps, kBlocksPerSm<kR>) gdn_step_warps_kernel(GdnDecodeArgs a) {
   const int h = blockIdx.y, b = blockIdx.z, kh = h / (a.Hv / a.Hk);
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32, rg = lane / 4;
@@ -180,25 +281,34 @@ __global__ void __launch_bounds__(32 * kWarps, kBlocksPerSm<kR>) gdn_step_warps_
     };
     float* fold_dst = f > 0 ? a.state + (int64_t(a.fold_slot[b]) * a.Hv + h) * hs : nullptr;
     auto apply = [&](int s0, int s1) {  // entries s0 .. s1 − 1 from shared memory
-      for (int s = s0; s < s1; ++s) {
-        KeyRows<kR> ks;
-        ks.load(sK + s * KB, i0, dk, dk % 8 == 0);
-        float us[4];
-        load_cols<kVec>(us, sU + s * kBlockCols, c - c0b, dv - c0b);  // the block's columns
-        S.update(expf(sG[s]), ks, us);
+      if constexpr (kDual) {
+        for (int s = s0; s < s1; s += 16)
+          apply_dual(S, sG, sU, sK, KB, s, min(16, s1 - s), i0, dk, wc - c0b, min(kBlockCols, dv - c0b), lane);
+      } else {
+        for (int s = s0; s < s1; ++s) {
+          KeyRows<kR> ks;
+          ks.load(sK + s * KB, i0, dk, dk % 8 == 0);
+          float us[4];
+          load_cols<kVec>(us, sU + s * kBlockCols, c - c0b, dv - c0b);  // the block's columns
+          S.update(expf(sG[s]), ks, us);
+        }
       }
     };
     // The first stretch ends at the fold point; with early it is applied
     // before the wait, and the fold's store, a write, comes after it.
     const int stop = f > 0 ? f : base;
+    auto load_state = [&] {
+      if constexpr (kDual) S.load_pairs(src, i0, dk, c, dv);
+      else S.load(src, i0, dk, c, dv);
+    };
     if (a.early) {
-      if (live) S.load(src, i0, dk, c, dv);
+      if (live) load_state();
       stage();
       if (live) apply(0, stop);
     }
     pdl_begin();
     if (!a.early) {
-      if (live) S.load(src, i0, dk, c, dv);
+      if (live) load_state();
       stage();
     }
     if (!live) return;
@@ -270,9 +380,11 @@ bool gdn_step_warps_one_wave(const GdnDecodeArgs& a, int sms) {
   return blocks <= int64_t(a.dk <= kRowGroups * 8 ? kBlocksPerSm<8> : kBlocksPerSm<16>) * sms;
 }
 
-// Called by gdn_step_launch (gdn_step.cu) with its arguments checked and
-// dk ≤ kGdnStepWarpsMaxDk; `log`: exact replay.
-cudaError_t gdn_step_warps(const GdnDecodeArgs& a, bool log, cudaStream_t stream) {
+namespace {
+
+// The launch for a step (log false), exact replay (log) or the fast
+// replay's dual form (log and dual), arguments checked by the caller.
+cudaError_t launch_warps(const GdnDecodeArgs& a, bool log, bool dual, cudaStream_t stream) {
   const dim3 grid((a.dv + kBlockCols - 1) / kBlockCols, a.Hv, a.batch);
   const size_t shm = log ? sizeof(float) * size_t(warps_log_floats(a.W, a.dk)) : 0;
   auto go = [&](auto kernel) {
@@ -283,14 +395,27 @@ cudaError_t gdn_step_warps(const GdnDecodeArgs& a, bool log, cudaStream_t stream
   // 16-byte state (and log u) accesses where every row is so aligned.
   auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   const bool vec = a.dv % 4 == 0 && aligned(a.state) && (!log || aligned(a.log_u));
-  auto pick = [&](auto rows) {
+  auto pick = [&](auto rows, auto vec_tag) {
     constexpr int kR = decltype(rows)::value;
-    if (vec)
-      return log ? go(gdn_step_warps_kernel<kR, true, true>) : go(gdn_step_warps_kernel<kR, true, false>);
-    return log ? go(gdn_step_warps_kernel<kR, false, true>) : go(gdn_step_warps_kernel<kR, false, false>);
+    constexpr bool kVec = decltype(vec_tag)::value;
+    if (!log) return go(gdn_step_warps_kernel<kR, kVec, false, false>);
+    return dual ? go(gdn_step_warps_kernel<kR, kVec, true, true>) : go(gdn_step_warps_kernel<kR, kVec, true, false>);
   };
+  auto rows = [&](auto r) { return vec ? pick(r, std::true_type{}) : pick(r, std::false_type{}); };
   static_assert(kRowGroups * 16 == kGdnStepWarpsMaxDk);
-  return a.dk <= kRowGroups * 8 ? pick(std::integral_constant<int, 8>{}) : pick(std::integral_constant<int, 16>{});
+  return a.dk <= kRowGroups * 8 ? rows(std::integral_constant<int, 8>{}) : rows(std::integral_constant<int, 16>{});
 }
+
+}  // namespace
+
+// Called by gdn_step_launch (gdn_step.cu) with its arguments checked and
+// dk ≤ kGdnStepWarpsMaxDk; `log`: exact replay.
+cudaError_t gdn_step_warps(const GdnDecodeArgs& a, bool log, cudaStream_t stream) {
+  return launch_warps(a, log, false, stream);
+}
+
+// Called by gdn_replay_cuda (gdn_replay.cu), arguments checked there, dk ≤
+// kGdnStepWarpsMaxDk: the fast replay, the older entries in the dual form.
+cudaError_t gdn_replay_warps(const GdnDecodeArgs& a, cudaStream_t stream) { return launch_warps(a, true, true, stream); }
 
 }  // namespace replayssm::ops::cuda
