@@ -109,10 +109,10 @@ struct LaneRows {
     for (int i = 0; i < kR; ++i) load_cols<kVec>(v[i], m + int64_t(i0 + i) * dv, c, i0 + i < dk ? dv : 0);
   }
   // The same by 8-byte pairs (columns c, c + 1 and c + 2, c + 3): the
-  // tensor cores' C fragments (apply_dual) are pairs of two rows, and
-  // 16-byte rows made the compiler load each into a temporary and move it
-  // there, each move waiting for its load — the state's loads one DRAM
-  // latency after another (H200: the dual-form replay 8.2 µs a step at
+  // tensor cores' C fragments (apply_dual) are two rows by two columns,
+  // and with 16-byte rows (one row by four) the compiler loaded each row
+  // into a temporary and moved it there, each move waiting for its load —
+  // the state's loads one DRAM latency after another (H200: the dual-form replay 8.2 µs a step at
   // batch 1 against the sequential 4.4, long-scoreboard stalls).
   __device__ void load_pairs(const float* m, int i0, int dk, int c, int dv) {
     if constexpr (!kVec) {
