@@ -603,9 +603,9 @@ ScanRow run_gdn_scan(int batch) {
 }  // namespace
 
 // --profile FAMILY WORK BATCH [VARIANT]: the standard kernel and the replay
-// cycle of one row of the table (VARIANT: Mamba2DecodeArgs::variant or the
-// GDN replay's GdnDecodeArgs::variant),
-// twice each, untimed (for ncu / nsys).
+// cycle of one row of the table (VARIANT: the replay's
+// Mamba2DecodeArgs::variant or GdnDecodeArgs::variant), twice each,
+// untimed (for ncu / nsys).
 int profile(int argc, char** argv) {
   const std::string fam = argc > 2 ? argv[2] : "", work = argc > 3 ? argv[3] : "";
   const int batch = argc > 4 ? std::atoi(argv[4]) : 0, variant = argc > 5 ? std::atoi(argv[5]) : 0;
