@@ -609,9 +609,11 @@ ScanRow run_gdn_scan(int batch) {
 int profile(int argc, char** argv) {
   const std::string fam = argc > 2 ? argv[2] : "", work = argc > 3 ? argv[3] : "";
   const int batch = argc > 4 ? std::atoi(argv[4]) : 0, variant = argc > 5 ? std::atoi(argv[5]) : 0;
+  const int max_variant = fam == "gdn" ? 4 : 5;
+  if (variant < 0 || variant > max_variant)
+    std::fprintf(stderr, "VARIANT: 0..%d for %s, not %d\n", max_variant, fam.c_str(), variant);
   if ((fam != "mamba2" && fam != "gdn") || (work != "ar" && work != "verify" && work != "beams") || batch < 1 ||
-      variant < 0 || variant > (fam == "gdn" ? 4 : 5) ||
-      (work == "beams" && fam != "gdn")) {
+      variant < 0 || variant > max_variant || (work == "beams" && fam != "gdn")) {
     std::fprintf(stderr, "usage: replayssm_ssm_bench --profile mamba2|gdn ar|verify BATCH [VARIANT]\n"
                          "       replayssm_ssm_bench --profile gdn beams BATCH   (beams of 8, grouped)\n");
     return 2;
@@ -690,9 +692,19 @@ int main(int argc, char** argv) {
         return bad();
       }
     }
-    if (g_gdn_mma < -1 || g_gdn_mma > 1 || g_gdn_variant < 0 || g_gdn_variant > 4 || g_gdn_step_variant < 0 ||
-        g_gdn_step_variant > 3 || g_mamba2_variant < 0 || g_mamba2_variant > 5)
-      return bad();
+    // Each knob in its range, the one out of it named.
+    const struct {
+      const char* name;
+      int value, lo, hi;
+    } knobs[] = {{"--gdn-mma", g_gdn_mma, -1, 1},
+                 {"--gdn-variant", g_gdn_variant, 0, 4},
+                 {"--gdn-step-variant", g_gdn_step_variant, 0, 3},
+                 {"--mamba2-variant", g_mamba2_variant, 0, 5}};
+    for (const auto& k : knobs)
+      if (k.value < k.lo || k.value > k.hi) {
+        std::fprintf(stderr, "%s: %d..%d, not %d\n", k.name, k.lo, k.hi, k.value);
+        return bad();
+      }
   }
   cudaDeviceProp prop{};
   CK(cudaGetDeviceProperties(&prop, 0));
