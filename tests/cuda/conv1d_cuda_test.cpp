@@ -26,9 +26,10 @@ using test::Dev;
 struct Shape {
   int batch, C, K;
   bool bias;
+  bool aligned = false;  // even strides: two channels a thread once the blocks fill the GPU
 };
 void PrintTo(const Shape& s, std::ostream* os) {
-  *os << "B" << s.batch << "_C" << s.C << "_K" << s.K << (s.bias ? "_bias" : "");
+  *os << "B" << s.batch << "_C" << s.C << "_K" << s.K << (s.bias ? "_bias" : "") << (s.aligned ? "_aligned" : "");
 }
 
 class Conv1dCuda : public ::testing::TestWithParam<Shape> {
@@ -53,7 +54,7 @@ TEST_P(Conv1dCuda, DecodeStepsMatchCpuAndShiftTheWindow) {
   const ops::Conv1dParams cp{C, K, w.data(), s.bias ? bias.data() : nullptr};
   for (int step = 0; step < steps; ++step) {
     SCOPED_TRACE(testing::Message() << "step " << step);
-    const int64_t ldx = C + 5, ldy = C + 2;
+    const int64_t ldx = s.aligned ? C + 8 : C + 5, ldy = s.aligned ? C : C + 2;
     const Bf x = test::bf_rand(g, size_t(B) * ldx, 1.0f);
     Dev<uint16_t> dx(x.bits), dy(std::vector<uint16_t>(size_t(B) * ldy));
     ops::cuda::Conv1dArgs a;
@@ -108,7 +109,12 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Conv1dCuda,
                                            Shape{3, 45, 3, true},      // odd K
                                            Shape{1, 33, 1, true},      // no window at all (nullptr)
                                            Shape{3, 10240, 4, true},   // Nemotron-H-8B xBC
-                                           Shape{2, 10240, 4, false})  // Qwen3.5-27B qkv (no conv bias)
+                                           Shape{2, 10240, 4, false},  // Qwen3.5-27B qkv (no conv bias)
+                                           // More blocks than the H200's 132 SMs at two channels a thread:
+                                           Shape{140, 64, 4, true, true},     // one block a sequence
+                                           Shape{133, 10240, 4, false, true},  // Nemotron-H-8B xBC
+                                           Shape{140, 24, 3, true, true},     // a partial block, odd K
+                                           Shape{140, 40, 1, true, true})     // no window
 );
 
 // Runs without a GPU: every refusal comes before the device is touched.

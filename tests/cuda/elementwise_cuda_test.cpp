@@ -35,29 +35,43 @@ TEST_F(ElementwiseCuda, MlpActivationMatchesForward) {
     Activation act;
     bool gated, in_place;
     int64_t rows, n;
+    bool packed = false;  // the decoder's rows: gate | up in one row of 2n (or up alone, dense), out over up:
+                          // 16-byte aligned, so eight columns a thread
   };
   const Case cases[] = {
       {Activation::kRelu2, false, false, 5, 37},    {Activation::kSilu, true, false, 5, 37},
       {Activation::kGeluTanh, true, true, 3, 45},   {Activation::kRelu, false, true, 3, 45},
       {Activation::kRelu2, false, true, 3, 21504},  // Nemotron-H-8B MLP
       {Activation::kSilu, true, true, 3, 17408},    // Qwen3.5-27B MLP
+      {Activation::kRelu2, false, true, 7, 21504, true},
+      {Activation::kSilu, true, true, 7, 17408, true},
+      {Activation::kGeluTanh, true, true, 4, 24, true},     // a partial block of columns
+      {Activation::kRelu2, false, true, 65537, 16, true},   // more rows than the grid's 65535
   };
   std::mt19937 g(31);
   for (const Case& c : cases) {
-    SCOPED_TRACE(testing::Message() << "act " << int(c.act) << " gated " << c.gated << " n " << c.n);
-    const int64_t ldg = c.n + 1, ldu = c.n + 2, ldo = c.in_place ? ldu : c.n;
-    const Bf gate = test::bf_rand(g, size_t(c.rows) * ldg, 2.0f), up = test::bf_rand(g, size_t(c.rows) * ldu, 2.0f);
+    SCOPED_TRACE(testing::Message() << "act " << int(c.act) << " gated " << c.gated << " n " << c.n << " rows "
+                                    << c.rows << " packed " << c.packed);
+    // Packed: gate and up share one buffer (gate at column 0, up at n) of
+    // row stride 2n, or up alone of stride n.
+    const int64_t ldg = c.packed ? 2 * c.n : c.n + 1, ldu = c.packed ? (c.gated ? 2 * c.n : c.n) : c.n + 2;
+    const int64_t ldo = c.in_place ? ldu : c.n, up_at = c.packed && c.gated ? c.n : 0;
+    const Bf gate = test::bf_rand(g, size_t(c.rows) * ldg, 2.0f);
+    Bf up = test::bf_rand(g, size_t(c.rows) * ldu, 2.0f);
+    if (c.packed && c.gated) up = gate;  // one buffer
     Dev<uint16_t> dg(gate.bits), du(up.bits), dout(std::vector<uint16_t>(size_t(c.rows) * ldo));
-    uint16_t* out = c.in_place ? du.p : dout.p;
-    ASSERT_EQ(ops::cuda::mlp_activation_cuda(c.act, c.gated ? dg.p : nullptr, ldg, du.p, ldu, c.rows, c.n, out, ldo,
-                                             nullptr),
+    const uint16_t* gate_p = c.packed ? du.p : dg.p;
+    uint16_t* out = c.in_place ? du.p + up_at : dout.p;
+    ASSERT_EQ(ops::cuda::mlp_activation_cuda(c.act, c.gated ? gate_p : nullptr, ldg, du.p + up_at, ldu, c.rows, c.n,
+                                             out, ldo, nullptr),
               cudaSuccess);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     std::vector<float> want = c.in_place ? up.f : std::vector<float>(size_t(c.rows) * ldo, 0.0f);
     for (int64_t r = 0; r < c.rows; ++r)
       for (int64_t i = 0; i < c.n; ++i) {
-        const float u = up.f[r * ldu + i];
-        want[r * ldo + i] = c.gated ? u * ops::activate(c.act, gate.f[r * ldg + i]) : ops::activate(c.act, u);
+        const float u = up.f[r * ldu + up_at + i];
+        const float gv = c.packed ? up.f[r * ldg + i] : gate.f[r * ldg + i];
+        want[r * ldo + (c.in_place ? up_at : 0) + i] = c.gated ? u * ops::activate(c.act, gv) : ops::activate(c.act, u);
       }
     EXPECT_TRUE(test::bf16_close(c.in_place ? du.get() : dout.get(), want));
   }

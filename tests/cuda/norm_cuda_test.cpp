@@ -1,6 +1,8 @@
 // CUDA RMS norms (ops/cuda/norm.h) against the CPU reference
-// (ops/cpu/norm.h): odd sizes on both reduction paths (a warp per group up
-// to 512 elements, a block beyond), strided and in-place rows, and the real
+// (ops/cpu/norm.h): odd sizes on every reduction path (a warp per group up
+// to 512 elements, a block beyond: 1024 threads when the groups are few,
+// 256 from 256 groups; values held in registers, or the two-pass loop
+// beyond 8192), strided and in-place rows, and the real
 // sizes of Nemotron-H-8B (hidden 4096, Mamba2 norm over 8192 in 8 groups)
 // and Qwen3.5-27B (hidden 5120 with (1 + w), q/k norms of 256 inside the
 // [query | gate] rows, GDN output norm 48 heads × 128). Skipped without a GPU.
@@ -46,7 +48,10 @@ TEST_F(NormCuda, RmsNormMatchesCpu) {
       {5, 700, 703, 700, true, false},    // odd, block path, (1 + w)
       {4, 4096, 4096, 4096, false, true}, // Nemotron-H-8B hidden, in place
       {3, 5120, 5120, 5121, true, false}, // Qwen3.5-27B hidden
-      {3 * 24, 256, 512, 512, true, true} // Qwen3.5-27B q norm: 24 heads of 256 in [query | gate] rows, in place
+      {3 * 24, 256, 512, 512, true, true}, // Qwen3.5-27B q norm: 24 heads of 256 in [query | gate] rows, in place
+      {300, 4096, 4096, 4096, false, true}, // batch 300: 256-thread blocks, 16 values a thread held
+      {260, 9000, 9001, 9000, true, false}, // 256-thread blocks, too long to hold: the two-pass loop
+      {2, 9000, 9000, 9003, false, false}   // 1024-thread blocks, too long to hold: the two-pass loop
   };
   std::mt19937 g(11);
   for (const Plain& c : cases) {
@@ -71,7 +76,10 @@ TEST_F(NormCuda, ResidualRmsNormAddsThenNormalisesTheFp32Stream) {
     int64_t rows, dim;
     bool add, unit_offset;
   };
-  const Case cases[] = {{3, 37, true, false}, {2, 600, false, true}, {4, 4096, true, false}, {3, 5120, true, true}};
+  // The last three at ≥ 256 rows take 256-thread blocks: 16 and 20 values a
+  // thread held (the 16 and 32 instances), then the two-pass loop.
+  const Case cases[] = {{3, 37, true, false},   {2, 600, false, true},    {4, 4096, true, false}, {3, 5120, true, true},
+                        {256, 4096, true, false}, {270, 5120, true, true}, {257, 8500, true, false}};
   std::mt19937 g(12);
   for (const Case& c : cases) {
     SCOPED_TRACE(testing::Message() << "rows " << c.rows << " dim " << c.dim);
@@ -100,7 +108,7 @@ TEST_F(NormCuda, GatedGroupNormGatesBeforeTheNorm) {
     int64_t rows, dim, group;
   };
   // odd groups on the warp path; 3 groups of 700 on the block path; Nemotron-H-8B: 128·64 in 8 groups.
-  const Case cases[] = {{5, 60, 20}, {3, 2100, 700}, {3, 8192, 1024}};
+  const Case cases[] = {{5, 60, 20}, {3, 2100, 700}, {3, 8192, 1024}, {40, 8192, 1024}};  // 320 groups: 256 threads each
   std::mt19937 g(13);
   for (const Case& c : cases) {
     SCOPED_TRACE(testing::Message() << "rows " << c.rows << " dim " << c.dim << " group " << c.group);

@@ -74,54 +74,71 @@ TEST(SsmAppendCuda, Mamba2RowsLandOnTheirEntriesWithDt) {
 // K − 1 = 3 rows in shuffled slots and more channels than one block.
 TEST(SsmAppendCuda, Mamba2ConvAppendHasTheBitsOfTheTwoKernels) {
   if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
-  const int H = 8, P = 20, G = 2, N = 36, B = 3, K = 4, W = 5, slots = 4;
-  const int HP = H * P, GN = G * N, C = HP + 2 * GN, off = 7, width = off + C + H + 5;
-  std::mt19937 g(11);
-  const test::Bf proj = test::bf_rand(g, size_t(B * width), 1.0f), win = test::bf_rand(g, size_t(slots * (K - 1) * C), 1.0f);
-  const std::vector<float> cw = test::uniform(g, size_t(C * K), -0.5f, 0.5f), cb = test::uniform(g, size_t(C), -0.2f, 0.2f);
-  const std::vector<float> dtb = test::uniform(g, size_t(H), -1.0f, 1.0f);
-  const std::vector<int32_t> slot = {2, 0, 3}, entry = {0 * W + 4, 1 * W + 0, 2 * W + 2};
-  struct Out {
-    test::Dev<uint16_t> proj, win, x, Bm, Cm;
-    test::Dev<float> dt;
+  struct Case {
+    int H, P, G, N, B, off, pad;
   };
-  auto make = [&] {
-    return Out{test::Dev<uint16_t>(proj.bits), test::Dev<uint16_t>(win.bits),
-               test::Dev<uint16_t>(std::vector<uint16_t>(size_t(B * W * HP), 0xffff)),
-               test::Dev<uint16_t>(std::vector<uint16_t>(size_t(B * W * GN), 0xffff)),
-               test::Dev<uint16_t>(std::vector<uint16_t>(size_t(B * GN), 0xffff)),
-               test::Dev<float>(std::vector<float>(size_t(B * W * H), -1.0f))};
-  };
-  Out fused = make(), plain = make();
-  test::Dev<float> d_cw(cw), d_cb(cb), d_dtb(dtb);
-  test::Dev<int32_t> d_slot(slot), d_entry(entry);
-  auto args = [&](Out& o, ops::cuda::Conv1dArgs* cv, ops::cuda::Mamba2AppendArgs* a) {
-    cv->batch = B, cv->C = C, cv->K = K, cv->weight = d_cw.p, cv->bias = d_cb.p, cv->window = o.win.p;
-    cv->slot = d_slot.p, cv->x = o.proj.p + off, cv->ldx = width, cv->y = o.proj.p + off, cv->ldy = width;
-    a->rows = B, a->H = H, a->P = P, a->G = G, a->N = N, a->dt_raw = o.proj.p + off + C, a->lddt = width;
-    a->dt_bias = d_dtb.p, a->dt_min = 0.01f, a->dt_max = 2.0f, a->entry = d_entry.p;
-    a->x = o.x.p, a->Bm = o.Bm.p, a->dt = o.dt.p, a->Cm = o.Cm.p;
-  };
-  ops::cuda::Conv1dArgs cv;
-  ops::cuda::Mamba2AppendArgs a;
-  args(fused, &cv, &a);
-  ASSERT_EQ(ops::cuda::mamba2_conv_append_cuda(cv, a, nullptr), cudaSuccess);
-  args(plain, &cv, &a);
-  ASSERT_EQ(ops::cuda::conv1d_step_cuda(cv, nullptr), cudaSuccess);
-  a.xbc = plain.proj.p + off, a.ldxbc = width;
-  ASSERT_EQ(ops::cuda::mamba2_append_cuda(a, nullptr), cudaSuccess);
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  EXPECT_EQ(fused.proj.get(), plain.proj.get());
-  EXPECT_EQ(fused.win.get(), plain.win.get());
-  EXPECT_EQ(fused.x.get(), plain.x.get());
-  EXPECT_EQ(fused.Bm.get(), plain.Bm.get());
-  EXPECT_EQ(fused.Cm.get(), plain.Cm.get());
-  EXPECT_EQ(fused.dt.get(), plain.dt.get());
-  EXPECT_NE(fused.proj.get(), proj.bits) << "the conv ran";
-  // A conv whose channels are not x | B | C is refused.
-  args(fused, &cv, &a);
-  cv.C = C - 1;
-  EXPECT_EQ(ops::cuda::mamba2_conv_append_cuda(cv, a, nullptr), cudaErrorInvalidValue);
+  // Odd offsets and widths: a thread per channel. Then even offsets and
+  // x | B | C splits at 140 sequences (a block of 256 channels each, more
+  // blocks than the H200's 132 SMs): two channels a thread, in both the
+  // fused kernel and the conv step before the plain append.
+  const Case cases[] = {{8, 20, 2, 36, 3, 7, 5}, {8, 16, 2, 32, 140, 8, 8}};
+  for (const Case& k : cases) {
+    SCOPED_TRACE(testing::Message() << "batch " << k.B << " offset " << k.off);
+    const int H = k.H, P = k.P, G = k.G, N = k.N, B = k.B, K = 4, W = 5, slots = B + 1;
+    const int HP = H * P, GN = G * N, C = HP + 2 * GN, off = k.off, width = off + C + H + k.pad;
+    std::mt19937 g(11);
+    const test::Bf proj = test::bf_rand(g, size_t(B * width), 1.0f),
+                   win = test::bf_rand(g, size_t(slots * (K - 1) * C), 1.0f);
+    const std::vector<float> cw = test::uniform(g, size_t(C * K), -0.5f, 0.5f),
+                             cb = test::uniform(g, size_t(C), -0.2f, 0.2f);
+    const std::vector<float> dtb = test::uniform(g, size_t(H), -1.0f, 1.0f);
+    std::vector<int32_t> slot(B), entry(B);
+    for (int b = 0; b < B; ++b) slot[b] = (b * 7 + 2) % slots, entry[b] = b * W + (b * 3 + 4) % W;  // permuted
+    std::vector<int32_t> distinct = slot;
+    std::sort(distinct.begin(), distinct.end());
+    ASSERT_EQ(std::unique(distinct.begin(), distinct.end()), distinct.end()) << "a slot per sequence";
+    struct Out {
+      test::Dev<uint16_t> proj, win, x, Bm, Cm;
+      test::Dev<float> dt;
+    };
+    auto make = [&] {
+      return Out{test::Dev<uint16_t>(proj.bits), test::Dev<uint16_t>(win.bits),
+                 test::Dev<uint16_t>(std::vector<uint16_t>(size_t(B * W * HP), 0xffff)),
+                 test::Dev<uint16_t>(std::vector<uint16_t>(size_t(B * W * GN), 0xffff)),
+                 test::Dev<uint16_t>(std::vector<uint16_t>(size_t(B * GN), 0xffff)),
+                 test::Dev<float>(std::vector<float>(size_t(B * W * H), -1.0f))};
+    };
+    Out fused = make(), plain = make();
+    test::Dev<float> d_cw(cw), d_cb(cb), d_dtb(dtb);
+    test::Dev<int32_t> d_slot(slot), d_entry(entry);
+    auto args = [&](Out& o, ops::cuda::Conv1dArgs* cv, ops::cuda::Mamba2AppendArgs* a) {
+      cv->batch = B, cv->C = C, cv->K = K, cv->weight = d_cw.p, cv->bias = d_cb.p, cv->window = o.win.p;
+      cv->slot = d_slot.p, cv->x = o.proj.p + off, cv->ldx = width, cv->y = o.proj.p + off, cv->ldy = width;
+      a->rows = B, a->H = H, a->P = P, a->G = G, a->N = N, a->dt_raw = o.proj.p + off + C, a->lddt = width;
+      a->dt_bias = d_dtb.p, a->dt_min = 0.01f, a->dt_max = 2.0f, a->entry = d_entry.p;
+      a->x = o.x.p, a->Bm = o.Bm.p, a->dt = o.dt.p, a->Cm = o.Cm.p;
+    };
+    ops::cuda::Conv1dArgs cv;
+    ops::cuda::Mamba2AppendArgs a;
+    args(fused, &cv, &a);
+    ASSERT_EQ(ops::cuda::mamba2_conv_append_cuda(cv, a, nullptr), cudaSuccess);
+    args(plain, &cv, &a);
+    ASSERT_EQ(ops::cuda::conv1d_step_cuda(cv, nullptr), cudaSuccess);
+    a.xbc = plain.proj.p + off, a.ldxbc = width;
+    ASSERT_EQ(ops::cuda::mamba2_append_cuda(a, nullptr), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(fused.proj.get(), plain.proj.get());
+    EXPECT_EQ(fused.win.get(), plain.win.get());
+    EXPECT_EQ(fused.x.get(), plain.x.get());
+    EXPECT_EQ(fused.Bm.get(), plain.Bm.get());
+    EXPECT_EQ(fused.Cm.get(), plain.Cm.get());
+    EXPECT_EQ(fused.dt.get(), plain.dt.get());
+    EXPECT_NE(fused.proj.get(), proj.bits) << "the conv ran";
+    // A conv whose channels are not x | B | C is refused.
+    args(fused, &cv, &a);
+    cv.C = C - 1;
+    EXPECT_EQ(ops::cuda::mamba2_conv_append_cuda(cv, a, nullptr), cudaErrorInvalidValue);
+  }
 }
 
 TEST(SsmAppendCuda, GdnDenseVAndLogKGThenTheMoveWithOverlap) {

@@ -15,11 +15,21 @@ namespace {
 
 constexpr int kConvChunk = 16;  // prefill rows per thread
 
+// kVec channels a thread: 1, or kConvVec (conv_step_channels) where the rows
+// are aligned for it and the batch fills the GPU (conv1d_step_vec).
+template <int kVec>
 __global__ void __launch_bounds__(kConvThreads) conv1d_step_kernel(Conv1dArgs a) {
   pdl_begin();
-  const int c = blockIdx.x * blockDim.x + threadIdx.x, b = blockIdx.y;
+  const int c = (blockIdx.x * blockDim.x + threadIdx.x) * kVec, b = blockIdx.y;
   if (c >= a.C) return;
-  a.y[int64_t(b) * a.ldy + c] = conv_step_channel(a, c, b);
+  if constexpr (kVec > 1) {
+    static_assert(kVec == kConvVec, "conv_step_channels' width");
+    uint32_t v;
+    conv_step_channels(a, c, b, v);
+    *reinterpret_cast<uint32_t*>(a.y + int64_t(b) * a.ldy + c) = v;
+  } else {
+    a.y[int64_t(b) * a.ldy + c] = conv_step_channel(a, c, b);
+  }
 }
 
 __global__ void __launch_bounds__(kConvThreads) conv1d_prefill_kernel(Conv1dArgs a) {
@@ -65,7 +75,11 @@ __global__ void __launch_bounds__(kConvThreads) conv1d_window_kernel(Conv1dArgs 
 cudaError_t conv1d_step_cuda(const Conv1dArgs& a, cudaStream_t stream) {
   if (cudaError_t e = conv1d_check(a); e != cudaSuccess) return e;
   if (a.batch == 0) return cudaSuccess;
-  launch_kernel(conv1d_step_kernel, dim3((a.C + kConvThreads - 1) / kConvThreads, a.batch), kConvThreads, 0, stream, a);
+  bool vec = false;
+  if (cudaError_t e = conv1d_step_vec(a, &vec); e != cudaSuccess) return e;
+  const int per_block = kConvThreads * (vec ? kConvVec : 1);
+  launch_kernel(vec ? conv1d_step_kernel<kConvVec> : conv1d_step_kernel<1>,
+                dim3((a.C + per_block - 1) / per_block, a.batch), kConvThreads, 0, stream, a);
   return cudaGetLastError();
 }
 

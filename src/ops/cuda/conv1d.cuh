@@ -6,7 +6,10 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 #include "ops/cuda/conv1d.h"
+#include "ops/cuda/launch.cuh"
 #include "ops/cuda/row_reduce.cuh"
 #include "ops/cuda/tile.cuh"
 
@@ -60,6 +63,63 @@ __device__ __forceinline__ uint16_t conv_step_channel(const Conv1dArgs& a, int c
   for (int j = 0; j + 1 < K - 1; ++j) win[int64_t(j) * a.C] = win[int64_t(j + 1) * a.C];
   if (K > 1) win[int64_t(K - 2) * a.C] = xb;
   return __bfloat16_as_ushort(__float2bfloat16(out));
+}
+
+// Channels a thread where the rows allow (conv_step_channels): two, as
+// one 4-byte access per row. Measured end to end at 8B shapes, batch 256,
+// on the H200 (docs/perf, session 29): 2 made 14,725–14,762 tok/s under
+// replay, 1 made 14,625–14,633, 4 14,578–14,610, 8 14,211–14,247 — at 8 a
+// warp's weight loads (8·K floats a thread) touch 32 lines each.
+constexpr int kConvVec = 2;
+
+// kConvVec channels a thread need every row they touch — the window's,
+// x's and y's — to start on 4 bytes: C, ldx and ldy even and the bases
+// aligned.
+inline bool conv1d_vec_ok(const Conv1dArgs& a) {
+  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % (2 * kConvVec) == 0; };
+  return a.C % kConvVec == 0 && a.ldx % kConvVec == 0 && a.ldy % kConvVec == 0 && aligned(a.x) && aligned(a.y) &&
+         (a.K == 1 || aligned(a.window));
+}
+
+// Whether a decode step's conv threads take kConvVec channels: the rows
+// aligned for it and the blocks enough for every multiprocessor (at small
+// batch a thread per channel spreads the window's loads over more SMs).
+inline cudaError_t conv1d_step_vec(const Conv1dArgs& a, bool* vec) {
+  *vec = false;
+  if (!conv1d_vec_ok(a)) return cudaSuccess;
+  int sms = 0;
+  if (cudaError_t e = device_sms(&sms); e != cudaSuccess) return e;
+  *vec = int64_t(a.batch) * ((a.C + kConvVec * kConvThreads - 1) / (kConvVec * kConvThreads)) >= sms;
+  return cudaSuccess;
+}
+
+// conv_step_channel for channels c .. c + kConvVec − 1 (c a multiple of
+// kConvVec, conv1d_vec_ok): each row moves by one 4-byte access instead of
+// two 2-byte ones, and each channel's terms are conv_out's — the same bits.
+__device__ __forceinline__ void conv_step_channels(const Conv1dArgs& a, int c, int b, uint32_t& out) {
+  static_assert(kConvVec == 2, "a pair of bf16 a 4-byte word");
+  using Pack = uint32_t;
+  const int K = a.K;
+  uint16_t* win = K > 1 ? a.window + int64_t(a.slot[b]) * (K - 1) * a.C + c : nullptr;
+  Pack rows[kConvMaxK - 1];
+#pragma unroll
+  for (int j = 0; j < kConvMaxK - 1; ++j)
+    if (j < K - 1) rows[j] = *reinterpret_cast<const Pack*>(win + int64_t(j) * a.C);
+  const Pack xv = *reinterpret_cast<const Pack*>(a.x + int64_t(b) * a.ldx + c);
+  const uint16_t* xe = reinterpret_cast<const uint16_t*>(&xv);
+#pragma unroll
+  for (int e = 0; e < kConvVec; ++e) {
+    float prev[kConvMaxK] = {};
+#pragma unroll
+    for (int j = 0; j < kConvMaxK - 1; ++j)
+      if (j < K - 1) prev[j] = bf(reinterpret_cast<const uint16_t*>(&rows[j]), e);
+    const float o = conv_out(a.weight + int64_t(c + e) * K, a.bias ? a.bias[c + e] : 0.0f, prev, bf(xe, e), K);
+    reinterpret_cast<uint16_t*>(&out)[e] = __bfloat16_as_ushort(__float2bfloat16(o));
+  }
+#pragma unroll
+  for (int j = 0; j + 1 < kConvMaxK - 1; ++j)
+    if (j + 1 < K - 1) *reinterpret_cast<Pack*>(win + int64_t(j) * a.C) = rows[j + 1];
+  if (K > 1) *reinterpret_cast<Pack*>(win + int64_t(K - 2) * a.C) = xv;
 }
 
 }  // namespace replayssm::ops::cuda

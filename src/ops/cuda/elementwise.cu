@@ -1,10 +1,12 @@
-// Elementwise ops (see elementwise.h). The MLP activation is a grid-stride
-// loop over (row, column); GDN's prepare gives each (row, q-or-k, key head)
+// Elementwise ops (see elementwise.h). The MLP activation gives a thread
+// eight adjacent columns of a row where alignment allows; GDN's prepare gives each (row, q-or-k, key head)
 // vector one warp — dk is a head dimension (≤ a few hundred), so one warp
 // sum per vector — and each row's value heads to the block's threads.
 #include "ops/cuda/elementwise.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <type_traits>
 
 #include "ops/cuda/activation.cuh"
 #include "ops/cuda/launch.cuh"
@@ -17,15 +19,34 @@ namespace {
 
 constexpr int kEltThreads = 256;
 
+// A thread takes kVec adjacent columns of one row (blockIdx.y, striding
+// over rows past the grid's 65535): with kVec 8 each of up, gate and out
+// moves by one 16-byte access. The element-per-thread loop this replaces,
+// with its 64-bit division per element, took 29 µs at 256 rows of 21504
+// on the H200 (ncu) for 22 MB: 0.8 TB/s.
+template <int kVec>
 __global__ void __launch_bounds__(kEltThreads) mlp_activation_kernel(Activation act, const uint16_t* gate, int64_t ldg,
                                                                      const uint16_t* up, int64_t ldu, int64_t rows,
                                                                      int64_t n, uint16_t* out, int64_t ldo) {
   pdl_begin();
-  const int64_t total = rows * n;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t r = i / n, c = i % n;
-    const float u = bf(up, r * ldu + c);
-    put_bf(out, r * ldo + c, gate != nullptr ? u * activate_f(act, bf(gate, r * ldg + c)) : activate_f(act, u));
+  const int64_t c = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * kVec;
+  if (c >= n) return;
+  using Pack = std::conditional_t<kVec == 8, uint4, uint16_t>;
+  static_assert(sizeof(Pack) == kVec * sizeof(uint16_t), "kVec is 1 or 8");
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    Pack u, g{};
+    u = *reinterpret_cast<const Pack*>(up + r * ldu + c);
+    if (gate != nullptr) g = *reinterpret_cast<const Pack*>(gate + r * ldg + c);
+    const uint16_t* ue = reinterpret_cast<const uint16_t*>(&u);
+    const uint16_t* ge = reinterpret_cast<const uint16_t*>(&g);
+    Pack o;
+    uint16_t* oe = reinterpret_cast<uint16_t*>(&o);
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) {
+      const float uf = bf(ue, e);
+      put_bf(oe, e, gate != nullptr ? uf * activate_f(act, bf(ge, e)) : activate_f(act, uf));
+    }
+    *reinterpret_cast<Pack*>(out + r * ldo + c) = o;
   }
 }
 
@@ -59,9 +80,16 @@ cudaError_t mlp_activation_cuda(Activation act, const uint16_t* gate, int64_t ld
       (gate != nullptr && ldg < n))
     return cudaErrorInvalidValue;
   if (rows == 0) return cudaSuccess;
-  const int64_t blocks = std::min<int64_t>((rows * n + kEltThreads - 1) / kEltThreads, 65536);
-  launch_kernel(mlp_activation_kernel, unsigned(blocks), kEltThreads, 0, stream, act, gate, ldg, up, ldu, rows, n, out,
-                ldo);
+  // Eight columns a thread where every row of up, gate and out starts on
+  // 16 bytes and n is a multiple of 8 (the real models' widths); else one.
+  auto aligned = [](const void* p, int64_t ld) { return reinterpret_cast<uintptr_t>(p) % 16 == 0 && ld % 8 == 0; };
+  const bool vec = n % 8 == 0 && aligned(up, ldu) && aligned(out, ldo) && (gate == nullptr || aligned(gate, ldg));
+  const int64_t per_block = int64_t(kEltThreads) * (vec ? 8 : 1);
+  const int64_t col_blocks = (n + per_block - 1) / per_block;
+  if (col_blocks > 0x7fffffff) return cudaErrorInvalidValue;
+  const dim3 grid(unsigned(col_blocks), unsigned(std::min<int64_t>(rows, 65535)));
+  launch_kernel(vec ? mlp_activation_kernel<8> : mlp_activation_kernel<1>, grid, kEltThreads, 0, stream, act, gate, ldg,
+                up, ldu, rows, n, out, ldo);
   return cudaGetLastError();
 }
 

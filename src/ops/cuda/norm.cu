@@ -1,12 +1,12 @@
 // RMS norms (see norm.h). One kernel serves all four forms: a row is cut
 // into groups of n elements (one group for a plain norm, one per head or
 // Mamba2 group otherwise), each group is reduced by one warp when it is
-// short (head-sized: 8 groups per block) or by a whole 256-thread block
-// when it is long (hidden-sized). A block-sized group is read twice (the
-// second pass hits L1/L2), except when the block is one of few (decode at
-// small batch) and the group at most 8 values per thread: then the values
-// are held in registers (rownorm_held_kernel), the same sums in the same
-// order.
+// short (head-sized: 8 groups per block) or by a whole block when it is
+// long (hidden-sized; 1024 threads when the groups are too few to fill the
+// GPU, else 256). The values are held in registers (rownorm_held_kernel:
+// up to 16 a lane, 32 a thread of 256, 8 of 1024) and only longer groups
+// take rownorm_kernel, which reads each value twice — the same sums in the
+// same order either way (norm_order.cuh).
 #include "ops/cuda/norm.h"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/norm_order.cuh"
@@ -72,23 +72,29 @@ __global__ void __launch_bounds__(kNormThreadsWide) rownorm_kernel(RowNormArgs a
   }
 }
 
-// The wide path (a block of kNormThreadsWide per group) for groups of up
-// to kHold·kNormThreadsWide: the same sums in the same order as
-// rownorm_kernel — the same bits — with a thread's kHold values loaded at
-// once and kept in registers, and its weights loaded before the PDL wait
-// (weights are never written by a step). rownorm_kernel's loop reloads
-// each value per pass, one dependent L2 round trip after another: at batch
-// 1 its 1024-thread block sat ~6 µs on one SM while the GPU waited.
-template <int kHold>
-__global__ void __launch_bounds__(kNormThreadsWide) rownorm_held_kernel(RowNormArgs a) {
+// The same sums in the same order as rownorm_kernel — the same bits — with
+// a thread's kHold values loaded at once and kept in registers, and its
+// weights loaded before the PDL wait (weights are never written by a
+// step), for groups of up to kHold·kTpg (kTpg: the threads of a group, 32,
+// kNormThreads or kNormThreadsWide, as rownorm_kernel's tpg).
+// rownorm_kernel's loops reload each value per pass, one dependent DRAM
+// round trip after another: at batch 1 its 1024-thread block sat ~6 µs on
+// one SM while the GPU waited, and at 256 rows of 4096 its 256-thread
+// blocks took 19 µs a norm (ncu) for 12 MB, 0.6 TB/s.
+template <int kTpg, int kHold>
+__global__ void __launch_bounds__(kTpg == kNormThreadsWide ? kNormThreadsWide : kNormThreads)
+    rownorm_held_kernel(RowNormArgs a) {
   __shared__ float red[kMaxBlockWarps];
-  const int64_t r = blockIdx.x / a.groups, g = blockIdx.x % a.groups, c0 = g * a.n;
-  const int t = threadIdx.x, n = int(a.n);
+  static_assert(kTpg == 32 || kTpg == kNormThreads || kTpg == kNormThreadsWide, "rownorm_kernel's group shapes");
+  const int64_t gi = int64_t(blockIdx.x) * (blockDim.x / kTpg) + threadIdx.x / kTpg;
   if (a.release_early) pdl_release();
+  if (kTpg == 32 && gi >= a.rows * a.groups) return;  // whole warps leave; no block barrier on this path
+  const int64_t r = gi / a.groups, g = gi % a.groups, c0 = g * a.n;
+  const int t = threadIdx.x % kTpg, n = int(a.n);
   float wv[kHold];
 #pragma unroll
   for (int m = 0; m < kHold; ++m) {
-    const int i = t + m * kNormThreadsWide;
+    const int i = t + m * kTpg;
     const float wi = a.w != nullptr && i < n ? a.w[g * a.w_group_stride + i] : 0.0f;
     wv[m] = a.w == nullptr ? 1.0f : a.unit_offset ? 1.0f + wi : wi;
   }
@@ -96,8 +102,8 @@ __global__ void __launch_bounds__(kNormThreadsWide) rownorm_held_kernel(RowNormA
   float v[kHold], zv[kHold], dv[kHold];
 #pragma unroll
   for (int m = 0; m < kHold; ++m) {  // every load of the thread in flight at once
-    const int64_t c = c0 + t + m * kNormThreadsWide;
-    const bool in = t + m * kNormThreadsWide < n;
+    const int64_t c = c0 + t + m * kTpg;
+    const bool in = t + m * kTpg < n;
     if (a.h != nullptr) {
       v[m] = in ? a.h[r * a.ldh + c] : 0.0f;
       dv[m] = in && a.d != nullptr ? bf(a.d, r * a.ldd + c) : 0.0f;
@@ -109,21 +115,33 @@ __global__ void __launch_bounds__(kNormThreadsWide) rownorm_held_kernel(RowNormA
   float ss = 0.0f;
 #pragma unroll
   for (int m = 0; m < kHold; ++m) {
-    if (t + m * kNormThreadsWide >= n) continue;
-    const int64_t c = c0 + t + m * kNormThreadsWide;
+    if (t + m * kTpg >= n) continue;
+    const int64_t c = c0 + t + m * kTpg;
     if (a.h != nullptr && a.d != nullptr) a.h[r * a.ldh + c] = v[m] = v[m] + dv[m];
     if (a.gate == kGateBefore) v[m] = v[m] * silu_f(zv[m]);
     ss += v[m] * v[m];
   }
-  ss = block_sum(ss, red);
+  ss = kTpg == 32 ? warp_sum(ss) : block_sum(ss, red);
   const float inv = 1.0f / sqrtf(ss / static_cast<float>(a.n) + a.eps);
 #pragma unroll
   for (int m = 0; m < kHold; ++m) {
-    if (t + m * kNormThreadsWide >= n) continue;
+    if (t + m * kTpg >= n) continue;
     float out = wv[m] * (v[m] * inv);
     if (a.gate == kGateAfter) out *= silu_f(zv[m]);
-    put_bf(a.y, r * a.ldy + c0 + t + m * kNormThreadsWide, out);
+    put_bf(a.y, r * a.ldy + c0 + t + m * kTpg, out);
   }
+}
+
+// The held kernel for groups of n at tpg threads each, or nullptr where a
+// thread would hold more than the largest instance (rownorm_kernel then).
+template <int kTpg, int kMaxHold>
+auto held_for(int64_t n) -> void (*)(RowNormArgs) {
+  const int64_t hold = (n + kTpg - 1) / kTpg;
+  if (hold <= kMaxHold / 8) return rownorm_held_kernel<kTpg, kMaxHold / 8>;
+  if (hold <= kMaxHold / 4) return rownorm_held_kernel<kTpg, kMaxHold / 4>;
+  if (hold <= kMaxHold / 2) return rownorm_held_kernel<kTpg, kMaxHold / 2>;
+  if (hold <= kMaxHold) return rownorm_held_kernel<kTpg, kMaxHold>;
+  return nullptr;
 }
 
 // Common checks; then the launch.
@@ -142,12 +160,12 @@ cudaError_t launch(const RowNormArgs& a, cudaStream_t stream) {
   const int tpg = a.n <= kWarpGroupMax ? 32 : threads;
   const int64_t per_block = threads / tpg, blocks = (n_groups + per_block - 1) / per_block;
   if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
-  if (tpg == kNormThreadsWide && a.n <= 8 * kNormThreadsWide) {  // one wide block per group, values held
-    const int hold = int((a.n + kNormThreadsWide - 1) / kNormThreadsWide);
-    auto held = hold == 1 ? rownorm_held_kernel<1>
-                : hold == 2 ? rownorm_held_kernel<2>
-                : hold <= 4 ? rownorm_held_kernel<4>
-                            : rownorm_held_kernel<8>;
+  // Values held in registers wherever a thread's share fits (kHold ≤ 8 for
+  // the 1024-thread groups, 16 a lane for a warp's, 32 for 256 threads).
+  void (*held)(RowNormArgs) = tpg == 32                 ? held_for<32, 16>(a.n)
+                              : tpg == kNormThreadsWide ? held_for<kNormThreadsWide, 8>(a.n)
+                                                        : held_for<kNormThreads, 32>(a.n);
+  if (held != nullptr) {
     launch_kernel(held, unsigned(blocks), threads, 0, stream, a);
     return cudaGetLastError();
   }

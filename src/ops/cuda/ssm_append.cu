@@ -34,20 +34,30 @@ __global__ void __launch_bounds__(kAppendThreads) mamba2_append_kernel(Mamba2App
     a.dt[e * a.H + h] = fminf(fmaxf(softplus_f(bf(a.dt_raw, r * a.lddt + h) + a.dt_bias[h]), a.dt_min), a.dt_max);
 }
 
-// One thread per (conv channel, sequence): the conv step's value goes to
-// the projection row (as conv1d_step_kernel) and straight on to its log
-// entry or C row; the first block's threads also take the row's dt.
+// One thread per (kVec conv channels, sequence): the conv step's values go
+// to the projection row (as conv1d_step_kernel) and straight on to their
+// log entry or C row; the first block's threads also take the row's dt.
+// kVec = kConvVec where conv1d_step_vec and the x | B | C split allow
+// (mamba2_conv_append_cuda): no pair straddles two of them.
+template <int kVec>
 __global__ void __launch_bounds__(kConvThreads) mamba2_conv_append_kernel(Conv1dArgs cv, Mamba2AppendArgs a) {
   if (a.release_early) pdl_release();
   pdl_begin();
-  const int c = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y;
+  const int c = (blockIdx.x * blockDim.x + threadIdx.x) * kVec, r = blockIdx.y;
   const int64_t e = a.entry[r], HP = int64_t(a.H) * a.P, GN = int64_t(a.G) * a.N;
   if (c < cv.C) {
-    const uint16_t v = conv_step_channel(cv, c, r);
-    cv.y[int64_t(r) * cv.ldy + c] = v;
-    if (c < HP) a.x[e * HP + c] = v;
-    else if (c < HP + GN) a.Bm[e * GN + c - HP] = v;
-    else a.Cm[r * GN + c - HP - GN] = v;
+    uint16_t* dst = c < HP ? a.x + e * HP + c : c < HP + GN ? a.Bm + e * GN + c - HP : a.Cm + r * GN + c - HP - GN;
+    if constexpr (kVec > 1) {
+      static_assert(kVec == kConvVec, "conv_step_channels' width");
+      uint32_t v;
+      conv_step_channels(cv, c, r, v);
+      *reinterpret_cast<uint32_t*>(cv.y + int64_t(r) * cv.ldy + c) = v;
+      *reinterpret_cast<uint32_t*>(dst) = v;
+    } else {
+      const uint16_t v = conv_step_channel(cv, c, r);
+      cv.y[int64_t(r) * cv.ldy + c] = v;
+      *dst = v;
+    }
   }
   if (blockIdx.x != 0) return;
   for (int h = threadIdx.x; h < a.H; h += blockDim.x)
@@ -122,8 +132,14 @@ cudaError_t mamba2_conv_append_cuda(const Conv1dArgs& cv, const Mamba2AppendArgs
   if (cudaError_t e = check(a, true); e != cudaSuccess) return e;
   if (a.rows != cv.batch || int64_t(cv.C) != int64_t(a.H) * a.P + 2 * int64_t(a.G) * a.N) return cudaErrorInvalidValue;
   if (a.rows == 0) return cudaSuccess;
-  launch_kernel(mamba2_conv_append_kernel, dim3((cv.C + kConvThreads - 1) / kConvThreads, unsigned(a.rows)),
-                kConvThreads, 0, stream, cv, a);
+  bool vec = false;
+  if (cudaError_t e = conv1d_step_vec(cv, &vec); e != cudaSuccess) return e;
+  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % (2 * kConvVec) == 0; };
+  const int64_t HP = int64_t(a.H) * a.P, GN = int64_t(a.G) * a.N;
+  vec = vec && HP % kConvVec == 0 && GN % kConvVec == 0 && aligned(a.x) && aligned(a.Bm) && aligned(a.Cm);
+  const int per_block = kConvThreads * (vec ? kConvVec : 1);
+  launch_kernel(vec ? mamba2_conv_append_kernel<kConvVec> : mamba2_conv_append_kernel<1>,
+                dim3((cv.C + per_block - 1) / per_block, unsigned(a.rows)), kConvThreads, 0, stream, cv, a);
   return cudaGetLastError();
 }
 
