@@ -1,7 +1,8 @@
 // Elementwise ops (see elementwise.h). The MLP activation gives a thread
-// eight adjacent columns of a row where alignment allows; GDN's prepare gives each (row, q-or-k, key head)
-// vector one warp — dk is a head dimension (≤ a few hundred), so one warp
-// sum per vector — and each row's value heads to the block's threads.
+// eight adjacent columns of a row where alignment allows; GDN's prepare
+// gives each (row, q-or-k, key head) vector one warp — dk is a head
+// dimension (≤ a few hundred), so one warp sum per vector — and each row's
+// value heads to the block's threads.
 #include "ops/cuda/elementwise.h"
 
 #include <algorithm>
