@@ -2,8 +2,10 @@
 // activations as forward.cpp applies them (relu² ungated for NemotronH,
 // SiLU-gated for Qwen3.5, and the other two the config accepts) at odd
 // sizes and the real intermediates (Nemotron-H-8B 21504, Qwen3.5-27B
-// 17408), and GDN's prepare against ops/cpu/gdn_scan.h gdn_prepare, reading
-// q and k from inside post-conv qkv rows as the model lays them out.
+// 17408), also on the decoder's packed rows (gate | up, in place: eight
+// columns a thread), and GDN's prepare against ops/cpu/gdn_scan.h
+// gdn_prepare, reading q and k from inside post-conv qkv rows as the model
+// lays them out.
 // Skipped without a GPU.
 #include <gtest/gtest.h>
 
@@ -70,7 +72,7 @@ TEST_F(ElementwiseCuda, MlpActivationMatchesForward) {
     for (int64_t r = 0; r < c.rows; ++r)
       for (int64_t i = 0; i < c.n; ++i) {
         const float u = up.f[r * ldu + up_at + i];
-        const float gv = c.packed ? up.f[r * ldg + i] : gate.f[r * ldg + i];
+        const float gv = gate.f[r * ldg + i];  // packed: up's buffer is a copy of gate's
         want[r * ldo + (c.in_place ? up_at : 0) + i] = c.gated ? u * ops::activate(c.act, gv) : ops::activate(c.act, u);
       }
     EXPECT_TRUE(test::bf16_close(c.in_place ? du.get() : dout.get(), want));
