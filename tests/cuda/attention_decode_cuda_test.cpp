@@ -6,7 +6,11 @@
 // of one row, page boundaries and long contexts; GQA ratios 1, 3, 4, 6, 8;
 // each shape with one split, the default splits, and small splits (many
 // partials to combine). Real sizes: Nemotron-H-8B (32 heads / 8 KV × 128)
-// and Qwen3.5-27B (24 / 4 × 256, gated). Skipped without a GPU.
+// and Qwen3.5-27B (24 / 4 × 256, gated). Both of the kernel's ways through
+// a row: by 16-byte loads where D and the row stride are multiples of 8
+// (groups of 1–32 lanes a row, lanes past D/8 idle at D = 40; GQA bounds
+// 1, 2, 4, 8), by elements elsewhere (D = 100; D = 64 with an odd row
+// stride). Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -32,11 +36,13 @@ struct Shape {
   int Hq, Hkv, D, page_size;
   std::vector<int> len;  // per sequence, the new row included
   bool gate;
+  int pad = 8;  // row stride − 2·Hkv·D
 };
 void PrintTo(const Shape& s, std::ostream* os) {
   *os << "Hq" << s.Hq << "_Hkv" << s.Hkv << "_D" << s.D << "_page" << s.page_size << "_len";
   for (int l : s.len) *os << "_" << l;
   if (s.gate) *os << "_gated";
+  if (s.pad != 8) *os << "_pad" << s.pad;
 }
 // Splits: 0 none (no scratch), 1 the default split, 2 splits of 24 rows.
 void PrintTo(const std::tuple<Shape, int>& p, std::ostream* os) {
@@ -56,7 +62,7 @@ TEST_P(AttentionDecodeCuda, MatchesCpuOverShuffledPages) {
   const Shape s = std::get<0>(GetParam());
   const int split_mode = std::get<1>(GetParam());
   const int B = int(s.len.size()), Hq = s.Hq, Hkv = s.Hkv, D = s.D, ps = s.page_size;
-  const int64_t w = int64_t(Hkv) * D, row_stride = 2 * w + 8, page_elems = ps * row_stride;
+  const int64_t w = int64_t(Hkv) * D, row_stride = 2 * w + s.pad, page_elems = ps * row_stride;
   std::mt19937 g(61 + D + B);
 
   // Pages: a shuffled pool with spare pages; the table lists each sequence's pages in order.
@@ -137,12 +143,20 @@ TEST_P(AttentionDecodeCuda, MatchesCpuOverShuffledPages) {
 }
 
 const auto kShapes = ::testing::Values(
-    Shape{6, 2, 40, 5, {1, 5, 23}, false},           // odd: one row, a full page, a partial page
-    Shape{3, 3, 16, 4, {9, 2}, true},                // no sharing (rep 1), tiny Qwen3.5 head, gated
-    Shape{8, 1, 100, 7, {50, 3, 71}, false},         // rep 8, odd D
-    Shape{32, 8, 128, 16, {1, 300, 1000}, false},    // Nemotron-H-8B
-    Shape{24, 4, 256, 16, {513, 2048}, true},        // Qwen3.5-27B, gated
-    Shape{32, 8, 128, 64, {5000}, false});           // one long context
+    Shape{6, 2, 40, 5, {1, 5, 23}, false},         // odd: one row, a full page, a partial page
+    Shape{3, 3, 16, 4, {9, 2}, true},              // no sharing (rep 1), tiny Qwen3.5 head, gated
+    Shape{8, 1, 100, 7, {50, 3, 71}, false},       // rep 8, odd D
+    Shape{32, 8, 128, 16, {1, 300, 1000}, false},  // Nemotron-H-8B
+    Shape{24, 4, 256, 16, {513, 2048}, true},      // Qwen3.5-27B, gated
+    Shape{32, 8, 128, 64, {5000}, false},          // one long context
+    Shape{4, 2, 64, 3, {7, 130, 64}, false},       // rep 2, 8 lanes a row
+    Shape{4, 2, 64, 3, {7, 130, 64}, false, 3},    // an odd row stride: by elements
+    Shape{32,
+          8,
+          128,
+          64,  // many sequences, the 8B model's heads
+          {1, 2, 3, 4, 5, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 100, 127, 128, 129, 191, 200, 255, 256, 257},
+          false});
 // The default split (host arithmetic, no GPU): few heads get short splits
 // so the blocks reach kAttnTargetBlocks; many heads keep whole contexts up
 // to kAttnMaxSplitRows; an explicit split_rows is kept.
@@ -158,6 +172,16 @@ TEST(AttentionDecodeSplits, ShortSplitsWhenHeadsAreFew) {
   EXPECT_EQ(attention_decode_splits(1, 1, 5, 0), 1);
   EXPECT_EQ(attention_decode_split_rows(1, 8, 256, 24), 24);
   EXPECT_EQ(attention_decode_splits(1, 8, 256, 24), 11);
+}
+
+// Which rows go by 16-byte loads (host arithmetic): the shapes above take
+// both ways.
+TEST(AttentionDecodeSplits, SixteenByteRowsWhereDimsAndStrideAlign) {
+  using ops::cuda::attention_decode_vec_ok;
+  EXPECT_TRUE(attention_decode_vec_ok(128, 2 * 8 * 128));  // the decoder's rows, K beside V
+  EXPECT_TRUE(attention_decode_vec_ok(40, 2 * 2 * 40 + 8));
+  EXPECT_FALSE(attention_decode_vec_ok(100, 2 * 100 + 8));
+  EXPECT_FALSE(attention_decode_vec_ok(64, 2 * 2 * 64 + 3));
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionDecodeCuda, ::testing::Combine(kShapes, ::testing::Values(0, 1, 2)));

@@ -1,10 +1,20 @@
 // Attention decode (see attention_decode.h). A block of kAttnWarps warps
-// serves the rep = Hq/Hkv query heads of one KV head: each warp walks every
-// nw-th context row of the split (the next row's K and V loaded while the
-// current one is used), keeps an online softmax per query head — running
-// max m, sum l, and l-weighted V in registers, lane l holding dims l + 32e —
-// and the warps' partials are merged through shared memory at the end.
-// Query heads sharing a KV head share its reads: the GQA saving.
+// serves the rep = Hq/Hkv query heads of one KV head, and the warps'
+// partial softmaxes are merged through shared memory at the end (query
+// heads sharing a KV head share its reads: the GQA saving). Two ways a
+// warp walks its rows:
+//  - attention_decode_vec_kernel, where D and the row stride are multiples
+//    of 8: a lane holds 8 adjacent dims, a row takes the next power of two
+//    ≥ D/8 lanes (a lane group), and each group loads kAttnVecRows rows of
+//    K and V by 16-byte loads at once, then folds them into its online
+//    softmax (running max m, sum l, l-weighted V) in one update per row
+//    chunk. At batch 256 the per-row loop below kept ~8 KB a SM in flight
+//    and ran the 8B model's four attention layers at ~8× their KV bytes'
+//    floor (docs/perf, session 30); here a warp has 8 rows (D = 128) in
+//    flight. The groups' partials are merged by shuffles.
+//  - attention_decode_kernel, any D: each warp walks every nw-th row (the
+//    next row's K and V loaded while the current one is used), lane l
+//    holding dims l + 32e.
 #include "ops/cuda/attention_decode.h"
 
 #include <cmath>
@@ -19,6 +29,8 @@ namespace {
 
 constexpr int kAttnWarps = 4;
 constexpr int kAttnPerLane = kAttnMaxD / 32;
+// Rows a lane group of the vec kernel loads at once (K and V: 2 × 16 bytes each a lane).
+constexpr int kAttnVecRows = 4;
 
 __device__ __forceinline__ const uint16_t* kv_row(const uint16_t* const* pages, const PagedKv& kv, int b, int64_t p) {
   return pages[kv.page_table[int64_t(b) * kv.max_pages + p / kv.page_size]] + (p % kv.page_size) * kv.row_stride;
@@ -33,6 +45,33 @@ __device__ __forceinline__ void load_row(const uint16_t* r, int D, int lane, flo
 __device__ __forceinline__ void write_out(const AttentionDecodeArgs& a, int b, int h, int d, float o) {
   if (a.gate != nullptr) o *= sigmoid_f(bf(a.gate, int64_t(b) * a.ldg + int64_t(h) * a.g_head_stride + d));
   put_bf(a.out, int64_t(b) * a.ldo + int64_t(h) * a.D + d, o);
+}
+
+// The block's end: the nw warps' partials (sM, sL: (nw, rep); sA: (nw,
+// rep, D)) merged per query head and dim, then written out (one split) or
+// left in the scratch for attention_combine_kernel.
+__device__ void merge_warps(const AttentionDecodeArgs& a, int b, int kvh, int sp, int n_splits, int nw, const float* sM,
+                            const float* sL, const float* sA) {
+  const int rep = a.Hq / a.Hkv, D = a.D;
+  __syncthreads();
+  for (int i = threadIdx.x; i < rep * D; i += blockDim.x) {
+    const int r = i / D, d = i % D, h = kvh * rep + r;
+    float M = -INFINITY, Ls = 0.0f, A = 0.0f;
+    for (int k = 0; k < nw; ++k) M = fmaxf(M, sM[k * rep + r]);
+    if (M != -INFINITY)
+      for (int k = 0; k < nw; ++k) {
+        const float f = expf(sM[k * rep + r] - M);  // 0 for a warp without rows
+        Ls += sL[k * rep + r] * f;
+        A += sA[(k * rep + r) * D + d] * f;
+      }
+    if (n_splits == 1) {
+      write_out(a, b, h, d, Ls > 0.0f ? A / Ls : 0.0f);
+    } else {
+      float* part = a.scratch + ((int64_t(b) * a.Hq + h) * n_splits + sp) * (D + 2);  // (D) A | M | L
+      part[d] = A;
+      if (d == 0) part[D] = M, part[D + 1] = Ls;
+    }
+  }
 }
 
 __global__ void __launch_bounds__(32 * kAttnWarps) attention_decode_kernel(AttentionDecodeArgs a, int n_splits,
@@ -104,25 +143,121 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attention_decode_kernel(Atten
     for (int e = 0; e < kAttnPerLane; ++e)
       if (lane + 32 * e < D) sA[(w * rep + r) * D + lane + 32 * e] = acc[r][e];
   }
-  __syncthreads();
-  for (int i = threadIdx.x; i < rep * D; i += blockDim.x) {
-    const int r = i / D, d = i % D, h = kvh * rep + r;
-    float M = -INFINITY, Ls = 0.0f, A = 0.0f;
-    for (int k = 0; k < nw; ++k) M = fmaxf(M, sM[k * rep + r]);
-    if (M != -INFINITY)
-      for (int k = 0; k < nw; ++k) {
-        const float f = expf(sM[k * rep + r] - M);  // 0 for a warp without rows
-        Ls += sL[k * rep + r] * f;
-        A += sA[(k * rep + r) * D + d] * f;
+  merge_warps(a, b, kvh, sp, n_splits, nw, sM, sL, sA);
+}
+
+// Eight bf16 (a 16-byte load) as floats.
+__device__ __forceinline__ void unpack8(const uint4& u, float (&x)[8]) {
+  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    x[2 * i] = __uint_as_float(w[i] << 16), x[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+}
+
+// Folds one partial softmax (m2, l2, acc2) into another. A side without rows
+// has m = −inf and l = acc = 0; with both so, the result stays so.
+template <int kRep>
+__device__ __forceinline__ void fold_partial(int r, float (&m)[kRep], float (&l)[kRep], float (&acc)[kRep][8], float m2,
+                                             float l2, const float (&acc2)[8]) {
+  const float M = fmaxf(m[r], m2), ref = M == -INFINITY ? 0.0f : M;
+  const float f = expf(m[r] - ref), f2 = expf(m2 - ref);
+  l[r] = l[r] * f + l2 * f2;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) acc[r][e] = acc[r][e] * f + acc2[e] * f2;
+  m[r] = M;
+}
+
+// kRep ≥ rep bounds the per-lane arrays; lpr_log2: log2 of the lanes a row
+// takes (2^lpr_log2 ≥ D/8, ≤ 32).
+template <int kRep>
+__global__ void __launch_bounds__(32 * kAttnWarps)
+    attention_decode_vec_kernel(AttentionDecodeArgs a, int n_splits, int split_rows, int lpr_log2) {
+  pdl_begin();
+  const int kvh = blockIdx.x, b = blockIdx.y, sp = blockIdx.z;
+  const int rep = a.Hq / a.Hkv, D = a.D;
+  const int nw = blockDim.x / 32, w = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int lpr = 1 << lpr_log2, grp = lane >> lpr_log2, d0 = (lane & (lpr - 1)) * 8;
+  const bool dims = d0 < D;  // lanes past D/8 in a group hold zeros
+  const int64_t L = a.seq_len[b], j0 = int64_t(sp) * split_rows;
+  const int64_t j1 = n_splits == 1 || sp == n_splits - 1 ? L : min(L, j0 + split_rows);
+  if (n_splits > 1 && j0 >= j1) return;
+
+  extern __shared__ float shm[];
+  float* sM = shm;            // (nw, rep)
+  float* sL = sM + nw * rep;  // (nw, rep)
+  float* sA = sL + nw * rep;  // (nw, rep, D)
+  float q[kRep][8], m[kRep], l[kRep], acc[kRep][8];
+#pragma unroll
+  for (int r = 0; r < kRep; ++r) {
+    m[r] = -INFINITY, l[r] = 0.0f;
+    const int64_t qo = int64_t(b) * a.ldq + int64_t(kvh * rep + r) * a.q_head_stride + d0;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) q[r][e] = r < rep && dims ? bf(a.q, qo + e) : 0.0f, acc[r][e] = 0.0f;
+  }
+  const int64_t head = int64_t(kvh) * D + d0;
+  const int per_warp = (32 >> lpr_log2) * kAttnVecRows;  // rows a warp takes each pass
+  for (int64_t base = j0 + int64_t(w) * per_warp; base < j1; base += int64_t(nw) * per_warp) {
+    const int64_t r0 = base + int64_t(grp) * kAttnVecRows;  // this group's rows r0 .. r0 + kAttnVecRows − 1
+    uint4 kr[kAttnVecRows], vr[kAttnVecRows];
+#pragma unroll
+    for (int i = 0; i < kAttnVecRows; ++i) {
+      kr[i] = vr[i] = make_uint4(0, 0, 0, 0);
+      if (dims && r0 + i < j1) {
+        kr[i] = *reinterpret_cast<const uint4*>(kv_row(a.kv.k_pages, a.kv, b, r0 + i) + head);
+        vr[i] = *reinterpret_cast<const uint4*>(kv_row(a.kv.v_pages, a.kv, b, r0 + i) + head);
       }
-    if (n_splits == 1) {
-      write_out(a, b, h, d, Ls > 0.0f ? A / Ls : 0.0f);
-    } else {
-      float* part = a.scratch + ((int64_t(b) * a.Hq + h) * n_splits + sp) * (D + 2);  // (D) A | M | L
-      part[d] = A;
-      if (d == 0) part[D] = M, part[D + 1] = Ls;
+    }
+#pragma unroll
+    for (int r = 0; r < kRep; ++r) {
+      if (r >= rep) break;
+      float s[kAttnVecRows], x[8];
+#pragma unroll
+      for (int i = 0; i < kAttnVecRows; ++i) {
+        unpack8(kr[i], x);
+        s[i] = 0.0f;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) s[i] += q[r][e] * x[e];
+      }
+      for (int o = lpr >> 1; o > 0; o >>= 1)  // the group's sum (its lanes are aligned: xor stays inside)
+#pragma unroll
+        for (int i = 0; i < kAttnVecRows; ++i) s[i] += __shfl_xor_sync(0xffffffffu, s[i], o);
+      float M = m[r];
+#pragma unroll
+      for (int i = 0; i < kAttnVecRows; ++i) s[i] = r0 + i < j1 ? s[i] * a.scale : -INFINITY, M = fmaxf(M, s[i]);
+      const float ref = M == -INFINITY ? 0.0f : M, corr = expf(m[r] - ref);
+      l[r] *= corr;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[r][e] *= corr;
+#pragma unroll
+      for (int i = 0; i < kAttnVecRows; ++i) {
+        const float p = expf(s[i] - ref);  // 0 past the split's end
+        l[r] += p;
+        unpack8(vr[i], x);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[r][e] += p * x[e];
+      }
+      m[r] = M;
     }
   }
+  // The warp's groups into its first: every lane shuffles the same values.
+  for (int o = lpr; o < 32; o <<= 1)
+#pragma unroll
+    for (int r = 0; r < kRep; ++r) {
+      float acc2[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc2[e] = __shfl_xor_sync(0xffffffffu, acc[r][e], o);
+      const float m2 = __shfl_xor_sync(0xffffffffu, m[r], o), l2 = __shfl_xor_sync(0xffffffffu, l[r], o);
+      fold_partial(r, m, l, acc, m2, l2, acc2);
+    }
+#pragma unroll
+  for (int r = 0; r < kRep; ++r) {
+    if (r >= rep) break;
+    if (lane == 0) sM[w * rep + r] = m[r], sL[w * rep + r] = l[r];
+    if (grp == 0 && dims)
+#pragma unroll
+      for (int e = 0; e < 8; ++e) sA[(w * rep + r) * D + d0 + e] = acc[r][e];
+  }
+  merge_warps(a, b, kvh, sp, n_splits, nw, sM, sL, sA);
 }
 
 __global__ void __launch_bounds__(128) attention_combine_kernel(AttentionDecodeArgs a, int n_splits, int split_rows) {
@@ -176,9 +311,20 @@ cudaError_t attention_decode_cuda(const AttentionDecodeArgs& a, cudaStream_t str
   if (n_splits > 65535) return cudaErrorInvalidValue;  // grid z
   if (a.batch == 0) return cudaSuccess;
   const int rep = a.Hq / a.Hkv;
-  const size_t shm = sizeof(float) * (size_t(rep) * a.D + size_t(kAttnWarps) * rep * (2 + a.D));
-  launch_kernel(attention_decode_kernel, dim3(a.Hkv, a.batch, n_splits), 32 * kAttnWarps, shm, stream, a, n_splits,
-                split_rows);
+  const dim3 grid(a.Hkv, a.batch, n_splits);
+  const size_t partials = sizeof(float) * size_t(kAttnWarps) * rep * (2 + a.D);
+  if (attention_decode_vec_ok(a.D, a.kv.row_stride)) {
+    int lpr_log2 = 0;
+    while ((1 << lpr_log2) * 8 < a.D) ++lpr_log2;
+    auto kernel = rep <= 1   ? attention_decode_vec_kernel<1>
+                  : rep <= 2 ? attention_decode_vec_kernel<2>
+                  : rep <= 4 ? attention_decode_vec_kernel<4>
+                             : attention_decode_vec_kernel<8>;
+    launch_kernel(kernel, grid, 32 * kAttnWarps, partials, stream, a, n_splits, split_rows, lpr_log2);
+  } else {
+    launch_kernel(attention_decode_kernel, grid, 32 * kAttnWarps, sizeof(float) * size_t(rep) * a.D + partials, stream,
+                  a, n_splits, split_rows);
+  }
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess || n_splits == 1) return e;
   launch_kernel(attention_combine_kernel, dim3(a.Hq, a.batch), 128, 0, stream, a, n_splits, split_rows);
   return cudaGetLastError();

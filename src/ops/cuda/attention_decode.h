@@ -20,6 +20,11 @@
 // into 16-row splits. Without scratch the whole context is one split (no
 // second kernel): right when batch·Hkv already fills the GPU.
 //
+// Where D and the row stride are multiples of 8 (attention_decode_vec_ok)
+// rows are read by 16-byte loads: the page pointers (and so each row's K
+// and V) must then be 16-byte aligned, as cudaMalloc'd pages laid out like
+// the store's are.
+//
 // Shapes: B sequences, Hq query heads, Hkv KV heads (Hq/Hkv ≤ 8), D ≤ 256.
 #pragma once
 
@@ -84,6 +89,10 @@ inline int attention_decode_splits(int batch, int Hkv, int max_seq_len, int spli
 inline int64_t attention_decode_scratch_floats(int batch, int Hq, int Hkv, int D, int max_seq_len, int split_rows = 0) {
   return int64_t(batch) * Hq * attention_decode_splits(batch, Hkv, max_seq_len, split_rows) * (int64_t(D) + 2);
 }
+
+// Whether attention_decode_cuda reads K and V rows by 16-byte loads (8
+// dims a lane) rather than by elements.
+inline bool attention_decode_vec_ok(int D, int64_t row_stride) { return D % 8 == 0 && row_stride % 8 == 0; }
 
 cudaError_t attention_decode_cuda(const AttentionDecodeArgs& a, cudaStream_t stream);
 
