@@ -142,21 +142,20 @@ TEST_P(AttentionDecodeCuda, MatchesCpuOverShuffledPages) {
   EXPECT_TRUE(test::bf16_close(dout.get(), want));
 }
 
-const auto kShapes = ::testing::Values(
-    Shape{6, 2, 40, 5, {1, 5, 23}, false},         // odd: one row, a full page, a partial page
-    Shape{3, 3, 16, 4, {9, 2}, true},              // no sharing (rep 1), tiny Qwen3.5 head, gated
-    Shape{8, 1, 100, 7, {50, 3, 71}, false},       // rep 8, odd D
-    Shape{32, 8, 128, 16, {1, 300, 1000}, false},  // Nemotron-H-8B
-    Shape{24, 4, 256, 16, {513, 2048}, true},      // Qwen3.5-27B, gated
-    Shape{32, 8, 128, 64, {5000}, false},          // one long context
-    Shape{4, 2, 64, 3, {7, 130, 64}, false},       // rep 2, 8 lanes a row
-    Shape{4, 2, 64, 3, {7, 130, 64}, false, 3},    // an odd row stride: by elements
-    Shape{32,
-          8,
-          128,
-          64,  // many sequences, the 8B model's heads
-          {1, 2, 3, 4, 5, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 100, 127, 128, 129, 191, 200, 255, 256, 257},
-          false});
+// 24 sequences about page and pass boundaries (a pass of the 16-byte path
+// is 32 rows at D = 128).
+const std::vector<int> kManyLengths = {1,  2,  3,  4,   5,   8,   9,   15,  16,  17,  31,  33,
+                                       63, 64, 65, 100, 127, 128, 129, 191, 200, 255, 256, 257};
+const auto kShapes =
+    ::testing::Values(Shape{6, 2, 40, 5, {1, 5, 23}, false},         // odd: one row, a full page, a partial page
+                      Shape{3, 3, 16, 4, {9, 2}, true},              // no sharing (rep 1), tiny Qwen3.5 head, gated
+                      Shape{8, 1, 100, 7, {50, 3, 71}, false},       // rep 8, odd D
+                      Shape{32, 8, 128, 16, {1, 300, 1000}, false},  // Nemotron-H-8B
+                      Shape{24, 4, 256, 16, {513, 2048}, true},      // Qwen3.5-27B, gated
+                      Shape{32, 8, 128, 64, {5000}, false},          // one long context
+                      Shape{4, 2, 64, 3, {7, 130, 64}, false},       // rep 2, 8 lanes a row
+                      Shape{4, 2, 64, 3, {7, 130, 64}, false, 3},    // an odd row stride: by elements
+                      Shape{32, 8, 128, 64, kManyLengths, false});   // many sequences, the 8B model's heads
 // The default split (host arithmetic, no GPU): few heads get short splits
 // so the blocks reach kAttnTargetBlocks; many heads keep whole contexts up
 // to kAttnMaxSplitRows; an explicit split_rows is kept.
