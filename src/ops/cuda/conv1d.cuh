@@ -71,14 +71,14 @@ __device__ __forceinline__ uint16_t conv_step_channel(const Conv1dArgs& a, int c
 // replay, 1 made 14,625–14,633, 4 14,578–14,610, 8 14,211–14,247 — at 8 a
 // warp's weight loads (8·K floats a thread) touch 32 lines each.
 constexpr int kConvVec = 2;
+constexpr uintptr_t kConvVecBytes = 2 * kConvVec;  // a thread's channels of one bf16 row
 
 // kConvVec channels a thread need every row they touch — the window's,
 // x's and y's — to start on 4 bytes: C, ldx and ldy even and the bases
 // aligned.
 inline bool conv1d_vec_ok(const Conv1dArgs& a) {
-  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % (2 * kConvVec) == 0; };
-  return a.C % kConvVec == 0 && a.ldx % kConvVec == 0 && a.ldy % kConvVec == 0 && aligned(a.x) && aligned(a.y) &&
-         (a.K == 1 || aligned(a.window));
+  return a.C % kConvVec == 0 && a.ldx % kConvVec == 0 && a.ldy % kConvVec == 0 && aligned_to(a.x, kConvVecBytes) &&
+         aligned_to(a.y, kConvVecBytes) && (a.K == 1 || aligned_to(a.window, kConvVecBytes));
 }
 
 // Whether a decode step's conv threads take kConvVec channels: the rows

@@ -83,7 +83,7 @@ cudaError_t mlp_activation_cuda(Activation act, const uint16_t* gate, int64_t ld
   if (rows == 0) return cudaSuccess;
   // Eight columns a thread where every row of up, gate and out starts on
   // 16 bytes and n is a multiple of 8 (the real models' widths); else one.
-  auto aligned = [](const void* p, int64_t ld) { return reinterpret_cast<uintptr_t>(p) % 16 == 0 && ld % 8 == 0; };
+  auto aligned = [](const void* p, int64_t ld) { return aligned_to(p, 16) && ld % 8 == 0; };
   const bool vec = n % 8 == 0 && aligned(up, ldu) && aligned(out, ldo) && (gate == nullptr || aligned(gate, ldg));
   const int64_t per_block = int64_t(kEltThreads) * (vec ? 8 : 1);
   const int64_t col_blocks = (n + per_block - 1) / per_block;

@@ -393,8 +393,7 @@ cudaError_t launch_warps(const GdnDecodeArgs& a, bool log, bool dual, cudaStream
     return cudaGetLastError();
   };
   // 16-byte state (and log u) accesses where every row is so aligned.
-  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  const bool vec = a.dv % 4 == 0 && aligned(a.state) && (!log || aligned(a.log_u));
+  const bool vec = a.dv % 4 == 0 && aligned_to(a.state, 16) && (!log || aligned_to(a.log_u, 16));
   auto pick = [&](auto rows, auto vec_tag) {
     constexpr int kR = decltype(rows)::value;
     constexpr bool kVec = decltype(vec_tag)::value;

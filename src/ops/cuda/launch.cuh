@@ -38,6 +38,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -71,6 +72,10 @@ inline cudaError_t device_sms(int* sms) {
   if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
   return cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, dev);
 }
+
+// Whether p starts on a multiple of `bytes`: the launchers' test before
+// choosing a kernel that moves rows by wider accesses.
+inline bool aligned_to(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 // kernel<<<grid, block, shm, stream>>>(args...) with the PDL attribute.
 // Returns the launch's error (also left for cudaGetLastError).

@@ -340,12 +340,11 @@ cudaError_t launch_fused(const Mamba2DecodeArgs& a, cudaStream_t stream) {
 }  // namespace
 
 bool mamba2_replay_fused_fits(const Mamba2DecodeArgs& a) {
-  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   const int kT = a.T == 1 ? 1 : 4;
   const size_t shm = sizeof(float) * size_t(fused_layout(kT, a.N, a.fold != nullptr, a.W, a.P).total);
   return a.group_start == nullptr && !a.exact && (a.N == 128 || a.N == 256) && a.P % kFusedPass == 0 && a.T <= 4 &&
-         (a.tile_rows == 0 || a.tile_rows == kFusedRows) && aligned(a.state) && aligned(a.log_B) &&
-         aligned(a.log_x) && aligned(a.Cm) && shm <= 227 * 1024;
+         (a.tile_rows == 0 || a.tile_rows == kFusedRows) && aligned_to(a.state, 16) && aligned_to(a.log_B, 16) &&
+         aligned_to(a.log_x, 16) && aligned_to(a.Cm, 16) && shm <= 227 * 1024;
 }
 
 cudaError_t mamba2_replay_fused(const Mamba2DecodeArgs& a, cudaStream_t stream) {

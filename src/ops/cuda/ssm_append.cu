@@ -134,9 +134,9 @@ cudaError_t mamba2_conv_append_cuda(const Conv1dArgs& cv, const Mamba2AppendArgs
   if (a.rows == 0) return cudaSuccess;
   bool vec = false;
   if (cudaError_t e = conv1d_step_vec(cv, &vec); e != cudaSuccess) return e;
-  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % (2 * kConvVec) == 0; };
   const int64_t HP = int64_t(a.H) * a.P, GN = int64_t(a.G) * a.N;
-  vec = vec && HP % kConvVec == 0 && GN % kConvVec == 0 && aligned(a.x) && aligned(a.Bm) && aligned(a.Cm);
+  vec = vec && HP % kConvVec == 0 && GN % kConvVec == 0 && aligned_to(a.x, kConvVecBytes) &&
+        aligned_to(a.Bm, kConvVecBytes) && aligned_to(a.Cm, kConvVecBytes);
   const int per_block = kConvThreads * (vec ? kConvVec : 1);
   launch_kernel(vec ? mamba2_conv_append_kernel<kConvVec> : mamba2_conv_append_kernel<1>,
                 dim3((cv.C + per_block - 1) / per_block, unsigned(a.rows)), kConvThreads, 0, stream, cv, a);
