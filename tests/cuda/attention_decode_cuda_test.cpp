@@ -3,14 +3,15 @@
 // Pages are laid out as the store lays them ([K | V] per row, here with
 // padding), shuffled in the pool, and the new token's row is written by
 // kv_append_cuda (checked bit for bit) before attention reads it. Lengths
-// of one row, page boundaries and long contexts; GQA ratios 1, 3, 4, 6, 8;
-// each shape with one split, the default splits, and small splits (many
-// partials to combine). Real sizes: Nemotron-H-8B (32 heads / 8 KV × 128)
-// and Qwen3.5-27B (24 / 4 × 256, gated). Both of the kernel's ways through
-// a row: by 16-byte loads where D and the row stride are multiples of 8
-// (groups of 1–32 lanes a row, lanes past D/8 idle at D = 40; GQA bounds
-// 1, 2, 4, 8), by elements elsewhere (D = 100; D = 64 with an odd row
-// stride). Skipped without a GPU.
+// of one row, page boundaries and long contexts; GQA ratios 1, 2, 3, 4, 6,
+// 8; each shape with one split, the default splits, and small splits (many
+// partials to combine), and by each of the kernels that takes it: by
+// elements (any D: D = 100, D = 64 with an odd row stride), by 16-byte
+// loads where D and the row stride are multiples of 8 (groups of 1–32
+// lanes a row, lanes past D/8 idle at D = 40; GQA bounds 1, 2, 4, 8), on
+// tensor cores where D is 32, 64, 96, 128 or 256 (pages of 7 rows: chunks
+// across pages). Real sizes: Nemotron-H-8B (32 heads / 8 KV × 128) and
+// Qwen3.5-27B (24 / 4 × 256, gated). Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -44,14 +45,17 @@ void PrintTo(const Shape& s, std::ostream* os) {
   if (s.gate) *os << "_gated";
   if (s.pad != 8) *os << "_pad" << s.pad;
 }
-// Splits: 0 none (no scratch), 1 the default split, 2 splits of 24 rows.
-void PrintTo(const std::tuple<Shape, int>& p, std::ostream* os) {
+// Splits: 0 none (no scratch), 1 the default split, 2 splits of 24 rows;
+// then the kernel (AttentionDecodeArgs::variant: 1 by elements, 2 by
+// 16-byte rows, 3 on tensor cores).
+void PrintTo(const std::tuple<Shape, int, int>& p, std::ostream* os) {
   PrintTo(std::get<0>(p), os);
-  const int s = std::get<1>(p);
+  const int s = std::get<1>(p), v = std::get<2>(p);
   *os << (s == 0 ? "_one_split" : s == 1 ? "_default_splits" : "_splits24");
+  *os << (v == 1 ? "_by_elements" : v == 2 ? "_by_rows" : "_tensor_cores");
 }
 
-class AttentionDecodeCuda : public ::testing::TestWithParam<std::tuple<Shape, int>> {
+class AttentionDecodeCuda : public ::testing::TestWithParam<std::tuple<Shape, int, int>> {
  protected:
   void SetUp() override {
     if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
@@ -107,6 +111,7 @@ TEST_P(AttentionDecodeCuda, MatchesCpuOverShuffledPages) {
   if (s.gate) a.gate = dq.p + D, a.ldg = ldq, a.g_head_stride = qhs;
   a.out = dout.p, a.ldo = ldo, a.kv = kv, a.seq_len = dlen.p, a.max_seq_len = max_len;
   a.split_rows = split_mode == 2 ? 24 : 0;
+  a.variant = std::get<2>(GetParam());
   std::vector<float> scratch_init;
   if (split_mode != 0)
     scratch_init.assign(size_t(ops::cuda::attention_decode_scratch_floats(B, Hq, Hkv, D, max_len, a.split_rows)), NAN);
@@ -146,16 +151,21 @@ TEST_P(AttentionDecodeCuda, MatchesCpuOverShuffledPages) {
 // is 32 rows at D = 128).
 const std::vector<int> kManyLengths = {1,  2,  3,  4,   5,   8,   9,   15,  16,  17,  31,  33,
                                        63, 64, 65, 100, 127, 128, 129, 191, 200, 255, 256, 257};
-const auto kShapes =
-    ::testing::Values(Shape{6, 2, 40, 5, {1, 5, 23}, false},         // odd: one row, a full page, a partial page
-                      Shape{3, 3, 16, 4, {9, 2}, true},              // no sharing (rep 1), tiny Qwen3.5 head, gated
-                      Shape{8, 1, 100, 7, {50, 3, 71}, false},       // rep 8, odd D
-                      Shape{32, 8, 128, 16, {1, 300, 1000}, false},  // Nemotron-H-8B
-                      Shape{24, 4, 256, 16, {513, 2048}, true},      // Qwen3.5-27B, gated
-                      Shape{32, 8, 128, 64, {5000}, false},          // one long context
-                      Shape{4, 2, 64, 3, {7, 130, 64}, false},       // rep 2, 8 lanes a row
-                      Shape{4, 2, 64, 3, {7, 130, 64}, false, 3},    // an odd row stride: by elements
-                      Shape{32, 8, 128, 64, kManyLengths, false});   // many sequences, the 8B model's heads
+const std::vector<Shape> kShapes = {
+    Shape{6, 2, 40, 5, {1, 5, 23}, false},         // odd: one row, a full page, a partial page
+    Shape{3, 3, 16, 4, {9, 2}, true},              // no sharing (rep 1), tiny Qwen3.5 head, gated
+    Shape{8, 1, 100, 7, {50, 3, 71}, false},       // rep 8, odd D
+    Shape{32, 8, 128, 16, {1, 300, 1000}, false},  // Nemotron-H-8B
+    Shape{24, 4, 256, 16, {513, 2048}, true},      // Qwen3.5-27B, gated
+    Shape{32, 8, 128, 64, {5000}, false},          // one long context
+    Shape{4, 2, 64, 3, {7, 130, 64}, false},       // rep 2, 8 lanes a row
+    Shape{4, 2, 64, 3, {7, 130, 64}, false, 3},    // an odd row stride: by elements
+    Shape{32, 8, 128, 64, kManyLengths, false},    // many sequences, the 8B model's heads
+    Shape{12, 2, 96, 7, {1, 40, 77}, true},        // tensor cores: rep 6, D 96, chunks across pages
+    Shape{8, 4, 32, 16, {17, 33, 2}, false},       // D 32: half the lanes' V dims past D
+    Shape{16, 2, 128, 64, {260, 31}, false},       // rep 8: every row of A's top half
+    Shape{4, 4, 64, 16, {20, 1}, true},            // rep 1, gated
+    Shape{16, 2, 256, 16, {40, 100}, false}};      // rep 8 at D 256: > 48 KB of shared memory
 // The default split (host arithmetic, no GPU): few heads get short splits
 // so the blocks reach kAttnTargetBlocks; many heads keep whole contexts up
 // to kAttnMaxSplitRows; an explicit split_rows is kept.
@@ -183,7 +193,41 @@ TEST(AttentionDecodeSplits, SixteenByteRowsWhereDimsAndStrideAlign) {
   EXPECT_FALSE(attention_decode_vec_ok(64, 2 * 2 * 64 + 3));
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, AttentionDecodeCuda, ::testing::Combine(kShapes, ::testing::Values(0, 1, 2)));
+// Which rows go on tensor cores (host arithmetic): D of 32, 64, 96, 128, 256.
+TEST(AttentionDecodeSplits, TensorCoresWhereDimsAreWholeGroupsOf32) {
+  using ops::cuda::attention_decode_mma_ok;
+  EXPECT_TRUE(attention_decode_mma_ok(128, 2 * 8 * 128));
+  EXPECT_TRUE(attention_decode_mma_ok(96, 2 * 2 * 96 + 8));
+  EXPECT_TRUE(attention_decode_mma_ok(32, 2 * 4 * 32));
+  EXPECT_TRUE(attention_decode_mma_ok(256, 2 * 4 * 256));  // Qwen3.5
+  EXPECT_FALSE(attention_decode_mma_ok(160, 2 * 160));
+  EXPECT_FALSE(attention_decode_mma_ok(40, 2 * 2 * 40 + 8));
+  EXPECT_FALSE(attention_decode_mma_ok(64, 2 * 2 * 64 + 3));
+}
+
+// The tensor-core kernel's block (host arithmetic): 4 warps only for two
+// waves of blocks with ≥ 256 rows each, at D ≤ 128.
+TEST(AttentionDecodeSplits, FourWarpsOnlyForLongBlocksInSeveralWaves) {
+  using ops::cuda::attention_decode_mma_warps;
+  EXPECT_EQ(attention_decode_mma_warps(128, 8 * 256 * 2, 512, 132), 4);  // 8B, batch 256, 1,024 rows
+  EXPECT_EQ(attention_decode_mma_warps(128, 8 * 8 * 8, 512, 132), 2);    // batch 8: under two waves
+  EXPECT_EQ(attention_decode_mma_warps(128, 8 * 256, 129, 132), 2);      // short contexts
+  EXPECT_EQ(attention_decode_mma_warps(256, 4 * 256 * 8, 512, 132), 2);  // D 256: registers
+}
+
+// Every shape by each kernel that takes it, with each way of splitting.
+std::vector<std::tuple<Shape, int, int>> shape_cases() {
+  std::vector<std::tuple<Shape, int, int>> v;
+  for (const Shape& s : kShapes)
+    for (int split = 0; split < 3; ++split) {
+      const int64_t stride = 2 * int64_t(s.Hkv) * s.D + s.pad;
+      v.emplace_back(s, split, 1);
+      if (ops::cuda::attention_decode_vec_ok(s.D, stride)) v.emplace_back(s, split, 2);
+      if (ops::cuda::attention_decode_mma_ok(s.D, stride)) v.emplace_back(s, split, 3);
+    }
+  return v;
+}
+INSTANTIATE_TEST_SUITE_P(Shapes, AttentionDecodeCuda, ::testing::ValuesIn(shape_cases()));
 
 // Runs without a GPU: every refusal comes before the device is touched.
 TEST(AttentionDecodeCudaArgs, BadShapesAreRefused) {
@@ -247,6 +291,30 @@ TEST(AttentionDecodeCudaArgs, BadShapesAreRefused) {
   {
     auto b = a;
     b.scale = NAN;
+    EXPECT_TRUE(refused(b));
+  }
+  {
+    auto b = a;
+    b.kv.row_stride = 257;  // by elements only
+    b.variant = 2;
+    EXPECT_TRUE(refused(b));
+    b.variant = 3;
+    EXPECT_TRUE(refused(b));
+    b.variant = 1;
+    b.batch = 0;
+    EXPECT_EQ(attention_decode_cuda(b, nullptr), cudaSuccess);
+  }
+  {
+    auto b = a;
+    b.D = 40, b.q_head_stride = 40, b.ldq = 8 * 40, b.ldo = 8 * 40;  // by rows, not on tensor cores
+    b.variant = 3;
+    EXPECT_TRUE(refused(b));
+  }
+  {
+    auto b = a;
+    b.variant = ops::cuda::kAttnDecodeVariants;
+    EXPECT_TRUE(refused(b));
+    b.variant = -1;
     EXPECT_TRUE(refused(b));
   }
   {

@@ -1,8 +1,9 @@
 // Attention decode (see attention_decode.h). A block of kAttnWarps warps
 // serves the rep = Hq/Hkv query heads of one KV head, and the warps'
 // partial softmaxes are merged through shared memory at the end (query
-// heads sharing a KV head share its reads: the GQA saving). Two ways a
-// warp walks its rows:
+// heads sharing a KV head share its reads: the GQA saving). Three ways a
+// warp walks its rows — on tensor cores where attention_decode_mma_ok
+// (attention_decode_mma.cu, the launcher's choice there), else:
 //  - attention_decode_vec_kernel, where D and the row stride are multiples
 //    of 8: a lane holds 8 adjacent dims, a row takes the next power of two
 //    ≥ D/8 lanes (a lane group), and each group loads kAttnVecRows rows of
@@ -19,6 +20,7 @@
 
 #include <cmath>
 
+#include "ops/cuda/attention_decode_merge.cuh"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/row_reduce.cuh"
 #include "ops/cuda/tile.cuh"
@@ -32,46 +34,9 @@ constexpr int kAttnPerLane = kAttnMaxD / 32;
 // Rows a lane group of the vec kernel loads at once (K and V: 2 × 16 bytes each a lane).
 constexpr int kAttnVecRows = 4;
 
-__device__ __forceinline__ const uint16_t* kv_row(const uint16_t* const* pages, const PagedKv& kv, int b, int64_t p) {
-  return pages[kv.page_table[int64_t(b) * kv.max_pages + p / kv.page_size]] + (p % kv.page_size) * kv.row_stride;
-}
-
 __device__ __forceinline__ void load_row(const uint16_t* r, int D, int lane, float (&x)[kAttnPerLane]) {
 #pragma unroll
   for (int e = 0; e < kAttnPerLane; ++e) x[e] = lane + 32 * e < D ? bf(r, lane + 32 * e) : 0.0f;
-}
-
-// The final value of head h, dim d of sequence b: gated, rounded, stored.
-__device__ __forceinline__ void write_out(const AttentionDecodeArgs& a, int b, int h, int d, float o) {
-  if (a.gate != nullptr) o *= sigmoid_f(bf(a.gate, int64_t(b) * a.ldg + int64_t(h) * a.g_head_stride + d));
-  put_bf(a.out, int64_t(b) * a.ldo + int64_t(h) * a.D + d, o);
-}
-
-// The block's end: the nw warps' partials (sM, sL: (nw, rep); sA: (nw,
-// rep, D)) merged per query head and dim, then written out (one split) or
-// left in the scratch for attention_combine_kernel.
-__device__ void merge_warps(const AttentionDecodeArgs& a, int b, int kvh, int sp, int n_splits, int nw, const float* sM,
-                            const float* sL, const float* sA) {
-  const int rep = a.Hq / a.Hkv, D = a.D;
-  __syncthreads();
-  for (int i = threadIdx.x; i < rep * D; i += blockDim.x) {
-    const int r = i / D, d = i % D, h = kvh * rep + r;
-    float M = -INFINITY, Ls = 0.0f, A = 0.0f;
-    for (int k = 0; k < nw; ++k) M = fmaxf(M, sM[k * rep + r]);
-    if (M != -INFINITY)
-      for (int k = 0; k < nw; ++k) {
-        const float f = expf(sM[k * rep + r] - M);  // 0 for a warp without rows
-        Ls += sL[k * rep + r] * f;
-        A += sA[(k * rep + r) * D + d] * f;
-      }
-    if (n_splits == 1) {
-      write_out(a, b, h, d, Ls > 0.0f ? A / Ls : 0.0f);
-    } else {
-      float* part = a.scratch + ((int64_t(b) * a.Hq + h) * n_splits + sp) * (D + 2);  // (D) A | M | L
-      part[d] = A;
-      if (d == 0) part[D] = M, part[D + 1] = Ls;
-    }
-  }
 }
 
 __global__ void __launch_bounds__(32 * kAttnWarps) attention_decode_kernel(AttentionDecodeArgs a, int n_splits,
@@ -298,11 +263,14 @@ bool paged_ok(const PagedKv& kv, int64_t width) {
 }  // namespace
 
 cudaError_t attention_decode_cuda(const AttentionDecodeArgs& a, cudaStream_t stream) {
-  if (a.batch < 0 || a.batch > 65535 || a.Hkv < 1 || a.Hq < a.Hkv || a.Hq % a.Hkv != 0 ||
-      a.Hq / a.Hkv > kAttnMaxRep || a.D < 1 || a.D > kAttnMaxD || !std::isfinite(a.scale) || a.q == nullptr ||
-      a.out == nullptr || a.seq_len == nullptr || a.q_head_stride < a.D || a.ldq < int64_t(a.Hq) * a.q_head_stride ||
-      a.ldo < int64_t(a.Hq) * a.D || !paged_ok(a.kv, int64_t(a.Hkv) * a.D) || a.split_rows < 0)
+  if (a.batch < 0 || a.batch > 65535 || a.Hkv < 1 || a.Hq < a.Hkv || a.Hq % a.Hkv != 0 || a.Hq / a.Hkv > kAttnMaxRep ||
+      a.D < 1 || a.D > kAttnMaxD || !std::isfinite(a.scale) || a.q == nullptr || a.out == nullptr ||
+      a.seq_len == nullptr || a.q_head_stride < a.D || a.ldq < int64_t(a.Hq) * a.q_head_stride ||
+      a.ldo < int64_t(a.Hq) * a.D || !paged_ok(a.kv, int64_t(a.Hkv) * a.D) || a.split_rows < 0 || a.variant < 0 ||
+      a.variant >= kAttnDecodeVariants)
     return cudaErrorInvalidValue;
+  const bool vec = attention_decode_vec_ok(a.D, a.kv.row_stride), mma = attention_decode_mma_ok(a.D, a.kv.row_stride);
+  if ((a.variant == 2 && !vec) || (a.variant == 3 && !mma)) return cudaErrorInvalidValue;
   if (a.gate != nullptr && (a.g_head_stride < a.D || a.ldg < int64_t(a.Hq) * a.g_head_stride))
     return cudaErrorInvalidValue;
   if (a.scratch != nullptr && a.max_seq_len < 1) return cudaErrorInvalidValue;
@@ -313,7 +281,9 @@ cudaError_t attention_decode_cuda(const AttentionDecodeArgs& a, cudaStream_t str
   const int rep = a.Hq / a.Hkv;
   const dim3 grid(a.Hkv, a.batch, n_splits);
   const size_t partials = sizeof(float) * size_t(kAttnWarps) * rep * (2 + a.D);
-  if (attention_decode_vec_ok(a.D, a.kv.row_stride)) {
+  if (mma && (a.variant == 0 || a.variant == 3)) {
+    if (cudaError_t e = attention_decode_mma(a, n_splits, split_rows, stream); e != cudaSuccess) return e;
+  } else if (vec && a.variant != 1) {
     int lpr_log2 = 0;
     while ((1 << lpr_log2) * 8 < a.D) ++lpr_log2;
     auto kernel = rep <= 1   ? attention_decode_vec_kernel<1>

@@ -21,9 +21,11 @@
 // second kernel): right when batch·Hkv already fills the GPU.
 //
 // Where D and the row stride are multiples of 8 (attention_decode_vec_ok)
-// rows are read by 16-byte loads: the page pointers (and so each row's K
-// and V) must then be 16-byte aligned, as cudaMalloc'd pages laid out like
-// the store's are.
+// rows are read by 16-byte loads, and where D is also 32, 64, 96, 128 or 256
+// (attention_decode_mma_ok) the products run on tensor cores (P as two
+// bf16 terms before P·V, 16 bits of its mantissa): the page pointers (and so
+// each row's K and V) must then be 16-byte aligned, as cudaMalloc'd pages
+// laid out like the store's are.
 //
 // Shapes: B sequences, Hq query heads, Hkv KV heads (Hq/Hkv ≤ 8), D ≤ 256.
 #pragma once
@@ -69,7 +71,14 @@ struct AttentionDecodeArgs {
   int max_seq_len = 0;                // host bound on seq_len (sizes the splits and scratch)
   float* scratch = nullptr;           // attention_decode_scratch_floats(), or nullptr: one split
   int split_rows = 0;                 // context rows per split (0: attention_decode_split_rows's choice)
+  // Which kernel walks the rows, for A/B runs and tests: 0 the launcher's
+  // choice (the first of 3, 2, 1 that the shape allows), 1 by elements (any
+  // D), 2 by 16-byte rows on the FMA pipe (refused unless
+  // attention_decode_vec_ok), 3 on tensor cores (refused unless
+  // attention_decode_mma_ok).
+  int variant = 0;
 };
+constexpr int kAttnDecodeVariants = 4;
 
 // Context rows per split: split_rows if given, else enough splits that
 // batch·Hkv·splits reaches kAttnTargetBlocks, of kAttnMinSplitRows to
@@ -93,6 +102,23 @@ inline int64_t attention_decode_scratch_floats(int batch, int Hq, int Hkv, int D
 // Whether attention_decode_cuda reads K and V rows by 16-byte loads (8
 // dims a lane) rather than by elements.
 inline bool attention_decode_vec_ok(int D, int64_t row_stride) { return D % 8 == 0 && row_stride % 8 == 0; }
+// Whether it can take the tensor-core kernel: D of 32, 64, 96, 128 or 256 and
+// 16-byte rows (the page pointers 16-byte aligned, as for the vec kernel).
+inline bool attention_decode_mma_ok(int D, int64_t row_stride) {
+  return (D == 256 || (D % 32 == 0 && D <= 128)) && row_stride % 8 == 0;
+}
+
+// Warps a block of the tensor-core kernel: 4 where there are two waves
+// of its blocks or more (3 an SM) and each walks ≥ 256 rows, else 2 — with
+// fewer rows a block's extra warps idle, with fewer blocks an SM's last
+// slots stay empty. At D = 256 always 2 (234 registers a lane). H200
+// trials (docs/perf, session 31): at 8B shapes 2 warps took 0.64–0.84× the
+// time of 4 at batch 1–8 (1.05× at batch 1 and 128 rows), 4 warps 0.89–0.92×
+// of 2's at batch 64–256 and 1,024–4,096 rows; at D = 256, 2 warps within
+// 8% of the best of 1, 2 and 4.
+inline int attention_decode_mma_warps(int D, int64_t blocks, int rows_per_block, int sms) {
+  return D <= 128 && rows_per_block >= 256 && blocks >= int64_t(6) * sms ? 4 : 2;
+}
 
 cudaError_t attention_decode_cuda(const AttentionDecodeArgs& a, cudaStream_t stream);
 

@@ -19,4 +19,16 @@ __device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const uint32_t (&a
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// The same with A's rows 8..15 zero (a1 = a3 = 0) and only d's rows 0..7
+// kept (d0, d1 above): for products whose M is at most 8 (attention
+// decode's query heads of one KV head), so that the accumulators of the
+// unused rows take no registers. a0, a2: A's (g, 2c), (g, 2c+8).
+__device__ __forceinline__ void mma_bf16_16816_top(float& d0, float& d1, uint32_t a0, uint32_t a2, uint32_t b0,
+                                                   uint32_t b1) {
+  [[maybe_unused]] float d2, d3;  // rows 8..15: zero in, discarded out
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%5}, {%7,%8}, {%0,%1,%9,%9};\n"
+      : "+f"(d0), "+f"(d1), "=f"(d2), "=f"(d3)
+      : "r"(a0), "r"(0u), "r"(a2), "r"(b0), "r"(b1), "f"(0.0f));
+}
+
 }  // namespace replayssm::ops::cuda

@@ -1,0 +1,59 @@
+// What the attention decode kernels share (attention_decode.cu,
+// attention_decode_mma.cu): a context row's address through the page
+// table, and a block's end — its warps' partial softmaxes merged and
+// written out, or left in the scratch for the splits' combine.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "ops/cuda/attention_decode.h"
+#include "ops/cuda/row_reduce.cuh"
+#include "ops/cuda/tile.cuh"
+
+namespace replayssm::ops::cuda {
+
+__device__ __forceinline__ const uint16_t* kv_row(const uint16_t* const* pages, const PagedKv& kv, int b, int64_t p) {
+  return pages[kv.page_table[int64_t(b) * kv.max_pages + p / kv.page_size]] + (p % kv.page_size) * kv.row_stride;
+}
+
+// The final value of head h, dim d of sequence b: gated, rounded, stored.
+__device__ __forceinline__ void write_out(const AttentionDecodeArgs& a, int b, int h, int d, float o) {
+  if (a.gate != nullptr) o *= sigmoid_f(bf(a.gate, int64_t(b) * a.ldg + int64_t(h) * a.g_head_stride + d));
+  put_bf(a.out, int64_t(b) * a.ldo + int64_t(h) * a.D + d, o);
+}
+
+// The block's end: the nw warps' partials (sM, sL: (nw, rep); sA: (nw,
+// rep, D)) merged per query head and dim, then written out (one split) or
+// left in the scratch for attention_combine_kernel.
+__device__ inline void merge_warps(const AttentionDecodeArgs& a, int b, int kvh, int sp, int n_splits, int nw,
+                                   const float* sM, const float* sL, const float* sA) {
+  const int rep = a.Hq / a.Hkv, D = a.D;
+  __syncthreads();
+  for (int i = threadIdx.x; i < rep * D; i += blockDim.x) {
+    const int r = i / D, d = i % D, h = kvh * rep + r;
+    float M = -INFINITY, Ls = 0.0f, A = 0.0f;
+    for (int k = 0; k < nw; ++k) M = fmaxf(M, sM[k * rep + r]);
+    if (M != -INFINITY)
+      for (int k = 0; k < nw; ++k) {
+        const float f = expf(sM[k * rep + r] - M);  // 0 for a warp without rows
+        Ls += sL[k * rep + r] * f;
+        A += sA[(k * rep + r) * D + d] * f;
+      }
+    if (n_splits == 1) {
+      write_out(a, b, h, d, Ls > 0.0f ? A / Ls : 0.0f);
+    } else {
+      float* part = a.scratch + ((int64_t(b) * a.Hq + h) * n_splits + sp) * (D + 2);  // (D) A | M | L
+      part[d] = A;
+      if (d == 0) part[D] = M, part[D + 1] = Ls;
+    }
+  }
+}
+
+// The tensor-core kernel's launch (attention_decode_mma.cu), arguments
+// checked by attention_decode_cuda, attention_decode_mma_ok true.
+cudaError_t attention_decode_mma(const AttentionDecodeArgs& a, int n_splits, int split_rows, cudaStream_t stream);
+
+}  // namespace replayssm::ops::cuda
