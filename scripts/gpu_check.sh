@@ -28,6 +28,10 @@ summary() {
     "$o/ssm_small_batches.txt"
   awk '$1 ~ /^(mamba2|gdn)$/ && $2 ~ /^beam8(-alone)?$/ && $3 ~ /^(64|256)$/ {
          printf "  %-7s %-12s batch %4s  %6s\n", $1, $2, $3, $(NF-1) }' "$o/ssm_decode_bench.txt"
+  echo "attention decode, 4,096-row contexts (the tensor-core kernel):"
+  awk '$1 ~ /^(nemotron|qwen)/ && $5 ~ /^(64|256)$/ && $6 == 4096 {
+         printf "  %-14s batch %4s  %8s us  %6s GB/s  %s of read bandwidth\n", $1, $5, $10, $11, $12 }' \
+    "$o/attn_decode_bench.txt"
   echo "end to end at 8B shapes (tok/s, standard -> replay):"
   awk '$2 == "standard" && NF == 8 { s[$1] = $3 } $2 == "replay" && NF == 9 && ($1 in s) {
          printf "  batch %4s  %9s -> %9s  %s\n", $1, s[$1], $3, $NF }' "$o/e2e_decode_bench.txt"
@@ -42,14 +46,14 @@ summary() {
 case "${1:-}" in
   stage)
     cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-    cmake --build build -j "$(nproc)" --target replayssm_cuda_tests replayssm_ssm_bench replayssm_gemv_bench replayssm_e2e_bench \
-      replayssm_engine_bench replayssm_cli
+    cmake --build build -j "$(nproc)" --target replayssm_cuda_tests replayssm_ssm_bench replayssm_gemv_bench replayssm_attn_bench \
+      replayssm_e2e_bench replayssm_engine_bench replayssm_cli
     rm -rf .gpu && mkdir -p .gpu
     # The CUDA runtime is linked statically and cuBLAS comes from the device's
     # own CUDA 13; the Debian libraries the model loader and the CPU
     # reference need (OpenBLAS, utf8proc, PCRE2) travel compressed.
-    cp build/tests/replayssm_cuda_tests build/replayssm_ssm_bench build/replayssm_gemv_bench build/replayssm_e2e_bench \
-      build/replayssm_engine_bench build/replayssm .gpu/
+    cp build/tests/replayssm_cuda_tests build/replayssm_ssm_bench build/replayssm_gemv_bench build/replayssm_attn_bench \
+      build/replayssm_e2e_bench build/replayssm_engine_bench build/replayssm .gpu/
     libs=$(ldd .gpu/replayssm_cuda_tests .gpu/replayssm | awk '/=> \//{print $3}' | sort -u |
            grep -E 'openblas|gfortran|quadmath|pcre2|utf8proc' || true)
     tar -cJhf .gpu/libs.tar.xz --transform 's,.*/,,' $libs
@@ -58,7 +62,7 @@ case "${1:-}" in
     # share most of their bytes (every one links the same kernels), so one
     # stream with a dictionary wider than a binary stores those once:
     # 7.8 MB where 4 MiB blocks took 29.5.
-    bins="replayssm_cuda_tests replayssm_ssm_bench replayssm_gemv_bench replayssm_e2e_bench replayssm_engine_bench replayssm"
+    bins="replayssm_cuda_tests replayssm_ssm_bench replayssm_gemv_bench replayssm_attn_bench replayssm_e2e_bench replayssm_engine_bench replayssm"
     (cd .gpu && XZ_OPT='-T1 --lzma2=preset=3,dict=128MiB' tar -cJf bin.tar.xz $bins && rm $bins)
     exclude=$(git rev-parse --git-path info/exclude) && mkdir -p "$(dirname "$exclude")" && touch "$exclude"
     grep -qxF '/.gpu/' "$exclude" || echo '/.gpu/' >> "$exclude"
@@ -78,6 +82,7 @@ case "${1:-}" in
     for fam in mamba2 gdn; do .gpu/replayssm_ssm_bench --only $fam --batches 2,3,4,5,6,7; done |
       grep -E '^(mamba2|gdn) ' | tee "$out/ssm_small_batches.txt"
     .gpu/replayssm_gemv_bench | tee "$out/gemv_bench.txt"
+    .gpu/replayssm_attn_bench --json "$out/attn_decode_bench.json" | tee "$out/attn_decode_bench.txt"
     .gpu/replayssm_e2e_bench --json "$out/e2e_decode_bench.json" | tee "$out/e2e_decode_bench.txt"
     .gpu/replayssm_engine_bench | tee "$out/engine_bench.txt"
     # Long prompts: their prefill in chunks of 8 (the decode kernels' T)
