@@ -70,28 +70,6 @@ bool parse_ints(const std::string& s, int lo, int hi, std::vector<int>* out) {
   return true;
 }
 
-// Median µs of launch() on stream s over `runs` timed calls after 2 warm-ups.
-double median_us(cudaStream_t s, int runs, const std::function<void()>& launch) {
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  for (int i = 0; i < 2; ++i) launch();
-  std::vector<double> us;
-  for (int i = 0; i < runs; ++i) {
-    CK(cudaEventRecord(a, s));
-    launch();
-    CK(cudaEventRecord(b, s));
-    CK(cudaEventSynchronize(b));
-    float ms = 0.0f;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    us.push_back(ms * 1e3);
-  }
-  CK(cudaEventDestroy(a));
-  CK(cudaEventDestroy(b));
-  std::sort(us.begin(), us.end());
-  return us[us.size() / 2];
-}
-
 struct Row {
   std::string preset;
   int batch, context, splits;
@@ -154,10 +132,12 @@ int main(int argc, char** argv) {
   // read_ld runs on the legacy stream: timed there.
   const double read_gbs =
       probe_n /
-      (median_us(nullptr, runs, [&] { CK(bench::read_ld(probe, probe_n, sink, prop.multiProcessorCount)); }) * 1e3);
+      (bench::median_us(nullptr, runs, [&] { CK(bench::read_ld(probe, probe_n, sink, prop.multiProcessorCount)); }) *
+       1e3);
   const double copy_gbs =
       2.0 * probe_n /
-      (median_us(s, runs, [&] { CK(cudaMemcpyAsync(probe2, probe, probe_n, cudaMemcpyDeviceToDevice, s)); }) * 1e3);
+      (bench::median_us(s, runs, [&] { CK(cudaMemcpyAsync(probe2, probe, probe_n, cudaMemcpyDeviceToDevice, s)); }) *
+       1e3);
   CK(cudaFree(probe));
   CK(cudaFree(probe2));
   CK(cudaFree(sink));
@@ -235,7 +215,7 @@ int main(int argc, char** argv) {
         CK(cudaStreamEndCapture(s, &g));
         CK(cudaGraphInstantiate(&ge, g, 0));
         CK(cudaGraphDestroy(g));
-        const double us = median_us(s, runs, [&] { CK(cudaGraphLaunch(ge, s)); }) / calls;
+        const double us = bench::median_us(s, runs, [&] { CK(cudaGraphLaunch(ge, s)); }) / calls;
         CK(cudaGraphExecDestroy(ge));
         const double bytes = kv_bytes + double(B) * ldq * 2.0 + double(B) * ldo * 2.0;  // + q (and gate), out
         const int splits = ops::cuda::attention_decode_splits(B, Hkv, ctx, 0);

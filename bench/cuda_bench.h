@@ -1,13 +1,16 @@
 // What the CUDA benches share: CK, which ends the bench on a CUDA error and
 // names the call, the read-only bandwidth probes of read_probe.cu and the
-// write-heavy one of fanout_probe.cu.
+// write-heavy one of fanout_probe.cu, and a timer of launches on a stream.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <vector>
 
 #define CK(x)                                                                                   \
   do {                                                                                          \
@@ -27,4 +30,27 @@ cudaError_t read_bulk(const void* p, size_t bytes, float* out, int sms);
 // dst + c·bytes (fanout_probe.cu); bytes a multiple of 16, copies 4 (the
 // verify's T; other counts are refused).
 cudaError_t fanout_copy(const void* src, void* dst, size_t bytes, int copies, int sms);
+
+// Median µs of launch() on stream s over `runs` timed calls after 2 warm-ups.
+inline double median_us(cudaStream_t s, int runs, const std::function<void()>& launch) {
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  for (int i = 0; i < 2; ++i) launch();
+  std::vector<double> us;
+  for (int i = 0; i < runs; ++i) {
+    CK(cudaEventRecord(a, s));
+    launch();
+    CK(cudaEventRecord(b, s));
+    CK(cudaEventSynchronize(b));
+    float ms = 0.0f;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    us.push_back(ms * 1e3);
+  }
+  CK(cudaEventDestroy(a));
+  CK(cudaEventDestroy(b));
+  std::sort(us.begin(), us.end());
+  return us[us.size() / 2];
+}
+
 }  // namespace replayssm::bench

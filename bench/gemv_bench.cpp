@@ -37,30 +37,8 @@ int usage() {
   return 2;
 }
 
-// Median µs of launch() on stream s over `runs` timed calls after 2 warm-ups.
-double median_us(cudaStream_t s, int runs, const std::function<void()>& launch) {
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  for (int i = 0; i < 2; ++i) launch();
-  std::vector<double> us;
-  for (int i = 0; i < runs; ++i) {
-    CK(cudaEventRecord(a, s));
-    launch();
-    CK(cudaEventRecord(b, s));
-    CK(cudaEventSynchronize(b));
-    float ms = 0.0f;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    us.push_back(ms * 1e3);
-  }
-  CK(cudaEventDestroy(a));
-  CK(cudaEventDestroy(b));
-  std::sort(us.begin(), us.end());
-  return us[us.size() / 2];
-}
-
 double time_graph(cudaGraphExec_t graph, cudaStream_t s, int runs) {
-  return median_us(s, runs, [&] { CK(cudaGraphLaunch(graph, s)); });
+  return bench::median_us(s, runs, [&] { CK(cudaGraphLaunch(graph, s)); });
 }
 
 }  // namespace
@@ -108,7 +86,7 @@ int main(int argc, char** argv) {
   CK(cudaMemset(probe, 0, probe_n));
   // read_ld runs on the legacy stream: timed there.
   const double probe_us =
-      median_us(nullptr, runs, [&] { CK(bench::read_ld(probe, probe_n, sink, prop.multiProcessorCount)); });
+      bench::median_us(nullptr, runs, [&] { CK(bench::read_ld(probe, probe_n, sink, prop.multiProcessorCount)); });
   const double read_gbs = double(probe_n) / (probe_us * 1e3);
   CK(cudaFree(probe));
   CK(cudaFree(sink));

@@ -165,7 +165,7 @@ const std::vector<Shape> kShapes = {
     Shape{8, 4, 32, 16, {17, 33, 2}, false},       // D 32: half the lanes' V dims past D
     Shape{16, 2, 128, 64, {260, 31}, false},       // rep 8: every row of A's top half
     Shape{4, 4, 64, 16, {20, 1}, true},            // rep 1, gated
-    Shape{16, 2, 256, 16, {40, 100}, false}};      // rep 8 at D 256: > 48 KB of shared memory
+    Shape{16, 2, 256, 16, {40, 100}, false}};      // rep 8 at D 256: the widest rows, every head of A
 // The default split (host arithmetic, no GPU): few heads get short splits
 // so the blocks reach kAttnTargetBlocks; many heads keep whole contexts up
 // to kAttnMaxSplitRows; an explicit split_rows is kept.

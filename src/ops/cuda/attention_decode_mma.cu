@@ -56,14 +56,6 @@ __device__ __forceinline__ void split_bf16(float x0, float x1, uint32_t& hi, uin
 __device__ __forceinline__ uint32_t word(const uint4& u, int i) {
   return i == 0 ? u.x : i == 1 ? u.y : i == 2 ? u.z : u.w;
 }
-__device__ __forceinline__ float quad_max(float v) {
-  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
-  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
-}
-__device__ __forceinline__ float quad_sum(float v) {
-  v += __shfl_xor_sync(0xffffffffu, v, 1);
-  return v + __shfl_xor_sync(0xffffffffu, v, 2);
-}
 
 // One chunk's rows as this lane loads them: K rows 8n + g (n = 0, 1), V
 // rows 2c, 2c+1, 2c+8, 2c+9 of the chunk; zeros past the split's end (a V
@@ -242,7 +234,7 @@ cudaError_t attention_decode_mma(const AttentionDecodeArgs& a, int n_splits, int
   auto go = [&](auto kernel, int nw) {
     // The warps' Q fragments (4·D floats each), then merge_warps' partials.
     const size_t shm = sizeof(float) * size_t(nw) * (4 * a.D + (a.Hq / a.Hkv) * (2 + a.D));
-    if (cudaError_t e = allow_dynamic_smem(kernel, shm); e != cudaSuccess) return e;  // up to 49 KB
+    if (cudaError_t e = allow_dynamic_smem(kernel, shm); e != cudaSuccess) return e;  // 25 KB at most today
     launch_kernel(kernel, grid, 32 * nw, shm, stream, a, n_splits, split_rows);
     return cudaGetLastError();
   };

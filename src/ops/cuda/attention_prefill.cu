@@ -37,14 +37,6 @@ __device__ __forceinline__ uint32_t ld_pair(const uint16_t* p) { return *reinter
 __device__ __forceinline__ uint32_t pack_pair(uint16_t lo, uint16_t hi) { return uint32_t(lo) | (uint32_t(hi) << 16); }
 __device__ __forceinline__ uint16_t bf_bits(float x) { return __bfloat16_as_ushort(__float2bfloat16(x)); }
 
-__device__ __forceinline__ float quad_max(float v) {
-  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
-  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
-}
-__device__ __forceinline__ float quad_sum(float v) {
-  v += __shfl_xor_sync(0xffffffffu, v, 1);
-  return v + __shfl_xor_sync(0xffffffffu, v, 2);
-}
 
 // n bf16 from src to dst: one 16-byte move when n = 8 and both are aligned.
 __device__ __forceinline__ void copy_bf(uint16_t* dst, const uint16_t* src, int n) {

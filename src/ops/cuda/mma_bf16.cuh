@@ -31,4 +31,15 @@ __device__ __forceinline__ void mma_bf16_16816_top(float& d0, float& d1, uint32_
       : "r"(a0), "r"(0u), "r"(a2), "r"(b0), "r"(b1), "f"(0.0f));
 }
 
+// The max and sum over the 4 lanes (c = 0..3) that hold one accumulator
+// row g of a fragment; every one of them gets the result.
+__device__ __forceinline__ float quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
 }  // namespace replayssm::ops::cuda
