@@ -91,6 +91,7 @@ int main(int argc, char** argv) {
       preset_list.clear();
       std::stringstream ss(v);
       for (std::string p; std::getline(ss, p, ',');) preset_list.push_back(p);
+      if (preset_list.empty()) return usage();
     } else if (a == "--batches") {
       if (!parse_ints(v, 1, 65535, &batches)) return usage();
     } else if (a == "--contexts") {
@@ -105,6 +106,9 @@ int main(int argc, char** argv) {
       runs = x[0];
     } else if (a == "--json") {
       json_path = v;
+      FILE* f = std::fopen(v.c_str(), "w");  // refused now, not after the sweep
+      if (f == nullptr) return std::fprintf(stderr, "error: cannot write %s\n", v.c_str()), 1;
+      std::fclose(f);
     } else {
       return usage();
     }
@@ -144,7 +148,7 @@ int main(int argc, char** argv) {
   std::printf("%s: read-only bandwidth %.0f GB/s (16-byte loads), copy %.0f GB/s (read + write); variant %d\n",
               prop.name, read_gbs, copy_gbs, variant);
   std::printf("%-14s %4s %4s %3s %6s %7s | %6s %8s %9s %8s %6s %6s\n", "preset", "Hq", "Hkv", "D", "batch", "context",
-              "splits", "MB", "µs", "GB/s", "%read", "%copy");
+              "splits", "MB", "us", "GB/s", "%read", "%copy");
 
   std::vector<Row> rows;
   std::mt19937 rng(7);

@@ -38,12 +38,21 @@ struct Shape {
   std::vector<int> len;  // per sequence, the new row included
   bool gate;
   int pad = 8;  // row stride − 2·Hkv·D
+  // On tensor cores with one split, the launcher's blocks of 4 warps
+  // (attention_decode_mma_warps, checked on the device at hand).
+  bool four_warps = false;
 };
 void PrintTo(const Shape& s, std::ostream* os) {
   *os << "Hq" << s.Hq << "_Hkv" << s.Hkv << "_D" << s.D << "_page" << s.page_size << "_len";
-  for (int l : s.len) *os << "_" << l;
+  if (s.len.size() > 24) {  // many sequences: their count and range
+    const auto [lo, hi] = std::minmax_element(s.len.begin(), s.len.end());
+    *os << "_" << s.len.size() << "_of_" << *lo << "_to_" << *hi;
+  } else {
+    for (int l : s.len) *os << "_" << l;
+  }
   if (s.gate) *os << "_gated";
   if (s.pad != 8) *os << "_pad" << s.pad;
+  if (s.four_warps) *os << "_four_warps";
 }
 // Splits: 0 none (no scratch), 1 the default split, 2 splits of 24 rows;
 // then the kernel (AttentionDecodeArgs::variant: 1 by elements, 2 by
@@ -117,6 +126,13 @@ TEST_P(AttentionDecodeCuda, MatchesCpuOverShuffledPages) {
     scratch_init.assign(size_t(ops::cuda::attention_decode_scratch_floats(B, Hq, Hkv, D, max_len, a.split_rows)), NAN);
   Dev<float> dscratch(scratch_init);
   if (split_mode != 0) a.scratch = dscratch.p;
+  if (s.four_warps && a.variant == 3 && split_mode != 2) {  // the shape still reaches the 4-warp kernels
+    int sms = 0;
+    ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+    const int n_splits = split_mode == 0 ? 1 : ops::cuda::attention_decode_splits(B, Hkv, max_len, 0);
+    ASSERT_EQ(n_splits, 1);
+    EXPECT_EQ(ops::cuda::attention_decode_mma_warps(D, int64_t(Hkv) * B, max_len, sms), 4);
+  }
   ASSERT_EQ(ops::cuda::attention_decode_cuda(a, nullptr), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 
@@ -151,21 +167,30 @@ TEST_P(AttentionDecodeCuda, MatchesCpuOverShuffledPages) {
 // is 32 rows at D = 128).
 const std::vector<int> kManyLengths = {1,  2,  3,  4,   5,   8,   9,   15,  16,  17,  31,  33,
                                        63, 64, 65, 100, 127, 128, 129, 191, 200, 255, 256, 257};
+// 200 sequences of 256–319 rows: 1,600 blocks of one split each, past
+// six a SM on any device of ≤ 266 SMs — the tensor-core kernel's 4-warp
+// blocks.
+std::vector<int> many_long_lengths() {
+  std::vector<int> v(200);
+  for (int i = 0; i < 200; ++i) v[i] = 256 + (i * 37) % 64;
+  return v;
+}
 const std::vector<Shape> kShapes = {
-    Shape{6, 2, 40, 5, {1, 5, 23}, false},         // odd: one row, a full page, a partial page
-    Shape{3, 3, 16, 4, {9, 2}, true},              // no sharing (rep 1), tiny Qwen3.5 head, gated
-    Shape{8, 1, 100, 7, {50, 3, 71}, false},       // rep 8, odd D
-    Shape{32, 8, 128, 16, {1, 300, 1000}, false},  // Nemotron-H-8B
-    Shape{24, 4, 256, 16, {513, 2048}, true},      // Qwen3.5-27B, gated
-    Shape{32, 8, 128, 64, {5000}, false},          // one long context
-    Shape{4, 2, 64, 3, {7, 130, 64}, false},       // rep 2, 8 lanes a row
-    Shape{4, 2, 64, 3, {7, 130, 64}, false, 3},    // an odd row stride: by elements
-    Shape{32, 8, 128, 64, kManyLengths, false},    // many sequences, the 8B model's heads
-    Shape{12, 2, 96, 7, {1, 40, 77}, true},        // tensor cores: rep 6, D 96, chunks across pages
-    Shape{8, 4, 32, 16, {17, 33, 2}, false},       // D 32: half the lanes' V dims past D
-    Shape{16, 2, 128, 64, {260, 31}, false},       // rep 8: every row of A's top half
-    Shape{4, 4, 64, 16, {20, 1}, true},            // rep 1, gated
-    Shape{16, 2, 256, 16, {40, 100}, false}};      // rep 8 at D 256: the widest rows, every head of A
+    Shape{6, 2, 40, 5, {1, 5, 23}, false},                        // odd: one row, a full page, a partial page
+    Shape{3, 3, 16, 4, {9, 2}, true},                             // no sharing (rep 1), tiny Qwen3.5 head, gated
+    Shape{8, 1, 100, 7, {50, 3, 71}, false},                      // rep 8, odd D
+    Shape{32, 8, 128, 16, {1, 300, 1000}, false},                 // Nemotron-H-8B
+    Shape{24, 4, 256, 16, {513, 2048}, true},                     // Qwen3.5-27B, gated
+    Shape{32, 8, 128, 64, {5000}, false},                         // one long context
+    Shape{4, 2, 64, 3, {7, 130, 64}, false},                      // rep 2, 8 lanes a row
+    Shape{4, 2, 64, 3, {7, 130, 64}, false, 3},                   // an odd row stride: by elements
+    Shape{32, 8, 128, 64, kManyLengths, false},                   // many sequences, the 8B model's heads
+    Shape{12, 2, 96, 7, {1, 40, 77}, true},                       // tensor cores: rep 6, D 96, chunks across pages
+    Shape{8, 4, 32, 16, {17, 33, 2}, false},                      // D 32: half the lanes' V dims past D
+    Shape{16, 2, 128, 64, {260, 31}, false},                      // rep 8: every row of A's top half
+    Shape{4, 4, 64, 16, {20, 1}, true},                           // rep 1, gated
+    Shape{16, 2, 256, 16, {40, 100}, false},                      // rep 8 at D 256: the widest rows, every head of A
+    Shape{32, 8, 128, 64, many_long_lengths(), false, 8, true}};  // 4 warps a block
 // The default split (host arithmetic, no GPU): few heads get short splits
 // so the blocks reach kAttnTargetBlocks; many heads keep whole contexts up
 // to kAttnMaxSplitRows; an explicit split_rows is kept.

@@ -9,10 +9,11 @@
 // its speculative verify's within 40 tokens — docs/perf, session 31) —
 // S's accumulator layout is P's operand layout, as in attention_prefill.cu
 // — and adds P·V to fp32 output fragments, one product a term.
-// Everything comes straight from global memory into fragments, no shared
-// memory on the way, because a dot product does not care in which order
-// its dims are summed: lane (g, c) loads 16 bytes, dims 32j + 8c .. + 7, of
-// K row g (and of query head g) and uses them as k-block 2j's (2c, 2c+1),
+// K and V come straight from global memory into fragments, no shared
+// memory on the way (only Q, loaded once, waits there: see below), because
+// a dot product does not care in which order its dims are summed: lane
+// (g, c) loads 16 bytes, dims 32j + 8c .. + 7, of K row g (and of query
+// head g) and uses them as k-block 2j's (2c, 2c+1),
 // (2c+8, 2c+9) and k-block 2j+1's — a bijection of each 32 dims, the same
 // for Q and K. P·V's k (the rows) and n (the dims) are relabelled the same
 // way: lane (g, c) loads dims 64h + 8g .. + 7 of rows 2c, 2c+1, 2c+8, 2c+9,
@@ -231,19 +232,23 @@ cudaError_t attention_decode_mma(const AttentionDecodeArgs& a, int n_splits, int
   if (cudaError_t e = device_sms(&sms); e != cudaSuccess) return e;
   const int warps = attention_decode_mma_warps(a.D, int64_t(a.Hkv) * a.batch * n_splits,
                                                n_splits == 1 ? a.max_seq_len : split_rows, sms);
-  auto go = [&](auto kernel, int nw) {
+  // The block's warps from the kernel's own template argument, so that the
+  // shared memory cannot be sized for another count.
+  auto go = [&](auto d, auto w) {
+    constexpr int kD = decltype(d)::value, kWarps = decltype(w)::value;
+    auto kernel = attention_decode_mma_kernel<kD, kWarps>;
     // The warps' Q fragments (4·D floats each), then merge_warps' partials.
-    const size_t shm = sizeof(float) * size_t(nw) * (4 * a.D + (a.Hq / a.Hkv) * (2 + a.D));
+    const size_t shm = sizeof(float) * size_t(kWarps) * (4 * kD + (a.Hq / a.Hkv) * (2 + kD));
     if (cudaError_t e = allow_dynamic_smem(kernel, shm); e != cudaSuccess) return e;  // 25 KB at most today
-    launch_kernel(kernel, grid, 32 * nw, shm, stream, a, n_splits, split_rows);
+    launch_kernel(kernel, grid, 32 * kWarps, shm, stream, a, n_splits, split_rows);
     return cudaGetLastError();
   };
   auto by_warps = [&](auto d) {
-    constexpr int kD = decltype(d)::value;
-    if constexpr (kD > 128)
-      return go(attention_decode_mma_kernel<kD, 2>, 2);
+    using Two = std::integral_constant<int, 2>;
+    if constexpr (decltype(d)::value > 128)
+      return go(d, Two{});  // 234 registers: 2 warps
     else
-      return warps == 4 ? go(attention_decode_mma_kernel<kD, 4>, 4) : go(attention_decode_mma_kernel<kD, 2>, 2);
+      return warps == 4 ? go(d, std::integral_constant<int, 4>{}) : go(d, Two{});
   };
   switch (a.D) {
     case 32:
