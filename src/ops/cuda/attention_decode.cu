@@ -27,6 +27,10 @@
 
 namespace replayssm::ops::cuda {
 
+// The tensor-core kernel's launch (attention_decode_mma.cu): arguments
+// checked here, attention_decode_mma_ok true.
+cudaError_t attention_decode_mma(const AttentionDecodeArgs& a, int n_splits, int split_rows, cudaStream_t stream);
+
 namespace {
 
 constexpr int kAttnWarps = 4;

@@ -52,8 +52,4 @@ __device__ inline void merge_warps(const AttentionDecodeArgs& a, int b, int kvh,
   }
 }
 
-// The tensor-core kernel's launch (attention_decode_mma.cu), arguments
-// checked by attention_decode_cuda, attention_decode_mma_ok true.
-cudaError_t attention_decode_mma(const AttentionDecodeArgs& a, int n_splits, int split_rows, cudaStream_t stream);
-
 }  // namespace replayssm::ops::cuda

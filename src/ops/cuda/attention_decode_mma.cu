@@ -246,7 +246,7 @@ cudaError_t attention_decode_mma(const AttentionDecodeArgs& a, int n_splits, int
   auto by_warps = [&](auto d) {
     using Two = std::integral_constant<int, 2>;
     if constexpr (decltype(d)::value > 128)
-      return go(d, Two{});  // 234 registers: 2 warps
+      return go(d, Two{});  // the rule's 2 (234 registers): no 4-warp instance to build
     else
       return warps == 4 ? go(d, std::integral_constant<int, 4>{}) : go(d, Two{});
   };
