@@ -5,7 +5,10 @@
 // beyond 8192), strided and in-place rows, and the real
 // sizes of Nemotron-H-8B (hidden 4096, Mamba2 norm over 8192 in 8 groups)
 // and Qwen3.5-27B (hidden 5120 with (1 + w), q/k norms of 256 inside the
-// [query | gate] rows, GDN output norm 48 heads × 128). Skipped without a GPU.
+// [query | gate] rows, GDN output norm 48 heads × 128). Rows on 16 bytes
+// take the 16-byte pieces (a warp a group up to 1024, 256 threads up to
+// 8192; the residual stream only at ≥ 256 groups), each case asserting
+// which (norm_pieces_threads: 0 for the element kernels). Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -40,22 +43,29 @@ std::vector<float> norm_weight(std::mt19937& g, size_t n, bool unit_offset) {
 struct Plain {
   int64_t rows, dim, ldx, ldy;
   bool unit_offset, in_place;
+  int pieces_threads;  // norm_pieces_threads: the pieces' group, where every stride and pointer is on 16 bytes
 };
 
 TEST_F(NormCuda, RmsNormMatchesCpu) {
   const Plain cases[] = {
-      {3, 37, 37, 40, false, false},      // odd, strided output, warp path
-      {5, 700, 703, 700, true, false},    // odd, block path, (1 + w)
-      {4, 4096, 4096, 4096, false, true}, // Nemotron-H-8B hidden, in place
-      {3, 5120, 5120, 5121, true, false}, // Qwen3.5-27B hidden
-      {3 * 24, 256, 512, 512, true, true}, // Qwen3.5-27B q norm: 24 heads of 256 in [query | gate] rows, in place
-      {300, 4096, 4096, 4096, false, true}, // batch 300: 256-thread blocks, 16 values a thread held
-      {260, 9000, 9001, 9000, true, false}, // 256-thread blocks, too long to hold: the two-pass loop
-      {2, 9000, 9000, 9003, false, false}   // 1024-thread blocks, too long to hold: the two-pass loop
+      {3, 37, 37, 40, false, false, 0},          // odd, strided output, warp path
+      {5, 700, 703, 700, true, false, 0},        // odd, block path, (1 + w)
+      {4, 4096, 4096, 4097, false, false, 256},  // Nemotron-H-8B hidden; an odd output stride: elements
+      {3, 5120, 5120, 5121, true, false, 256},   // Qwen3.5-27B hidden; an odd output stride: elements
+      {3 * 24, 256, 512, 512, true, true, 32},   // Qwen3.5-27B q norm: 24 heads of 256 in [query | gate] rows, in place
+      {300, 4096, 4097, 4096, false, false, 256},  // batch 300, odd input stride: 256-thread blocks, 16 values held
+      {260, 9000, 9001, 9000, true, false, 0},     // 256-thread blocks, too long to hold: the two-pass loop
+      {2, 9000, 9000, 9003, false, false, 0},      // 1024-thread blocks, too long to hold: the two-pass loop
+      // Rows on 16 bytes: pieces, a warp's 1 and 4 a lane (the last lanes' short), 256 threads' 2 and 4 (short).
+      {5, 128, 136, 128, false, false, 32},
+      {7, 1000, 1000, 1000, true, true, 32},
+      {4, 4096, 4096, 4096, false, true, 256},
+      {2, 8000, 8000, 8008, true, false, 256},
   };
   std::mt19937 g(11);
   for (const Plain& c : cases) {
     SCOPED_TRACE(testing::Message() << "rows " << c.rows << " dim " << c.dim);
+    EXPECT_EQ(ops::cuda::norm_pieces_threads(c.dim, c.rows, false), c.pieces_threads);
     const Bf x = test::bf_rand(g, size_t(c.rows) * c.ldx, 1.5f);
     const std::vector<float> w = norm_weight(g, c.dim, c.unit_offset);
     Dev<uint16_t> dx(x.bits), dy(std::vector<uint16_t>(size_t(c.rows) * c.ldy));
@@ -74,16 +84,23 @@ TEST_F(NormCuda, RmsNormMatchesCpu) {
 TEST_F(NormCuda, ResidualRmsNormAddsThenNormalisesTheFp32Stream) {
   struct Case {
     int64_t rows, dim;
-    bool add, unit_offset;
+    bool add, unit_offset, aligned;
+    int pieces_threads;  // norm_pieces_threads
   };
-  // The last three at ≥ 256 rows take 256-thread blocks: 16 and 20 values a
-  // thread held (the 16 and 32 instances), then the two-pass loop.
-  const Case cases[] = {{3, 37, true, false},   {2, 600, false, true},    {4, 4096, true, false}, {3, 5120, true, true},
-                        {256, 4096, true, false}, {270, 5120, true, true}, {257, 8500, true, false}};
+  // At ≥ 256 rows 256-thread blocks: 16 and 20 values a thread held (the 16
+  // and 32 instances), then the two-pass loop; with rows on 16 bytes the
+  // 16-byte pieces there (a warp a group up to 1024), and the element
+  // kernels below 256 rows (the GEMV's fused norm keeps their order).
+  const Case cases[] = {
+      {3, 37, true, false, false, 0},      {2, 600, false, true, false, 0},      {4, 4096, true, false, false, 0},
+      {3, 5120, true, true, false, 0},     {256, 4096, true, false, false, 256}, {270, 5120, true, true, false, 256},
+      {257, 8500, true, false, false, 0},  {4, 4096, true, false, true, 0},      {256, 4096, true, false, true, 256},
+      {300, 5120, false, true, true, 256}, {260, 1000, true, false, true, 32},   {258, 8000, true, true, true, 256}};
   std::mt19937 g(12);
   for (const Case& c : cases) {
-    SCOPED_TRACE(testing::Message() << "rows " << c.rows << " dim " << c.dim);
-    const int64_t ldh = c.dim + 1, ldd = c.dim + 2, ldy = c.dim;
+    SCOPED_TRACE(testing::Message() << "rows " << c.rows << " dim " << c.dim << (c.aligned ? " aligned" : ""));
+    EXPECT_EQ(ops::cuda::norm_pieces_threads(c.dim, c.rows, true), c.pieces_threads);
+    const int64_t ldh = c.aligned ? c.dim : c.dim + 1, ldd = c.aligned ? c.dim + 8 : c.dim + 2, ldy = c.dim;
     std::vector<float> h = test::uniform(g, size_t(c.rows) * ldh, -3.0f, 3.0f);
     const Bf d = test::bf_rand(g, size_t(c.rows) * ldd, 0.5f);
     const std::vector<float> w = norm_weight(g, c.dim, c.unit_offset);
@@ -106,13 +123,22 @@ TEST_F(NormCuda, ResidualRmsNormAddsThenNormalisesTheFp32Stream) {
 TEST_F(NormCuda, GatedGroupNormGatesBeforeTheNorm) {
   struct Case {
     int64_t rows, dim, group;
+    bool aligned;
+    int pieces_threads;  // norm_pieces_threads
   };
-  // odd groups on the warp path; 3 groups of 700 on the block path; Nemotron-H-8B: 128·64 in 8 groups.
-  const Case cases[] = {{5, 60, 20}, {3, 2100, 700}, {3, 8192, 1024}, {40, 8192, 1024}};  // 320 groups: 256 threads each
+  // odd groups on the warp path; 3 groups of 700 on the block path; Nemotron-H-8B: 128·64 in 8 groups (320
+  // groups: 256 threads each); with rows on 16 bytes the pieces: 8B's groups by a warp, 4 a lane; groups of
+  // 600 (75 pieces: 3 a lane in the first lanes, 2 after); a group of 4096 by 256 threads.
+  const Case cases[] = {{5, 60, 20, false, 0},       {3, 2100, 700, false, 0},   {3, 8192, 1024, false, 32},
+                        {40, 8192, 1024, false, 32}, {40, 8192, 1024, true, 32}, {6, 4800, 600, true, 32},
+                        {3, 8192, 4096, true, 256}};
   std::mt19937 g(13);
   for (const Case& c : cases) {
-    SCOPED_TRACE(testing::Message() << "rows " << c.rows << " dim " << c.dim << " group " << c.group);
-    const int64_t ldx = c.dim + 3, ldz = 2 * c.dim + 1, ldy = c.dim;  // z inside wider in_proj rows
+    SCOPED_TRACE(testing::Message() << "rows " << c.rows << " dim " << c.dim << " group " << c.group
+                                    << (c.aligned ? " aligned" : ""));
+    EXPECT_EQ(ops::cuda::norm_pieces_threads(c.group, c.rows * (c.dim / c.group), false), c.pieces_threads);
+    // z inside wider in_proj rows
+    const int64_t ldx = c.aligned ? c.dim : c.dim + 3, ldz = c.aligned ? 2 * c.dim + 8 : 2 * c.dim + 1, ldy = c.dim;
     const Bf x = test::bf_rand(g, size_t(c.rows) * ldx, 1.0f), z = test::bf_rand(g, size_t(c.rows) * ldz, 2.0f);
     const std::vector<float> w = norm_weight(g, c.dim, false);
     Dev<uint16_t> dx(x.bits), dz(z.bits), dy(std::vector<uint16_t>(size_t(c.rows) * ldy));
@@ -132,10 +158,13 @@ TEST_F(NormCuda, NormThenGatePerHeadWithSharedWeight) {
   struct Case {
     int64_t rows, heads, head_dim;
   };
-  const Case cases[] = {{3, 6, 10}, {2, 3, 600}, {3, 48, 128}};  // tiny Qwen3.5, block path, Qwen3.5-27B
+  // tiny Qwen3.5 (10: elements), 600 (75 pieces by a warp), Qwen3.5-27B (16 pieces: half a warp), 64 (8
+  // pieces) — all but the first in 16-byte pieces.
+  const Case cases[] = {{3, 6, 10}, {2, 3, 600}, {3, 48, 128}, {5, 32, 64}};
   std::mt19937 g(14);
   for (const Case& c : cases) {
     SCOPED_TRACE(testing::Message() << "rows " << c.rows << " heads " << c.heads << " head_dim " << c.head_dim);
+    EXPECT_EQ(ops::cuda::norm_pieces_threads(c.head_dim, c.rows * c.heads, false), c.head_dim % 8 == 0 ? 32 : 0);
     const int64_t width = c.heads * c.head_dim, ld = width;
     const Bf x = test::bf_rand(g, size_t(c.rows) * ld, 1.0f), z = test::bf_rand(g, size_t(c.rows) * ld, 2.0f);
     const std::vector<float> w = norm_weight(g, c.head_dim, false);
@@ -151,6 +180,23 @@ TEST_F(NormCuda, NormThenGatePerHeadWithSharedWeight) {
                                 want.data(), ld);
     EXPECT_TRUE(test::bf16_close(dx.get(), want));
   }
+}
+
+// Runs without a GPU: which groups take the 16-byte pieces, and by how many threads.
+TEST(NormCudaArgs, PiecesTakeWholePiecesUpTo8192) {
+  using ops::cuda::norm_pieces_threads;
+  EXPECT_EQ(norm_pieces_threads(8, 1, false), 32);
+  EXPECT_EQ(norm_pieces_threads(1024, 1, false), 32);  // 128 pieces: 4 a lane
+  EXPECT_EQ(norm_pieces_threads(1032, 1, false), 256);
+  EXPECT_EQ(norm_pieces_threads(8192, 1, false), 256);   // 4 a thread
+  EXPECT_EQ(norm_pieces_threads(8200, 1000, false), 0);  // more: the element kernels
+  EXPECT_EQ(norm_pieces_threads(1020, 1000, false), 0);  // not whole pieces
+  EXPECT_EQ(norm_pieces_threads(4, 1000, false), 0);
+  // The residual stream keeps the warp and 1024-thread orders (the GEMV's fused norm).
+  EXPECT_EQ(norm_pieces_threads(4096, 255, true), 0);
+  EXPECT_EQ(norm_pieces_threads(4096, 256, true), 256);
+  EXPECT_EQ(norm_pieces_threads(512, 4096, true), 0);
+  EXPECT_EQ(norm_pieces_threads(520, 256, true), 32);
 }
 
 // Runs without a GPU: every refusal comes before the device is touched.

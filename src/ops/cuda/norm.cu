@@ -6,7 +6,9 @@
 // GPU, else 256). The values are held in registers (rownorm_held_kernel:
 // up to 16 a lane, 32 a thread of 256, 8 of 1024) and only longer groups
 // take rownorm_kernel, which reads each value twice — the same sums in the
-// same order either way (norm_order.cuh).
+// same order either way (norm_order.cuh). Aligned rows take 16-byte pieces
+// instead (rownorm_pieces_kernel), bf16 rows at every size, the residual
+// stream where its groups are 256 threads.
 #include "ops/cuda/norm.h"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/norm_order.cuh"
@@ -132,6 +134,119 @@ __global__ void __launch_bounds__(kTpg == kNormThreadsWide ? kNormThreadsWide : 
   }
 }
 
+// The held kernel by 16-byte pieces (norm_pieces_threads: where it runs,
+// and its threads a group): thread t of a group's kTpg holds the
+// group's pieces t, t + kTpg, … (kPieces of them), each 8 adjacent
+// elements — one 16-byte access of bf16 x, z, d and y, two of the fp32
+// residual and weights — where n % 8 = 0 and every row and the weights
+// start on 16 bytes (the real models' rows do). The 2-byte and 4-byte
+// element loops before it made the Mamba2 gated norm and the residual norm
+// the slowest of a batch-256 step's row kernels for their bytes (ncu,
+// H200: 19 and 14 µs for 12 MB; docs/perf, session 29). Its sums run over
+// a thread's pieces in order, then the group's warp or block sum: an order
+// of its own, so the residual stream takes it only where rownorm_kernel
+// uses 256-thread groups — the GEMV's fused norm (norm_order.cuh) keeps the
+// warp and 1024-thread orders, and with them its bits.
+constexpr int kPiece = 8;
+template <int kTpg, int kPieces>
+__global__ void __launch_bounds__(kNormThreads) rownorm_pieces_kernel(RowNormArgs a) {
+  __shared__ float red[kMaxBlockWarps];
+  static_assert(kTpg == 32 || kTpg == kNormThreads, "a warp or a 256-thread block a group");
+  const int64_t gi = int64_t(blockIdx.x) * (blockDim.x / kTpg) + threadIdx.x / kTpg;
+  if (a.release_early) pdl_release();
+  if (kTpg == 32 && gi >= a.rows * a.groups) return;  // whole warps leave; no block barrier on this path
+  const int64_t r = gi / a.groups, g = gi % a.groups, c0 = g * a.n;
+  const int t = threadIdx.x % kTpg, pieces = int(a.n / kPiece);
+  auto in = [&](int m) { return t + m * kTpg < pieces; };
+  auto col = [&](int m) { return c0 + int64_t(t + m * kTpg) * kPiece; };  // the piece's first element
+  float wv[kPieces][kPiece];
+#pragma unroll
+  for (int m = 0; m < kPieces; ++m) {
+    float4 lo = make_float4(1.0f, 1.0f, 1.0f, 1.0f), hi = lo;
+    if (a.w != nullptr && in(m)) {
+      const float* wp = a.w + g * a.w_group_stride + (t + m * kTpg) * kPiece;
+      lo = *reinterpret_cast<const float4*>(wp), hi = *reinterpret_cast<const float4*>(wp + 4);
+      if (a.unit_offset)
+        lo = make_float4(1 + lo.x, 1 + lo.y, 1 + lo.z, 1 + lo.w),
+        hi = make_float4(1 + hi.x, 1 + hi.y, 1 + hi.z, 1 + hi.w);
+    }
+    wv[m][0] = lo.x, wv[m][1] = lo.y, wv[m][2] = lo.z, wv[m][3] = lo.w;
+    wv[m][4] = hi.x, wv[m][5] = hi.y, wv[m][6] = hi.z, wv[m][7] = hi.w;
+  }
+  pdl_begin();
+  float v[kPieces][kPiece];
+  uint4 zp[kPieces], dp[kPieces];
+#pragma unroll
+  for (int m = 0; m < kPieces; ++m) {  // every load of the thread in flight at once
+    zp[m] = dp[m] = make_uint4(0, 0, 0, 0);
+    if (!in(m)) continue;
+    if (a.h != nullptr) {
+      const float4 lo = *reinterpret_cast<const float4*>(a.h + r * a.ldh + col(m));
+      const float4 hi = *reinterpret_cast<const float4*>(a.h + r * a.ldh + col(m) + 4);
+      v[m][0] = lo.x, v[m][1] = lo.y, v[m][2] = lo.z, v[m][3] = lo.w;
+      v[m][4] = hi.x, v[m][5] = hi.y, v[m][6] = hi.z, v[m][7] = hi.w;
+      if (a.d != nullptr) dp[m] = *reinterpret_cast<const uint4*>(a.d + r * a.ldd + col(m));
+    } else {
+      const uint4 x = *reinterpret_cast<const uint4*>(a.x + r * a.ldx + col(m));
+#pragma unroll
+      for (int e = 0; e < kPiece; ++e) v[m][e] = bf(reinterpret_cast<const uint16_t*>(&x), e);
+    }
+    if (a.gate != kNoGate) zp[m] = *reinterpret_cast<const uint4*>(a.z + r * a.ldz + col(m));
+  }
+  float ss = 0.0f;
+#pragma unroll
+  for (int m = 0; m < kPieces; ++m) {
+    if (!in(m)) continue;
+    const uint16_t* ze = reinterpret_cast<const uint16_t*>(&zp[m]);
+    if (a.h != nullptr && a.d != nullptr) {
+#pragma unroll
+      for (int e = 0; e < kPiece; ++e) v[m][e] += bf(reinterpret_cast<const uint16_t*>(&dp[m]), e);
+      float* hp = a.h + r * a.ldh + col(m);
+      *reinterpret_cast<float4*>(hp) = make_float4(v[m][0], v[m][1], v[m][2], v[m][3]);
+      *reinterpret_cast<float4*>(hp + 4) = make_float4(v[m][4], v[m][5], v[m][6], v[m][7]);
+    }
+#pragma unroll
+    for (int e = 0; e < kPiece; ++e) {
+      if (a.gate == kGateBefore) v[m][e] = v[m][e] * silu_f(bf(ze, e));
+      ss += v[m][e] * v[m][e];
+    }
+  }
+  ss = kTpg == 32 ? warp_sum(ss) : block_sum(ss, red);
+  const float inv = 1.0f / sqrtf(ss / static_cast<float>(a.n) + a.eps);
+#pragma unroll
+  for (int m = 0; m < kPieces; ++m) {
+    if (!in(m)) continue;
+    const uint16_t* ze = reinterpret_cast<const uint16_t*>(&zp[m]);
+    uint4 o;
+    uint16_t* oe = reinterpret_cast<uint16_t*>(&o);
+#pragma unroll
+    for (int e = 0; e < kPiece; ++e) {
+      float out = wv[m][e] * (v[m][e] * inv);
+      if (a.gate == kGateAfter) out *= silu_f(bf(ze, e));
+      put_bf(oe, e, out);
+    }
+    *reinterpret_cast<uint4*>(a.y + r * a.ldy + col(m)) = o;
+  }
+}
+
+// Every row and the weights on 16 bytes, for the pieces kernel.
+bool pieces_aligned(const RowNormArgs& a) {
+  auto rows_ok = [](const void* p, int64_t ld, int64_t elems) { return aligned_to(p, 16) && ld % elems == 0; };
+  if (!rows_ok(a.y, a.ldy, 8) || (a.w != nullptr && !rows_ok(a.w, a.w_group_stride, 4))) return false;
+  if (a.h != nullptr ? !rows_ok(a.h, a.ldh, 4) || (a.d != nullptr && !rows_ok(a.d, a.ldd, 8)) : !rows_ok(a.x, a.ldx, 8))
+    return false;
+  return a.gate == kNoGate || rows_ok(a.z, a.ldz, 8);
+}
+
+auto pieces_kernel(int tpg, int64_t n) -> void (*)(RowNormArgs) {
+  const int64_t pieces = n / kPiece;
+  if (tpg == 32)
+    return pieces <= 32   ? rownorm_pieces_kernel<32, 1>
+           : pieces <= 64 ? rownorm_pieces_kernel<32, 2>
+                          : rownorm_pieces_kernel<32, 4>;
+  return pieces <= 2 * kNormThreads ? rownorm_pieces_kernel<kNormThreads, 2> : rownorm_pieces_kernel<kNormThreads, 4>;
+}
+
 // The held kernel for groups of n at tpg threads each, or nullptr where a
 // thread would hold more than the largest instance (rownorm_kernel then).
 template <int kTpg, int kMaxHold>
@@ -152,10 +267,16 @@ cudaError_t launch(const RowNormArgs& a, cudaStream_t stream) {
     return cudaErrorInvalidValue;
   if (a.gate != kNoGate && (a.z == nullptr || a.ldz < width)) return cudaErrorInvalidValue;
   if (a.rows == 0) return cudaSuccess;
+  const int64_t n_groups = a.rows * a.groups;
+  if (const int pt = norm_pieces_threads(a.n, n_groups, a.h != nullptr); pt > 0 && pieces_aligned(a)) {
+    const int64_t blocks = (n_groups * pt + kNormThreads - 1) / kNormThreads;
+    if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
+    launch_kernel(pieces_kernel(pt, a.n), unsigned(blocks), kNormThreads, 0, stream, a);
+    return cudaGetLastError();
+  }
   // A long group's two passes are latency-bound loops: at 256 threads a
   // 4096-wide decode row took 16 µs on the H200, so when the groups are too
   // few to fill the GPU each gets a block of 1024.
-  const int64_t n_groups = a.rows * a.groups;
   const int threads = a.n > kWarpGroupMax && n_groups < kWideBelowGroups ? kNormThreadsWide : kNormThreads;
   const int tpg = a.n <= kWarpGroupMax ? 32 : threads;
   const int64_t per_block = threads / tpg, blocks = (n_groups + per_block - 1) / per_block;
@@ -174,6 +295,13 @@ cudaError_t launch(const RowNormArgs& a, cudaStream_t stream) {
 }
 
 }  // namespace
+
+int norm_pieces_threads(int64_t n, int64_t n_groups, bool residual) {
+  if (n < kPiece || n % kPiece != 0 || n > 4 * kNormThreads * kPiece) return 0;
+  // The residual stream only where the element kernels take 256-thread groups (launch).
+  if (residual && (n <= kWarpGroupMax || n_groups < kWideBelowGroups)) return 0;
+  return n <= 32 * 4 * kPiece ? 32 : kNormThreads;
+}
 
 cudaError_t rmsnorm_cuda(const uint16_t* x, int64_t ldx, int64_t rows, int64_t dim, const float* w, float eps,
                          bool unit_offset, uint16_t* y, int64_t ldy, cudaStream_t stream, bool release_early) {
