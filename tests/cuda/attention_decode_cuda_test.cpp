@@ -4,8 +4,11 @@
 // padding), shuffled in the pool, and the new token's row is written by
 // kv_append_cuda (checked bit for bit) before attention reads it. Lengths
 // of one row, page boundaries and long contexts; GQA ratios 1, 2, 3, 4, 6,
-// 8; each shape with one split, the default splits, and small splits (many
-// partials to combine), and by each of the kernels that takes it: by
+// 8; each shape with one split, the default splits, small splits (many
+// partials to combine), and the default splits under a bound 8 times the
+// longest context (a server's max_context: each sequence's rows a split
+// from its own length, most of the grid's splits empty), and by each of
+// the kernels that takes it: by
 // elements (any D: D = 100, D = 64 with an odd row stride), by 16-byte
 // loads where D and the row stride are multiples of 8 (groups of 1–32
 // lanes a row, lanes past D/8 idle at D = 40; GQA bounds 1, 2, 4, 8), on
@@ -54,13 +57,14 @@ void PrintTo(const Shape& s, std::ostream* os) {
   if (s.pad != 8) *os << "_pad" << s.pad;
   if (s.four_warps) *os << "_four_warps";
 }
-// Splits: 0 none (no scratch), 1 the default split, 2 splits of 24 rows;
+// Splits: 0 none (no scratch), 1 the default split, 2 splits of 24 rows,
+// 3 the default split with max_seq_len 8 times the longest context;
 // then the kernel (AttentionDecodeArgs::variant: 1 by elements, 2 by
 // 16-byte rows, 3 on tensor cores).
 void PrintTo(const std::tuple<Shape, int, int>& p, std::ostream* os) {
   PrintTo(std::get<0>(p), os);
   const int s = std::get<1>(p), v = std::get<2>(p);
-  *os << (s == 0 ? "_one_split" : s == 1 ? "_default_splits" : "_splits24");
+  *os << (s == 0 ? "_one_split" : s == 1 ? "_default_splits" : s == 2 ? "_splits24" : "_bound8x");
   *os << (v == 1 ? "_by_elements" : v == 2 ? "_by_rows" : "_tensor_cores");
 }
 
@@ -113,20 +117,20 @@ TEST_P(AttentionDecodeCuda, MatchesCpuOverShuffledPages) {
   ap.batch = B, ap.width = int(w), ap.k = dk.p, ap.v = dv.p, ap.ldk = w + 2, ap.ldv = w + 3, ap.pos = dpos.p, ap.kv = kv;
   ASSERT_EQ(ops::cuda::kv_append_cuda(ap, nullptr), cudaSuccess);
 
-  const int max_len = *std::max_element(s.len.begin(), s.len.end());
+  const int max_len = *std::max_element(s.len.begin(), s.len.end()), bound = split_mode == 3 ? 8 * max_len : max_len;
   ops::cuda::AttentionDecodeArgs a;
   a.batch = B, a.Hq = Hq, a.Hkv = Hkv, a.D = D, a.scale = 1.0f / std::sqrt(float(D));
   a.q = dq.p, a.ldq = ldq, a.q_head_stride = qhs;
   if (s.gate) a.gate = dq.p + D, a.ldg = ldq, a.g_head_stride = qhs;
-  a.out = dout.p, a.ldo = ldo, a.kv = kv, a.seq_len = dlen.p, a.max_seq_len = max_len;
+  a.out = dout.p, a.ldo = ldo, a.kv = kv, a.seq_len = dlen.p, a.max_seq_len = bound;
   a.split_rows = split_mode == 2 ? 24 : 0;
   a.variant = std::get<2>(GetParam());
   std::vector<float> scratch_init;
   if (split_mode != 0)
-    scratch_init.assign(size_t(ops::cuda::attention_decode_scratch_floats(B, Hq, Hkv, D, max_len, a.split_rows)), NAN);
+    scratch_init.assign(size_t(ops::cuda::attention_decode_scratch_floats(B, Hq, Hkv, D, bound, a.split_rows)), NAN);
   Dev<float> dscratch(scratch_init);
   if (split_mode != 0) a.scratch = dscratch.p;
-  if (s.four_warps && a.variant == 3 && split_mode != 2) {  // the shape still reaches the 4-warp kernels
+  if (s.four_warps && a.variant == 3 && split_mode <= 1) {  // the shape still reaches the 4-warp kernels
     int sms = 0;
     ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
     const int n_splits = split_mode == 0 ? 1 : ops::cuda::attention_decode_splits(B, Hkv, max_len, 0);
@@ -208,6 +212,23 @@ TEST(AttentionDecodeSplits, ShortSplitsWhenHeadsAreFew) {
   EXPECT_EQ(attention_decode_splits(1, 8, 256, 24), 11);
 }
 
+// A sequence's own rows a split (host arithmetic, as the kernels compute
+// it): from its length and the splits a sequence aims for, not the bound's.
+TEST(AttentionDecodeSplits, EachSequenceSplitsItsOwnLength) {
+  using ops::cuda::attention_decode_split_want, ops::cuda::attention_split_rows_for;
+  EXPECT_EQ(attention_decode_split_want(1, 8), 64);  // 512 blocks over 8 heads
+  EXPECT_EQ(attention_decode_split_want(64, 8), 1);
+  EXPECT_EQ(attention_decode_split_want(3, 5), 35);
+  // Batch 1 at 8B under a 32,768-row bound: 512-row splits (64 of them) for
+  // the bound, 16-row ones for 200 rows (13 splits), 64 for 4,096.
+  EXPECT_EQ(ops::cuda::attention_decode_splits(1, 8, 32768, 0), 64);
+  EXPECT_EQ(attention_split_rows_for(200, 64), 16);
+  EXPECT_EQ(attention_split_rows_for(4096, 64), 64);
+  EXPECT_EQ(attention_split_rows_for(4097, 64), 80);
+  EXPECT_EQ(attention_split_rows_for(1, 1), ops::cuda::kAttnMinSplitRows);
+  EXPECT_EQ(attention_split_rows_for(1 << 20, 1), ops::cuda::kAttnMaxSplitRows);
+}
+
 // Which rows go by 16-byte loads (host arithmetic): the shapes above take
 // both ways.
 TEST(AttentionDecodeSplits, SixteenByteRowsWhereDimsAndStrideAlign) {
@@ -244,7 +265,7 @@ TEST(AttentionDecodeSplits, FourWarpsOnlyForLongBlocksInSeveralWaves) {
 std::vector<std::tuple<Shape, int, int>> shape_cases() {
   std::vector<std::tuple<Shape, int, int>> v;
   for (const Shape& s : kShapes)
-    for (int split = 0; split < 3; ++split) {
+    for (int split = 0; split < 4; ++split) {
       const int64_t stride = 2 * int64_t(s.Hkv) * s.D + s.pad;
       v.emplace_back(s, split, 1);
       if (ops::cuda::attention_decode_vec_ok(s.D, stride)) v.emplace_back(s, split, 2);

@@ -29,7 +29,7 @@ namespace replayssm::ops::cuda {
 
 // The tensor-core kernel's launch (attention_decode_mma.cu): arguments
 // checked here, attention_decode_mma_ok true.
-cudaError_t attention_decode_mma(const AttentionDecodeArgs& a, int n_splits, int split_rows, cudaStream_t stream);
+cudaError_t attention_decode_mma(const AttentionDecodeArgs& a, const AttentionSplits& s, cudaStream_t stream);
 
 namespace {
 
@@ -43,16 +43,13 @@ __device__ __forceinline__ void load_row(const uint16_t* r, int D, int lane, flo
   for (int e = 0; e < kAttnPerLane; ++e) x[e] = lane + 32 * e < D ? bf(r, lane + 32 * e) : 0.0f;
 }
 
-__global__ void __launch_bounds__(32 * kAttnWarps) attention_decode_kernel(AttentionDecodeArgs a, int n_splits,
-                                                                           int split_rows) {
+__global__ void __launch_bounds__(32 * kAttnWarps) attention_decode_kernel(AttentionDecodeArgs a, AttentionSplits s) {
   pdl_begin();
   const int kvh = blockIdx.x, b = blockIdx.y, sp = blockIdx.z;
   const int rep = a.Hq / a.Hkv, D = a.D;
   const int nw = blockDim.x / 32, w = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t L = a.seq_len[b], j0 = int64_t(sp) * split_rows;
-  // The last split takes every row left, so no row is lost to a low bound.
-  const int64_t j1 = n_splits == 1 || sp == n_splits - 1 ? L : min(L, j0 + split_rows);
-  if (n_splits > 1 && j0 >= j1) return;  // past this sequence's end: the combine skips it
+  int64_t j0, j1;
+  if (!split_span(s, sp, a.seq_len[b], j0, j1)) return;
 
   extern __shared__ float shm[];
   float* sQ = shm;                 // (rep, D)
@@ -112,7 +109,7 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attention_decode_kernel(Atten
     for (int e = 0; e < kAttnPerLane; ++e)
       if (lane + 32 * e < D) sA[(w * rep + r) * D + lane + 32 * e] = acc[r][e];
   }
-  merge_warps(a, b, kvh, sp, n_splits, nw, sM, sL, sA);
+  merge_warps(a, b, kvh, sp, s.n, nw, sM, sL, sA);
 }
 
 // Eight bf16 (a 16-byte load) as floats.
@@ -140,16 +137,15 @@ __device__ __forceinline__ void fold_partial(int r, float (&m)[kRep], float (&l)
 // takes (2^lpr_log2 ≥ D/8, ≤ 32).
 template <int kRep>
 __global__ void __launch_bounds__(32 * kAttnWarps)
-    attention_decode_vec_kernel(AttentionDecodeArgs a, int n_splits, int split_rows, int lpr_log2) {
+    attention_decode_vec_kernel(AttentionDecodeArgs a, AttentionSplits s, int lpr_log2) {
   pdl_begin();
   const int kvh = blockIdx.x, b = blockIdx.y, sp = blockIdx.z;
   const int rep = a.Hq / a.Hkv, D = a.D;
   const int nw = blockDim.x / 32, w = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int lpr = 1 << lpr_log2, grp = lane >> lpr_log2, d0 = (lane & (lpr - 1)) * 8;
   const bool dims = d0 < D;  // lanes past D/8 in a group hold zeros
-  const int64_t L = a.seq_len[b], j0 = int64_t(sp) * split_rows;
-  const int64_t j1 = n_splits == 1 || sp == n_splits - 1 ? L : min(L, j0 + split_rows);
-  if (n_splits > 1 && j0 >= j1) return;
+  int64_t j0, j1;
+  if (!split_span(s, sp, a.seq_len[b], j0, j1)) return;
 
   extern __shared__ float shm[];
   float* sM = shm;            // (nw, rep)
@@ -226,15 +222,14 @@ __global__ void __launch_bounds__(32 * kAttnWarps)
 #pragma unroll
       for (int e = 0; e < 8; ++e) sA[(w * rep + r) * D + d0 + e] = acc[r][e];
   }
-  merge_warps(a, b, kvh, sp, n_splits, nw, sM, sL, sA);
+  merge_warps(a, b, kvh, sp, s.n, nw, sM, sL, sA);
 }
 
-__global__ void __launch_bounds__(128) attention_combine_kernel(AttentionDecodeArgs a, int n_splits, int split_rows) {
+__global__ void __launch_bounds__(128) attention_combine_kernel(AttentionDecodeArgs a, AttentionSplits s) {
   pdl_begin();
   const int h = blockIdx.x, b = blockIdx.y, D = a.D;
-  const int64_t L = a.seq_len[b];
-  const int used = L <= 0 ? 0 : int(min(int64_t(n_splits), (L + split_rows - 1) / split_rows));
-  const float* part = a.scratch + (int64_t(b) * a.Hq + h) * n_splits * (D + 2);
+  const int used = splits_used(s, a.seq_len[b]);
+  const float* part = a.scratch + (int64_t(b) * a.Hq + h) * s.n * (D + 2);
   float M = -INFINITY;
   for (int s = 0; s < used; ++s) M = fmaxf(M, part[s * (D + 2) + D]);
   for (int d = threadIdx.x; d < D; d += blockDim.x) {
@@ -278,15 +273,16 @@ cudaError_t attention_decode_cuda(const AttentionDecodeArgs& a, cudaStream_t str
   if (a.gate != nullptr && (a.g_head_stride < a.D || a.ldg < int64_t(a.Hq) * a.g_head_stride))
     return cudaErrorInvalidValue;
   if (a.scratch != nullptr && a.max_seq_len < 1) return cudaErrorInvalidValue;
-  const int n_splits = a.scratch != nullptr ? attention_decode_splits(a.batch, a.Hkv, a.max_seq_len, a.split_rows) : 1;
-  const int split_rows = attention_decode_split_rows(a.batch, a.Hkv, a.max_seq_len, a.split_rows);
-  if (n_splits > 65535) return cudaErrorInvalidValue;  // grid z
+  AttentionSplits s;
+  s.n = a.scratch != nullptr ? attention_decode_splits(a.batch, a.Hkv, a.max_seq_len, a.split_rows) : 1;
+  s.rows = a.split_rows, s.want = attention_decode_split_want(a.batch, a.Hkv);
+  if (s.n > 65535) return cudaErrorInvalidValue;  // grid z
   if (a.batch == 0) return cudaSuccess;
   const int rep = a.Hq / a.Hkv;
-  const dim3 grid(a.Hkv, a.batch, n_splits);
+  const dim3 grid(a.Hkv, a.batch, s.n);
   const size_t partials = sizeof(float) * size_t(kAttnWarps) * rep * (2 + a.D);
   if (mma && (a.variant == 0 || a.variant == 3)) {
-    if (cudaError_t e = attention_decode_mma(a, n_splits, split_rows, stream); e != cudaSuccess) return e;
+    if (cudaError_t e = attention_decode_mma(a, s, stream); e != cudaSuccess) return e;
   } else if (vec && a.variant != 1) {
     int lpr_log2 = 0;
     while ((1 << lpr_log2) * 8 < a.D) ++lpr_log2;
@@ -294,13 +290,13 @@ cudaError_t attention_decode_cuda(const AttentionDecodeArgs& a, cudaStream_t str
                   : rep <= 2 ? attention_decode_vec_kernel<2>
                   : rep <= 4 ? attention_decode_vec_kernel<4>
                              : attention_decode_vec_kernel<8>;
-    launch_kernel(kernel, grid, 32 * kAttnWarps, partials, stream, a, n_splits, split_rows, lpr_log2);
+    launch_kernel(kernel, grid, 32 * kAttnWarps, partials, stream, a, s, lpr_log2);
   } else {
     launch_kernel(attention_decode_kernel, grid, 32 * kAttnWarps, sizeof(float) * size_t(rep) * a.D + partials, stream,
-                  a, n_splits, split_rows);
+                  a, s);
   }
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess || n_splits == 1) return e;
-  launch_kernel(attention_combine_kernel, dim3(a.Hq, a.batch), 128, 0, stream, a, n_splits, split_rows);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess || s.n == 1) return e;
+  launch_kernel(attention_combine_kernel, dim3(a.Hq, a.batch), 128, 0, stream, a, s);
   return cudaGetLastError();
 }
 

@@ -11,14 +11,16 @@
 // page (the store's layout: v_pages[i] = k_pages[i] + Hkv·D, row stride 2·Hkv·D).
 //
 // Work split (flash-decoding): one block per (KV head, sequence, split of
-// split_rows context rows) computes, for the Hq/Hkv query heads sharing
+// its context rows) computes, for the Hq/Hkv query heads sharing
 // that KV head, a partial softmax (max, sum, weighted V) — K and V are read
 // once per KV head, not once per query head; a second kernel combines the
 // splits. By default splits are short enough that the blocks reach
 // kAttnTargetBlocks (attention_decode_split_rows): a warp's rows are a
 // chain of dependent softmax updates, so at batch 1 the context is cut
-// into 16-row splits. Without scratch the whole context is one split (no
-// second kernel): right when batch·Hkv already fills the GPU.
+// into 16-row splits. The grid's splits come from max_seq_len, each
+// sequence's rows a split from its own length (AttentionSplits). Without
+// scratch the whole context is one split (no second kernel): right when
+// batch·Hkv already fills the GPU.
 //
 // Where D and the row stride are multiples of 8 (attention_decode_vec_ok)
 // rows are read by 16-byte loads, and where D is also 32, 64, 96, 128 or 256
@@ -80,17 +82,31 @@ struct AttentionDecodeArgs {
 };
 constexpr int kAttnDecodeVariants = 4;
 
-// Context rows per split: split_rows if given, else enough splits that
-// batch·Hkv·splits reaches kAttnTargetBlocks, of kAttnMinSplitRows to
-// kAttnMaxSplitRows rows (a multiple of kAttnMinSplitRows).
-inline int attention_decode_split_rows(int batch, int Hkv, int max_seq_len, int split_rows) {
-  if (split_rows > 0) return split_rows;
+#if defined(__CUDACC__)
+#define RSSM_ATTN_HOST_DEVICE __host__ __device__
+#else
+#define RSSM_ATTN_HOST_DEVICE
+#endif
+
+// Splits a sequence aims for: enough that batch·Hkv·splits reaches kAttnTargetBlocks.
+inline int attention_decode_split_want(int batch, int Hkv) {
   const int64_t heads = int64_t(batch > 0 ? batch : 1) * (Hkv > 0 ? Hkv : 1);
-  const int64_t want = (kAttnTargetBlocks + heads - 1) / heads;
-  int64_t rows = (int64_t(max_seq_len > 0 ? max_seq_len : 1) + want - 1) / want;
+  return int((kAttnTargetBlocks + heads - 1) / heads);
+}
+// Rows a split of a context of len rows spread over `want` splits: a
+// multiple of kAttnMinSplitRows, from kAttnMinSplitRows to kAttnMaxSplitRows.
+RSSM_ATTN_HOST_DEVICE inline int attention_split_rows_for(int64_t len, int want) {
+  int64_t rows = ((len > 0 ? len : 1) + want - 1) / want;
   rows = (rows + kAttnMinSplitRows - 1) / kAttnMinSplitRows * kAttnMinSplitRows;
   return int(rows < kAttnMinSplitRows ? kAttnMinSplitRows : rows > kAttnMaxSplitRows ? kAttnMaxSplitRows : rows);
 }
+// Context rows per split at the bound max_seq_len: split_rows if given,
+// else attention_split_rows_for(max_seq_len, attention_decode_split_want).
+inline int attention_decode_split_rows(int batch, int Hkv, int max_seq_len, int split_rows) {
+  if (split_rows > 0) return split_rows;
+  return attention_split_rows_for(max_seq_len, attention_decode_split_want(batch, Hkv));
+}
+// Splits a sequence at most: the grid's, sized at the bound (and with it the scratch).
 inline int attention_decode_splits(int batch, int Hkv, int max_seq_len, int split_rows) {
   const int s = attention_decode_split_rows(batch, Hkv, max_seq_len, split_rows);
   return max_seq_len <= s ? 1 : (max_seq_len + s - 1) / s;
@@ -119,6 +135,18 @@ inline bool attention_decode_mma_ok(int D, int64_t row_stride) {
 inline int attention_decode_mma_warps(int D, int64_t blocks, int rows_per_block, int sms) {
   return D <= 128 && rows_per_block >= 256 && blocks >= int64_t(6) * sms ? 4 : 2;
 }
+
+// How a launch cuts each sequence's rows, the host's plan that the kernels
+// read: n splits at most (the grid's, from max_seq_len); a sequence of L
+// rows takes splits of `rows` where the caller fixed them
+// (AttentionDecodeArgs::split_rows), else of attention_split_rows_for(L,
+// want) — from its own length, not the bound's, so that a short context
+// under a large max_seq_len (a server's) still spreads over the GPU
+// instead of walking its rows in one bound-sized split; the last split
+// takes every row left.
+struct AttentionSplits {
+  int n = 1, rows = 0, want = 1;
+};
 
 cudaError_t attention_decode_cuda(const AttentionDecodeArgs& a, cudaStream_t stream);
 

@@ -19,6 +19,22 @@ __device__ __forceinline__ const uint16_t* kv_row(const uint16_t* const* pages, 
   return pages[kv.page_table[int64_t(b) * kv.max_pages + p / kv.page_size]] + (p % kv.page_size) * kv.row_stride;
 }
 
+// Split sp's rows [j0, j1) of a sequence of L rows (AttentionSplits); false
+// where it has none — past the sequence's end, which the combine skips.
+// One split takes every row.
+__device__ __forceinline__ bool split_span(const AttentionSplits& s, int sp, int64_t L, int64_t& j0, int64_t& j1) {
+  if (s.n == 1) return j0 = 0, j1 = L, true;
+  const int64_t rows = s.rows > 0 ? s.rows : attention_split_rows_for(L, s.want);
+  j0 = sp * rows, j1 = sp == s.n - 1 ? L : min(L, j0 + rows);
+  return j0 < j1;
+}
+// The splits holding rows of a sequence of L rows (split_span true).
+__device__ __forceinline__ int splits_used(const AttentionSplits& s, int64_t L) {
+  if (L <= 0) return 0;
+  const int64_t rows = s.rows > 0 ? s.rows : attention_split_rows_for(L, s.want);
+  return int(min(int64_t(s.n), (L + rows - 1) / rows));
+}
+
 // The final value of head h, dim d of sequence b: gated, rounded, stored.
 __device__ __forceinline__ void write_out(const AttentionDecodeArgs& a, int b, int h, int d, float o) {
   if (a.gate != nullptr) o *= sigmoid_f(bf(a.gate, int64_t(b) * a.ldg + int64_t(h) * a.g_head_stride + d));

@@ -116,17 +116,15 @@ __device__ __forceinline__ void load_v(ChunkRows<kD>& r, const PagedKv& kv, cons
 // registers of loads beside the 64 of the output.
 template <int kD, int kWarps>
 __global__ void __launch_bounds__(32 * kWarps, kWarps == 4 ? 3 : 1)
-    attention_decode_mma_kernel(AttentionDecodeArgs a, int n_splits, int split_rows) {
+    attention_decode_mma_kernel(AttentionDecodeArgs a, AttentionSplits s) {
   constexpr int kJ = kD / 32, kH = (kD + 63) / 64;
   constexpr bool kLateV = kD > 128;
   pdl_begin();
   const int kvh = blockIdx.x, b = blockIdx.y, sp = blockIdx.z;
   const int rep = a.Hq / a.Hkv;
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
-  const int64_t L = a.seq_len[b], j0 = int64_t(sp) * split_rows;
-  // The last split takes every row left (as attention_decode.cu).
-  const int64_t j1 = n_splits == 1 || sp == n_splits - 1 ? L : min(L, j0 + split_rows);
-  if (n_splits > 1 && j0 >= j1) return;
+  int64_t j0, j1;
+  if (!split_span(s, sp, a.seq_len[b], j0, j1)) return;
 
   extern __shared__ uint4 shm_q[];
   float* sM = reinterpret_cast<float*>(shm_q + kWarps * kJ * 32);  // (nw, rep), after the warps' Q
@@ -219,19 +217,20 @@ __global__ void __launch_bounds__(32 * kWarps, kWarps == 4 ? 3 : 1)
           if (d < kD) sA[(w * rep + g) * kD + d] = acc[h][e][x];
         }
   }
-  merge_warps(a, b, kvh, sp, n_splits, kWarps, sM, sL, sA);
+  merge_warps(a, b, kvh, sp, s.n, kWarps, sM, sL, sA);
 }
 
 }  // namespace
 
 // Called by attention_decode_cuda with its arguments checked and
 // attention_decode_mma_ok(a.D, a.kv.row_stride).
-cudaError_t attention_decode_mma(const AttentionDecodeArgs& a, int n_splits, int split_rows, cudaStream_t stream) {
-  const dim3 grid(a.Hkv, a.batch, n_splits);
+cudaError_t attention_decode_mma(const AttentionDecodeArgs& a, const AttentionSplits& s, cudaStream_t stream) {
+  const dim3 grid(a.Hkv, a.batch, s.n);
   int sms = 0;
   if (cudaError_t e = device_sms(&sms); e != cudaSuccess) return e;
-  const int warps = attention_decode_mma_warps(a.D, int64_t(a.Hkv) * a.batch * n_splits,
-                                               n_splits == 1 ? a.max_seq_len : split_rows, sms);
+  // From the bound: the lengths are the device's (a captured graph replays this choice).
+  const int bound_rows = s.n == 1 ? a.max_seq_len : attention_decode_split_rows(a.batch, a.Hkv, a.max_seq_len, s.rows);
+  const int warps = attention_decode_mma_warps(a.D, int64_t(a.Hkv) * a.batch * s.n, bound_rows, sms);
   // The block's warps from the kernel's own template argument, so that the
   // shared memory cannot be sized for another count.
   auto go = [&](auto d, auto w) {
@@ -240,7 +239,7 @@ cudaError_t attention_decode_mma(const AttentionDecodeArgs& a, int n_splits, int
     // The warps' Q fragments (4·D floats each), then merge_warps' partials.
     const size_t shm = sizeof(float) * size_t(kWarps) * (4 * kD + (a.Hq / a.Hkv) * (2 + kD));
     if (cudaError_t e = allow_dynamic_smem(kernel, shm); e != cudaSuccess) return e;  // 25 KB at most today
-    launch_kernel(kernel, grid, 32 * kWarps, shm, stream, a, n_splits, split_rows);
+    launch_kernel(kernel, grid, 32 * kWarps, shm, stream, a, s);
     return cudaGetLastError();
   };
   auto by_warps = [&](auto d) {
