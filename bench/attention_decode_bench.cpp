@@ -8,7 +8,8 @@
 // the K and V rows outweigh the weights, so this kernel's rate is the step's.
 //
 //   replayssm_attn_bench [--preset nemotron-h-8b,qwen3.5-27b] [--batches 1,8,64,256]
-//                        [--contexts 128,1024,4096] [--variant 0..N] [--runs 7] [--json FILE]
+//                        [--contexts 128,1024,4096] [--max-context N] [--split-rows N]
+//                        [--variant 0..N] [--runs 7] [--json FILE]
 //
 // Pages are laid out as the decoder lays them (K beside V in each row, 64
 // rows a page), each sequence's pages drawn shuffled from a pool; the launches
@@ -21,6 +22,10 @@
 // are the kernel's choice. Rates are set against the read-only bandwidth of
 // the same run (16-byte loads, read_probe.cu) and its copy bandwidth.
 // --variant: AttentionDecodeArgs::variant (0 the launcher's), for A/B runs.
+// --max-context: the bound the launch is sized for (max_seq_len: the
+// decoder passes its max_context), where larger than the context; by
+// default each context is its own bound. --split-rows: a fixed split
+// (AttentionDecodeArgs::split_rows; 0 the launcher's).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -49,7 +54,8 @@ constexpr size_t kRotateBytes = size_t(512) << 20;
 int usage() {
   std::fprintf(stderr,
                "usage: replayssm_attn_bench [--preset NAME[,NAME]] [--batches 1,8,64,256] [--contexts 128,1024,4096]\n"
-               "                            [--variant 0..%d] [--runs 7] [--json FILE]\n",
+               "                            [--max-context N] [--split-rows N] [--variant 0..%d] [--runs 7]\n"
+               "                            [--json FILE]\n",
                ops::cuda::kAttnDecodeVariants - 1);
   return 2;
 }
@@ -81,7 +87,7 @@ struct Row {
 int main(int argc, char** argv) {
   std::vector<std::string> preset_list = {"nemotron-h-8b", "qwen3.5-27b"};
   std::vector<int> batches = {1, 8, 64, 256}, contexts = {128, 1024, 4096};
-  int variant = 0, runs = 7;
+  int variant = 0, runs = 7, max_context = 0, split_rows = 0;
   std::string json_path;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -96,6 +102,10 @@ int main(int argc, char** argv) {
       if (!parse_ints(v, 1, 65535, &batches)) return usage();
     } else if (a == "--contexts") {
       if (!parse_ints(v, 1, 1 << 20, &contexts)) return usage();
+    } else if (a == "--max-context" || a == "--split-rows") {
+      std::vector<int> x;
+      if (!parse_ints(v, 1, 1 << 20, &x) || x.size() != 1) return usage();
+      (a == "--max-context" ? max_context : split_rows) = x[0];
     } else if (a == "--variant") {
       std::vector<int> x;
       if (!parse_ints(v, 0, ops::cuda::kAttnDecodeVariants - 1, &x) || x.size() != 1) return usage();
@@ -145,8 +155,11 @@ int main(int argc, char** argv) {
   CK(cudaFree(probe));
   CK(cudaFree(probe2));
   CK(cudaFree(sink));
-  std::printf("%s: read-only bandwidth %.0f GB/s (16-byte loads), copy %.0f GB/s (read + write); variant %d\n",
-              prop.name, read_gbs, copy_gbs, variant);
+  std::printf("%s: read-only bandwidth %.0f GB/s (16-byte loads), copy %.0f GB/s (read + write); variant %d", prop.name,
+              read_gbs, copy_gbs, variant);
+  if (max_context > 0) std::printf(", bound %d rows", max_context);
+  if (split_rows > 0) std::printf(", splits of %d rows", split_rows);
+  std::printf("\n");
   std::printf("%-14s %4s %4s %3s %6s %7s | %6s %8s %9s %8s %6s %6s\n", "preset", "Hq", "Hkv", "D", "batch", "context",
               "splits", "MB", "us", "GB/s", "%read", "%copy");
 
@@ -197,14 +210,16 @@ int main(int argc, char** argv) {
         CK(cudaMalloc(reinterpret_cast<void**>(&out), size_t(B) * ldo * 2));
         CK(cuda::fill_uniform_bf16(q, int64_t(B) * ldq, 1.0f, 5, s));
         float* scratch;
-        const int64_t scratch_n = ops::cuda::attention_decode_scratch_floats(B, Hq, Hkv, D, ctx);
+        const int bound = std::max(ctx, max_context);
+        const int64_t scratch_n = ops::cuda::attention_decode_scratch_floats(B, Hq, Hkv, D, bound, split_rows);
         CK(cudaMalloc(reinterpret_cast<void**>(&scratch), sizeof(float) * size_t(std::max<int64_t>(scratch_n, 1))));
 
         ops::cuda::AttentionDecodeArgs a;
         a.batch = B, a.Hq = Hq, a.Hkv = Hkv, a.D = D, a.scale = 1.0f / std::sqrt(float(D));
         a.q = q, a.ldq = ldq, a.q_head_stride = qhs;
         if (ac.output_gate) a.gate = q + D, a.ldg = ldq, a.g_head_stride = qhs;
-        a.out = out, a.ldo = ldo, a.seq_len = dlen, a.max_seq_len = ctx, a.scratch = scratch, a.variant = variant;
+        a.out = out, a.ldo = ldo, a.seq_len = dlen, a.max_seq_len = bound, a.scratch = scratch, a.variant = variant;
+        a.split_rows = split_rows;
         a.kv.k_pages = dkp, a.kv.v_pages = dvp, a.kv.max_pages = n_pages, a.kv.page_size = kPageRows;
         a.kv.row_stride = row_stride;
         // At least 8 calls a graph, so the graph's own start is a small share.
@@ -222,7 +237,7 @@ int main(int argc, char** argv) {
         const double us = bench::median_us(s, runs, [&] { CK(cudaGraphLaunch(ge, s)); }) / calls;
         CK(cudaGraphExecDestroy(ge));
         const double bytes = kv_bytes + double(B) * ldq * 2.0 + double(B) * ldo * 2.0;  // + q (and gate), out
-        const int splits = ops::cuda::attention_decode_splits(B, Hkv, ctx, 0);
+        const int splits = ops::cuda::attention_decode_splits(B, Hkv, bound, split_rows);  // the grid's
         const double gbs = bytes / (us * 1e3);
         std::printf("%-14s %4d %4d %3d %6d %7d | %6d %8.1f %9.1f %8.0f %5.1f%% %5.1f%%\n", preset_list[pi].c_str(), Hq,
                     Hkv, D, B, ctx, splits, bytes / 1e6, us, gbs, 100.0 * gbs / read_gbs, 100.0 * gbs / copy_gbs);
@@ -237,8 +252,10 @@ int main(int argc, char** argv) {
   if (!json_path.empty()) {
     FILE* f = std::fopen(json_path.c_str(), "w");
     if (f == nullptr) return std::fprintf(stderr, "error: cannot write %s\n", json_path.c_str()), 1;
-    std::fprintf(f, "{\"device\": \"%s\", \"read_gbs\": %.1f, \"copy_gbs\": %.1f, \"variant\": %d, \"rows\": [",
-                 prop.name, read_gbs, copy_gbs, variant);
+    std::fprintf(f,
+                 "{\"device\": \"%s\", \"read_gbs\": %.1f, \"copy_gbs\": %.1f, \"variant\": %d, \"max_context\": %d, "
+                 "\"split_rows\": %d, \"rows\": [",
+                 prop.name, read_gbs, copy_gbs, variant, max_context, split_rows);
     for (size_t i = 0; i < rows.size(); ++i)
       std::fprintf(f,
                    "%s\n  {\"preset\": \"%s\", \"batch\": %d, \"context\": %d, \"splits\": %d, \"us\": %.2f, "
