@@ -6,9 +6,10 @@
 // sizes of Nemotron-H-8B (hidden 4096, Mamba2 norm over 8192 in 8 groups)
 // and Qwen3.5-27B (hidden 5120 with (1 + w), q/k norms of 256 inside the
 // [query | gate] rows, GDN output norm 48 heads × 128). Rows on 16 bytes
-// take the 16-byte pieces (a warp a group up to 1024, 256 threads up to
-// 8192; the residual stream only at ≥ 256 groups), each case asserting
-// which (norm_pieces_threads: 0 for the element kernels). Skipped without a GPU.
+// take the 16-byte pieces (from 256 groups a warp a group up to 1024, 256
+// threads up to 8192; below, 32–256 threads, a piece each where they
+// reach; the residual stream only at ≥ 256 groups), each case asserting
+// how (norm_pieces_threads: 0 for the element kernels). Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -56,11 +57,15 @@ TEST_F(NormCuda, RmsNormMatchesCpu) {
       {300, 4096, 4097, 4096, false, false, 256},  // batch 300, odd input stride: 256-thread blocks, 16 values held
       {260, 9000, 9001, 9000, true, false, 0},     // 256-thread blocks, too long to hold: the two-pass loop
       {2, 9000, 9000, 9003, false, false, 0},      // 1024-thread blocks, too long to hold: the two-pass loop
-      // Rows on 16 bytes: pieces, a warp's 1 and 4 a lane (the last lanes' short), 256 threads' 2 and 4 (short).
+      // Rows on 16 bytes: pieces, a piece a thread by 32, 64, 128 (the last warp short) and 256 threads,
+      // then 2 and 4 (short) by 256; from 256 groups a warp's 2 a lane.
       {5, 128, 136, 128, false, false, 32},
-      {7, 1000, 1000, 1000, true, true, 32},
+      {3, 512, 512, 520, false, false, 64},
+      {7, 1000, 1000, 1000, true, true, 128},
+      {2, 2048, 2048, 2048, false, false, 256},
       {4, 4096, 4096, 4096, false, true, 256},
       {2, 8000, 8000, 8008, true, false, 256},
+      {300, 512, 512, 512, true, false, 32},
   };
   std::mt19937 g(11);
   for (const Plain& c : cases) {
@@ -127,11 +132,12 @@ TEST_F(NormCuda, GatedGroupNormGatesBeforeTheNorm) {
     int pieces_threads;  // norm_pieces_threads
   };
   // odd groups on the warp path; 3 groups of 700 on the block path; Nemotron-H-8B: 128·64 in 8 groups (320
-  // groups: 256 threads each); with rows on 16 bytes the pieces: 8B's groups by a warp, 4 a lane; groups of
-  // 600 (75 pieces: 3 a lane in the first lanes, 2 after); a group of 4096 by 256 threads.
-  const Case cases[] = {{5, 60, 20, false, 0},       {3, 2100, 700, false, 0},   {3, 8192, 1024, false, 32},
-                        {40, 8192, 1024, false, 32}, {40, 8192, 1024, true, 32}, {6, 4800, 600, true, 32},
-                        {3, 8192, 4096, true, 256}};
+  // groups: 256 threads each); with rows on 16 bytes the pieces: 8B's groups at batch 3 by 128 threads, at
+  // 40 by a warp, 4 a lane; 48 groups of 600 (75 pieces by 128 threads); 320 of 600 (a warp: 3 a lane in the
+  // first lanes, 2 after); a group of 4096 by 256 threads.
+  const Case cases[] = {{5, 60, 20, false, 0},      {3, 2100, 700, false, 0},    {3, 8192, 1024, false, 128},
+                        {3, 8192, 1024, true, 128}, {40, 8192, 1024, false, 32}, {40, 8192, 1024, true, 32},
+                        {6, 4800, 600, true, 128},  {40, 4800, 600, true, 32},   {3, 8192, 4096, true, 256}};
   std::mt19937 g(13);
   for (const Case& c : cases) {
     SCOPED_TRACE(testing::Message() << "rows " << c.rows << " dim " << c.dim << " group " << c.group
@@ -158,13 +164,17 @@ TEST_F(NormCuda, NormThenGatePerHeadWithSharedWeight) {
   struct Case {
     int64_t rows, heads, head_dim;
   };
-  // tiny Qwen3.5 (10: elements), 600 (75 pieces by a warp), Qwen3.5-27B (16 pieces: half a warp), 64 (8
-  // pieces) — all but the first in 16-byte pieces.
-  const Case cases[] = {{3, 6, 10}, {2, 3, 600}, {3, 48, 128}, {5, 32, 64}};
+  // tiny Qwen3.5 (10: elements), 600 (75 pieces by 128 threads), Qwen3.5-27B (16 pieces: half a warp), 64
+  // (8 pieces) — all but the first in 16-byte pieces.
+  struct CaseWant {
+    Case c;
+    int pieces_threads;
+  };
+  const CaseWant cases[] = {{{3, 6, 10}, 0}, {{2, 3, 600}, 128}, {{3, 48, 128}, 32}, {{5, 32, 64}, 32}};
   std::mt19937 g(14);
-  for (const Case& c : cases) {
+  for (const auto& [c, pieces_threads] : cases) {
     SCOPED_TRACE(testing::Message() << "rows " << c.rows << " heads " << c.heads << " head_dim " << c.head_dim);
-    EXPECT_EQ(ops::cuda::norm_pieces_threads(c.head_dim, c.rows * c.heads, false), c.head_dim % 8 == 0 ? 32 : 0);
+    EXPECT_EQ(ops::cuda::norm_pieces_threads(c.head_dim, c.rows * c.heads, false), pieces_threads);
     const int64_t width = c.heads * c.head_dim, ld = width;
     const Bf x = test::bf_rand(g, size_t(c.rows) * ld, 1.0f), z = test::bf_rand(g, size_t(c.rows) * ld, 2.0f);
     const std::vector<float> w = norm_weight(g, c.head_dim, false);
@@ -185,10 +195,15 @@ TEST_F(NormCuda, NormThenGatePerHeadWithSharedWeight) {
 // Runs without a GPU: which groups take the 16-byte pieces, and by how many threads.
 TEST(NormCudaArgs, PiecesTakeWholePiecesUpTo8192) {
   using ops::cuda::norm_pieces_threads;
+  // Few groups: a piece a thread where 256 threads reach.
   EXPECT_EQ(norm_pieces_threads(8, 1, false), 32);
-  EXPECT_EQ(norm_pieces_threads(1024, 1, false), 32);  // 128 pieces: 4 a lane
-  EXPECT_EQ(norm_pieces_threads(1032, 1, false), 256);
-  EXPECT_EQ(norm_pieces_threads(8192, 1, false), 256);   // 4 a thread
+  EXPECT_EQ(norm_pieces_threads(264, 8, false), 64);
+  EXPECT_EQ(norm_pieces_threads(1024, 8, false), 128);  // Nemotron-H-8B's gated norm at batch 1
+  EXPECT_EQ(norm_pieces_threads(1032, 255, false), 256);
+  EXPECT_EQ(norm_pieces_threads(8192, 1, false), 256);  // 4 a thread
+  // From 256 groups: a warp each, up to 4 pieces a lane.
+  EXPECT_EQ(norm_pieces_threads(1024, 256, false), 32);
+  EXPECT_EQ(norm_pieces_threads(1032, 256, false), 256);
   EXPECT_EQ(norm_pieces_threads(8200, 1000, false), 0);  // more: the element kernels
   EXPECT_EQ(norm_pieces_threads(1020, 1000, false), 0);  // not whole pieces
   EXPECT_EQ(norm_pieces_threads(4, 1000, false), 0);

@@ -148,11 +148,15 @@ __global__ void __launch_bounds__(kTpg == kNormThreadsWide ? kNormThreadsWide : 
 // uses 256-thread groups — the GEMV's fused norm (norm_order.cuh) keeps the
 // warp and 1024-thread orders, and with them its bits.
 constexpr int kPiece = 8;
+// A block of the pieces kernel: one group of kTpg threads, or two of a warp
+// (small blocks, so that a few hundred groups still spread over every SM).
+template <int kTpg>
+constexpr int kPiecesBlock = kTpg == 32 ? 64 : kTpg;
 template <int kTpg, int kPieces>
-__global__ void __launch_bounds__(kNormThreads) rownorm_pieces_kernel(RowNormArgs a) {
+__global__ void __launch_bounds__(kPiecesBlock<kTpg>) rownorm_pieces_kernel(RowNormArgs a) {
   __shared__ float red[kMaxBlockWarps];
-  static_assert(kTpg == 32 || kTpg == kNormThreads, "a warp or a 256-thread block a group");
-  const int64_t gi = int64_t(blockIdx.x) * (blockDim.x / kTpg) + threadIdx.x / kTpg;
+  static_assert(kTpg % 32 == 0 && kTpg <= kNormThreads, "whole warps, at most 256 threads a group");
+  const int64_t gi = int64_t(blockIdx.x) * (kPiecesBlock<kTpg> / kTpg) + threadIdx.x / kTpg;
   if (a.release_early) pdl_release();
   if (kTpg == 32 && gi >= a.rows * a.groups) return;  // whole warps leave; no block barrier on this path
   const int64_t r = gi / a.groups, g = gi % a.groups, c0 = g * a.n;
@@ -238,13 +242,27 @@ bool pieces_aligned(const RowNormArgs& a) {
   return a.gate == kNoGate || rows_ok(a.z, a.ldz, 8);
 }
 
-auto pieces_kernel(int tpg, int64_t n) -> void (*)(RowNormArgs) {
-  const int64_t pieces = n / kPiece;
-  if (tpg == 32)
-    return pieces <= 32   ? rownorm_pieces_kernel<32, 1>
-           : pieces <= 64 ? rownorm_pieces_kernel<32, 2>
-                          : rownorm_pieces_kernel<32, 4>;
-  return pieces <= 2 * kNormThreads ? rownorm_pieces_kernel<kNormThreads, 2> : rownorm_pieces_kernel<kNormThreads, 4>;
+// The instance for groups of n at tpg threads (norm_pieces_threads), and its block.
+auto pieces_kernel(int tpg, int64_t n, int* block) -> void (*)(RowNormArgs) {
+  const int64_t per = (n / kPiece + tpg - 1) / tpg;  // pieces a thread, ≤ 4
+  switch (tpg) {
+    case 32:
+      *block = kPiecesBlock<32>;
+      return per <= 1   ? rownorm_pieces_kernel<32, 1>
+             : per <= 2 ? rownorm_pieces_kernel<32, 2>
+                        : rownorm_pieces_kernel<32, 4>;
+    case 64:
+      *block = 64;
+      return rownorm_pieces_kernel<64, 1>;
+    case 128:
+      *block = 128;
+      return rownorm_pieces_kernel<128, 1>;
+    default:
+      *block = kNormThreads;
+      return per <= 1   ? rownorm_pieces_kernel<kNormThreads, 1>
+             : per <= 2 ? rownorm_pieces_kernel<kNormThreads, 2>
+                        : rownorm_pieces_kernel<kNormThreads, 4>;
+  }
 }
 
 // The held kernel for groups of n at tpg threads each, or nullptr where a
@@ -269,9 +287,11 @@ cudaError_t launch(const RowNormArgs& a, cudaStream_t stream) {
   if (a.rows == 0) return cudaSuccess;
   const int64_t n_groups = a.rows * a.groups;
   if (const int pt = norm_pieces_threads(a.n, n_groups, a.h != nullptr); pt > 0 && pieces_aligned(a)) {
-    const int64_t blocks = (n_groups * pt + kNormThreads - 1) / kNormThreads;
+    int block = 0;
+    auto kernel = pieces_kernel(pt, a.n, &block);
+    const int64_t blocks = (n_groups * pt + block - 1) / block;
     if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
-    launch_kernel(pieces_kernel(pt, a.n), unsigned(blocks), kNormThreads, 0, stream, a);
+    launch_kernel(kernel, unsigned(blocks), block, 0, stream, a);
     return cudaGetLastError();
   }
   // A long group's two passes are latency-bound loops: at 256 threads a
@@ -300,7 +320,15 @@ int norm_pieces_threads(int64_t n, int64_t n_groups, bool residual) {
   if (n < kPiece || n % kPiece != 0 || n > 4 * kNormThreads * kPiece) return 0;
   // The residual stream only where the element kernels take 256-thread groups (launch).
   if (residual && (n <= kWarpGroupMax || n_groups < kWideBelowGroups)) return 0;
-  return n <= 32 * 4 * kPiece ? 32 : kNormThreads;
+  const int64_t pieces = n / kPiece;
+  // Many groups: a warp each up to 4 pieces a lane. Few (a small batch):
+  // a piece a thread up to 256, so that each group's chain of loads, gates
+  // and sums is short — a warp per Mamba2 group of 1,024 made the 8B step
+  // 2% slower at batch 1 and 8 (H200, docs/perf session 32).
+  if (n_groups >= kWideBelowGroups) return pieces <= 4 * 32 ? 32 : kNormThreads;
+  int tpg = 32;
+  while (tpg < kNormThreads && tpg < pieces) tpg *= 2;
+  return tpg;
 }
 
 cudaError_t rmsnorm_cuda(const uint16_t* x, int64_t ldx, int64_t rows, int64_t dim, const float* w, float eps,

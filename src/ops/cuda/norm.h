@@ -55,13 +55,15 @@ cudaError_t rmsnorm_then_gate_cuda(const uint16_t* x, int64_t ldx, const uint16_
 
 // Where the launch takes 16-byte pieces (8 adjacent elements a thread a
 // step) instead of element accesses: the threads a group then reduces
-// over — 32 (n ≤ 1024) or 256 (n ≤ 8192) — for groups of n among n_groups
-// (rows × groups a row) of the residual stream (residual_rmsnorm_cuda) or
-// of bf16 rows (the other three), given n % 8 = 0, every row and the
-// weights 16-byte aligned; 0 where the element kernels run. Pieces change
-// the order of the sums (bits, not tolerances); the residual stream keeps
-// the order that the GEMV's fused norm shares (gemv.h) — it takes pieces
-// only at ≥ 256 groups of more than 512. Exposed for the tests.
+// over — from 256 groups a warp (n ≤ 1024) or 256 threads (n ≤ 8192),
+// below that the power of two from 32 to 256 that gives each thread a
+// piece, then up to 4 — for groups of n among n_groups (rows × groups a
+// row) of the residual stream (residual_rmsnorm_cuda) or of bf16 rows (the
+// other three), given n % 8 = 0, every row and the weights 16-byte
+// aligned; 0 where the element kernels run. Pieces change the order of the
+// sums (bits, not tolerances); the residual stream keeps the order that
+// the GEMV's fused norm shares (gemv.h) — it takes pieces only at ≥ 256
+// groups of more than 512. Exposed for the tests.
 int norm_pieces_threads(int64_t n, int64_t n_groups, bool residual);
 
 }  // namespace replayssm::ops::cuda
