@@ -200,10 +200,12 @@ const std::vector<Shape> kShapes = {
 // to kAttnMaxSplitRows; an explicit split_rows is kept.
 TEST(AttentionDecodeSplits, ShortSplitsWhenHeadsAreFew) {
   using ops::cuda::attention_decode_split_rows, ops::cuda::attention_decode_splits;
-  EXPECT_EQ(attention_decode_split_rows(1, 8, 256, 0), 16);  // Nemotron-H-8B at batch 1: 16 splits
-  EXPECT_EQ(attention_decode_splits(1, 8, 256, 0), 16);
-  EXPECT_EQ(attention_decode_split_rows(8, 8, 256, 0), 32);
-  EXPECT_EQ(attention_decode_splits(8, 8, 256, 0), 8);
+  EXPECT_EQ(attention_decode_split_rows(1, 8, 256, 0), 64);  // Nemotron-H-8B at batch 1: 4 splits, not 16 of 16
+  EXPECT_EQ(attention_decode_splits(1, 8, 256, 0), 4);
+  EXPECT_EQ(attention_decode_split_rows(1, 8, 8192, 0), 128);  // 64 splits
+  EXPECT_EQ(attention_decode_splits(1, 8, 8192, 0), 64);
+  EXPECT_EQ(attention_decode_split_rows(8, 8, 1024, 0), 128);
+  EXPECT_EQ(attention_decode_splits(8, 8, 1024, 0), 8);
   EXPECT_EQ(attention_decode_splits(64, 8, 256, 0), 1);
   EXPECT_EQ(attention_decode_split_rows(1, 8, 100000, 0), ops::cuda::kAttnMaxSplitRows);
   EXPECT_EQ(attention_decode_split_rows(1, 1, 5, 0), ops::cuda::kAttnMinSplitRows);
@@ -220,9 +222,10 @@ TEST(AttentionDecodeSplits, EachSequenceSplitsItsOwnLength) {
   EXPECT_EQ(attention_decode_split_want(64, 8), 1);
   EXPECT_EQ(attention_decode_split_want(3, 5), 35);
   // Batch 1 at 8B under a 32,768-row bound: 512-row splits (64 of them) for
-  // the bound, 16-row ones for 200 rows (13 splits), 64 for 4,096.
+  // the bound, 64-row ones for 200 rows (4 splits) and for 4,096 (64), then
+  // steps of 16.
   EXPECT_EQ(ops::cuda::attention_decode_splits(1, 8, 32768, 0), 64);
-  EXPECT_EQ(attention_split_rows_for(200, 64), 16);
+  EXPECT_EQ(attention_split_rows_for(200, 64), ops::cuda::kAttnMinSplitRows);
   EXPECT_EQ(attention_split_rows_for(4096, 64), 64);
   EXPECT_EQ(attention_split_rows_for(4097, 64), 80);
   EXPECT_EQ(attention_split_rows_for(1, 1), ops::cuda::kAttnMinSplitRows);

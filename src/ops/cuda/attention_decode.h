@@ -17,7 +17,7 @@
 // splits. By default splits are short enough that the blocks reach
 // kAttnTargetBlocks (attention_decode_split_rows): a warp's rows are a
 // chain of dependent softmax updates, so at batch 1 the context is cut
-// into 16-row splits. The grid's splits come from max_seq_len, each
+// into splits of 64 rows or more. The grid's splits come from max_seq_len, each
 // sequence's rows a split from its own length (AttentionSplits). Without
 // scratch the whole context is one split (no second kernel): right when
 // batch·Hkv already fills the GPU.
@@ -41,12 +41,18 @@ namespace replayssm::ops::cuda {
 constexpr int kAttnMaxRep = 8;
 constexpr int kAttnMaxD = 256;
 constexpr int kAttnMaxSplitRows = 512;
-constexpr int kAttnMinSplitRows = 16;
+// A split's rows: a multiple of kAttnSplitRowsStep (the tensor-core
+// kernel's chunk), at least kAttnMinSplitRows. Shorter splits left each
+// block too little to do beside its partials and their combine: at batch
+// 1 (H200, docs/perf session 32) 1,024 rows took 15.8 µs at the 8B heads
+// in 64 splits of 16 against 12.0 in 16 of 64, and 4,096 rows at the 27B
+// heads 39.8 µs in 128 splits of 32 against 29.7 in 64 of 64.
+constexpr int kAttnSplitRowsStep = 16;
+constexpr int kAttnMinSplitRows = 64;
 // Blocks the default split aims for: about four per SM of the H200. At
 // batch 1 the 8B model's 8 KV heads as 8 blocks walked 256 rows each, a
 // chain of dependent online-softmax updates per warp: ~90 µs per attention
-// layer of the step (docs/perf), where 16 splits of 16 rows and a combine
-// take a few.
+// layer of the step (docs/perf), where splits and a combine take a few.
 constexpr int kAttnTargetBlocks = 512;
 
 // Row p of sequence b: K at k_pages[page_table[b·max_pages + p / page_size]]
@@ -94,10 +100,10 @@ inline int attention_decode_split_want(int batch, int Hkv) {
   return int((kAttnTargetBlocks + heads - 1) / heads);
 }
 // Rows a split of a context of len rows spread over `want` splits: a
-// multiple of kAttnMinSplitRows, from kAttnMinSplitRows to kAttnMaxSplitRows.
+// multiple of kAttnSplitRowsStep, from kAttnMinSplitRows to kAttnMaxSplitRows.
 RSSM_ATTN_HOST_DEVICE inline int attention_split_rows_for(int64_t len, int want) {
   int64_t rows = ((len > 0 ? len : 1) + want - 1) / want;
-  rows = (rows + kAttnMinSplitRows - 1) / kAttnMinSplitRows * kAttnMinSplitRows;
+  rows = (rows + kAttnSplitRowsStep - 1) / kAttnSplitRowsStep * kAttnSplitRowsStep;
   return int(rows < kAttnMinSplitRows ? kAttnMinSplitRows : rows > kAttnMaxSplitRows ? kAttnMaxSplitRows : rows);
 }
 // Context rows per split at the bound max_seq_len: split_rows if given,
