@@ -6,10 +6,11 @@
 // sizes of Nemotron-H-8B (hidden 4096, Mamba2 norm over 8192 in 8 groups)
 // and Qwen3.5-27B (hidden 5120 with (1 + w), q/k norms of 256 inside the
 // [query | gate] rows, GDN output norm 48 heads × 128). Rows on 16 bytes
-// take the 16-byte pieces (from 256 groups a warp a group up to 1024, 256
-// threads up to 8192; below, 32–256 threads, a piece each where they
-// reach; the residual stream only at ≥ 256 groups), each case asserting
-// how (norm_pieces_threads: 0 for the element kernels). Skipped without a GPU.
+// take the 16-byte pieces (32–256 threads a group, up to 4 pieces a
+// thread: a warp a group of up to 1024 only where the groups are
+// thousands; the residual stream only at ≥ 256 groups), each case
+// asserting how (norm_pieces_threads: 0 for the element kernels). Skipped
+// without a GPU.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -58,14 +59,15 @@ TEST_F(NormCuda, RmsNormMatchesCpu) {
       {260, 9000, 9001, 9000, true, false, 0},     // 256-thread blocks, too long to hold: the two-pass loop
       {2, 9000, 9000, 9003, false, false, 0},      // 1024-thread blocks, too long to hold: the two-pass loop
       // Rows on 16 bytes: pieces, a piece a thread by 32, 64, 128 (the last warp short) and 256 threads,
-      // then 2 and 4 (short) by 256; from 256 groups a warp's 2 a lane.
+      // then 2 and 4 (short) by 256; 300 groups of 64 pieces by 64 threads; 2,048 by a warp, 2 a lane.
       {5, 128, 136, 128, false, false, 32},
       {3, 512, 512, 520, false, false, 64},
       {7, 1000, 1000, 1000, true, true, 128},
       {2, 2048, 2048, 2048, false, false, 256},
       {4, 4096, 4096, 4096, false, true, 256},
       {2, 8000, 8000, 8008, true, false, 256},
-      {300, 512, 512, 512, true, false, 32},
+      {300, 512, 512, 512, true, false, 64},
+      {2048, 512, 512, 512, false, false, 32},
   };
   std::mt19937 g(11);
   for (const Plain& c : cases) {
@@ -100,7 +102,7 @@ TEST_F(NormCuda, ResidualRmsNormAddsThenNormalisesTheFp32Stream) {
       {3, 37, true, false, false, 0},      {2, 600, false, true, false, 0},      {4, 4096, true, false, false, 0},
       {3, 5120, true, true, false, 0},     {256, 4096, true, false, false, 256}, {270, 5120, true, true, false, 256},
       {257, 8500, true, false, false, 0},  {4, 4096, true, false, true, 0},      {256, 4096, true, false, true, 256},
-      {300, 5120, false, true, true, 256}, {260, 1000, true, false, true, 32},   {258, 8000, true, true, true, 256}};
+      {300, 5120, false, true, true, 256}, {260, 1000, true, false, true, 128},  {258, 8000, true, true, true, 256}};
   std::mt19937 g(12);
   for (const Case& c : cases) {
     SCOPED_TRACE(testing::Message() << "rows " << c.rows << " dim " << c.dim << (c.aligned ? " aligned" : ""));
@@ -132,12 +134,13 @@ TEST_F(NormCuda, GatedGroupNormGatesBeforeTheNorm) {
     int pieces_threads;  // norm_pieces_threads
   };
   // odd groups on the warp path; 3 groups of 700 on the block path; Nemotron-H-8B: 128·64 in 8 groups (320
-  // groups: 256 threads each); with rows on 16 bytes the pieces: 8B's groups at batch 3 by 128 threads, at
-  // 40 by a warp, 4 a lane; 48 groups of 600 (75 pieces by 128 threads); 320 of 600 (a warp: 3 a lane in the
-  // first lanes, 2 after); a group of 4096 by 256 threads.
-  const Case cases[] = {{5, 60, 20, false, 0},      {3, 2100, 700, false, 0},    {3, 8192, 1024, false, 128},
-                        {3, 8192, 1024, true, 128}, {40, 8192, 1024, false, 32}, {40, 8192, 1024, true, 32},
-                        {6, 4800, 600, true, 128},  {40, 4800, 600, true, 32},   {3, 8192, 4096, true, 256}};
+  // groups: 256 threads each); with rows on 16 bytes the pieces: 8B's groups at batch 3 and 40 by 128
+  // threads, at 256 by a warp, 4 a lane; groups of 600 (75 pieces) by 128 threads, and 2,048 of them by a
+  // warp (3 a lane in the first lanes, 2 after); a group of 4096 by 256 threads.
+  const Case cases[] = {{5, 60, 20, false, 0},       {3, 2100, 700, false, 0},     {3, 8192, 1024, false, 128},
+                        {3, 8192, 1024, true, 128},  {40, 8192, 1024, false, 128}, {40, 8192, 1024, true, 128},
+                        {256, 8192, 1024, true, 32}, {6, 4800, 600, true, 128},    {256, 4800, 600, true, 32},
+                        {3, 8192, 4096, true, 256}};
   std::mt19937 g(13);
   for (const Case& c : cases) {
     SCOPED_TRACE(testing::Message() << "rows " << c.rows << " dim " << c.dim << " group " << c.group
@@ -201,9 +204,11 @@ TEST(NormCudaArgs, PiecesTakeWholePiecesUpTo8192) {
   EXPECT_EQ(norm_pieces_threads(1024, 8, false), 128);  // Nemotron-H-8B's gated norm at batch 1
   EXPECT_EQ(norm_pieces_threads(1032, 255, false), 256);
   EXPECT_EQ(norm_pieces_threads(8192, 1, false), 256);  // 4 a thread
-  // From 256 groups: a warp each, up to 4 pieces a lane.
-  EXPECT_EQ(norm_pieces_threads(1024, 256, false), 32);
-  EXPECT_EQ(norm_pieces_threads(1032, 256, false), 256);
+  // More groups: fewer threads each, down to a warp's 4 pieces a lane where the launch still has 65,536.
+  EXPECT_EQ(norm_pieces_threads(1024, 512, false), 128);  // 8B at batch 64
+  EXPECT_EQ(norm_pieces_threads(1024, 1024, false), 64);
+  EXPECT_EQ(norm_pieces_threads(1024, 2048, false), 32);  // 8B at batch 256
+  EXPECT_EQ(norm_pieces_threads(1032, 4096, false), 64);  // 129 pieces: no more than 4 a thread
   EXPECT_EQ(norm_pieces_threads(8200, 1000, false), 0);  // more: the element kernels
   EXPECT_EQ(norm_pieces_threads(1020, 1000, false), 0);  // not whole pieces
   EXPECT_EQ(norm_pieces_threads(4, 1000, false), 0);
@@ -211,7 +216,7 @@ TEST(NormCudaArgs, PiecesTakeWholePiecesUpTo8192) {
   EXPECT_EQ(norm_pieces_threads(4096, 255, true), 0);
   EXPECT_EQ(norm_pieces_threads(4096, 256, true), 256);
   EXPECT_EQ(norm_pieces_threads(512, 4096, true), 0);
-  EXPECT_EQ(norm_pieces_threads(520, 256, true), 32);
+  EXPECT_EQ(norm_pieces_threads(520, 256, true), 128);  // 65 pieces: 128 threads give 32,768, 256 would idle
 }
 
 // Runs without a GPU: every refusal comes before the device is touched.

@@ -148,6 +148,8 @@ __global__ void __launch_bounds__(kTpg == kNormThreadsWide ? kNormThreadsWide : 
 // uses 256-thread groups — the GEMV's fused norm (norm_order.cuh) keeps the
 // warp and 1024-thread orders, and with them its bits.
 constexpr int kPiece = 8;
+// Threads a pieces launch aims for: 16 warps an SM of the H200's 132.
+constexpr int64_t kPiecesThreads = 65536;
 // A block of the pieces kernel: one group of kTpg threads, or two of a warp
 // (small blocks, so that a few hundred groups still spread over every SM).
 template <int kTpg>
@@ -321,13 +323,14 @@ int norm_pieces_threads(int64_t n, int64_t n_groups, bool residual) {
   // The residual stream only where the element kernels take 256-thread groups (launch).
   if (residual && (n <= kWarpGroupMax || n_groups < kWideBelowGroups)) return 0;
   const int64_t pieces = n / kPiece;
-  // Many groups: a warp each up to 4 pieces a lane. Few (a small batch):
-  // a piece a thread up to 256, so that each group's chain of loads, gates
-  // and sums is short — a warp per Mamba2 group of 1,024 made the 8B step
-  // 2% slower at batch 1 and 8 (H200, docs/perf session 32).
-  if (n_groups >= kWideBelowGroups) return pieces <= 4 * 32 ? 32 : kNormThreads;
+  // The fewest threads a group (a power of two, 32 to 256, at most 4
+  // pieces a thread) that give the launch kPiecesThreads, or a piece a
+  // thread: a thread's chain of loads, gates and sums stays short where the
+  // groups are few. A warp per Mamba2 group of 1,024 (4 pieces a lane) made
+  // the 8B step 2% slower at batch 1 and 8 and 0.5% at 64, and 2.5–3%
+  // faster at 256 (H200, docs/perf session 32).
   int tpg = 32;
-  while (tpg < kNormThreads && tpg < pieces) tpg *= 2;
+  while (tpg < kNormThreads && (tpg < (pieces + 3) / 4 || (tpg < pieces && n_groups * tpg < kPiecesThreads))) tpg *= 2;
   return tpg;
 }
 

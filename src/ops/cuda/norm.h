@@ -55,9 +55,9 @@ cudaError_t rmsnorm_then_gate_cuda(const uint16_t* x, int64_t ldx, const uint16_
 
 // Where the launch takes 16-byte pieces (8 adjacent elements a thread a
 // step) instead of element accesses: the threads a group then reduces
-// over — from 256 groups a warp (n ≤ 1024) or 256 threads (n ≤ 8192),
-// below that the power of two from 32 to 256 that gives each thread a
-// piece, then up to 4 — for groups of n among n_groups (rows × groups a
+// over — the fewest of 32, 64, 128, 256 that hold its n/8 pieces 4 a
+// thread and give the launch 65,536 threads, or a piece each where fewer
+// do — for groups of n among n_groups (rows × groups a
 // row) of the residual stream (residual_rmsnorm_cuda) or of bf16 rows (the
 // other three), given n % 8 = 0, every row and the weights 16-byte
 // aligned; 0 where the element kernels run. Pieces change the order of the
