@@ -101,10 +101,10 @@ inline int attention_decode_split_want(int batch, int Hkv) {
 }
 // Rows a split of a context of len rows spread over `want` splits: a
 // multiple of kAttnSplitRowsStep, from kAttnMinSplitRows to kAttnMaxSplitRows.
-RSSM_ATTN_HOST_DEVICE inline int attention_split_rows_for(int64_t len, int want) {
-  int64_t rows = ((len > 0 ? len : 1) + want - 1) / want;
+RSSM_ATTN_HOST_DEVICE inline int attention_split_rows_for(int len, int want) {
+  int rows = ((len > 0 ? len : 1) + want - 1) / want;  // 32-bit: every block of a launch divides
   rows = (rows + kAttnSplitRowsStep - 1) / kAttnSplitRowsStep * kAttnSplitRowsStep;
-  return int(rows < kAttnMinSplitRows ? kAttnMinSplitRows : rows > kAttnMaxSplitRows ? kAttnMaxSplitRows : rows);
+  return rows < kAttnMinSplitRows ? kAttnMinSplitRows : rows > kAttnMaxSplitRows ? kAttnMaxSplitRows : rows;
 }
 // Context rows per split at the bound max_seq_len: split_rows if given,
 // else attention_split_rows_for(max_seq_len, attention_decode_split_want).

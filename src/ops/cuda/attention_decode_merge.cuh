@@ -22,17 +22,24 @@ __device__ __forceinline__ const uint16_t* kv_row(const uint16_t* const* pages, 
 // Split sp's rows [j0, j1) of a sequence of L rows (AttentionSplits); false
 // where it has none — past the sequence's end, which the combine skips.
 // One split takes every row.
-__device__ __forceinline__ bool split_span(const AttentionSplits& s, int sp, int64_t L, int64_t& j0, int64_t& j1) {
+__device__ __forceinline__ bool split_span(const AttentionSplits& s, int sp, int L, int64_t& j0, int64_t& j1) {
   if (s.n == 1) return j0 = 0, j1 = L, true;
+  // Past the end even at the shortest split — most of the grid under a
+  // large bound — the block leaves before the division. (H200, docs/perf
+  // session 32: at batch 64 under a 32,768-row bound, where 63 of a head's
+  // 64 blocks are empty, rows from each length took 4–7 µs a launch more
+  // than fixed rows, whose empty blocks leave without dividing; this exit
+  // has not run on the device yet.)
+  if (int64_t(sp) * (s.rows > 0 ? s.rows : kAttnMinSplitRows) >= L) return false;
   const int64_t rows = s.rows > 0 ? s.rows : attention_split_rows_for(L, s.want);
-  j0 = sp * rows, j1 = sp == s.n - 1 ? L : min(L, j0 + rows);
+  j0 = sp * rows, j1 = sp == s.n - 1 ? L : min(int64_t(L), j0 + rows);
   return j0 < j1;
 }
 // The splits holding rows of a sequence of L rows (split_span true).
-__device__ __forceinline__ int splits_used(const AttentionSplits& s, int64_t L) {
+__device__ __forceinline__ int splits_used(const AttentionSplits& s, int L) {
   if (L <= 0) return 0;
-  const int64_t rows = s.rows > 0 ? s.rows : attention_split_rows_for(L, s.want);
-  return int(min(int64_t(s.n), (L + rows - 1) / rows));
+  const int rows = s.rows > 0 ? s.rows : attention_split_rows_for(L, s.want);
+  return min(s.n, (L + rows - 1) / rows);
 }
 
 // The final value of head h, dim d of sequence b: gated, rounded, stored.
