@@ -68,6 +68,10 @@ TEST_F(NormCuda, RmsNormMatchesCpu) {
       {2, 8000, 8000, 8008, true, false, 256},
       {300, 512, 512, 512, true, false, 64},
       {2048, 512, 512, 512, false, false, 32},
+      // Many groups past a piece a thread at 64 and 128 threads: 200 pieces by 64 (4 a thread, the last
+      // short), 500 by 128.
+      {1024, 1600, 1600, 1600, false, false, 64},
+      {600, 4000, 4000, 4000, true, false, 128},
   };
   std::mt19937 g(11);
   for (const Plain& c : cases) {
@@ -209,6 +213,8 @@ TEST(NormCudaArgs, PiecesTakeWholePiecesUpTo8192) {
   EXPECT_EQ(norm_pieces_threads(1024, 1024, false), 64);
   EXPECT_EQ(norm_pieces_threads(1024, 2048, false), 32);  // 8B at batch 256
   EXPECT_EQ(norm_pieces_threads(1032, 4096, false), 64);  // 129 pieces: no more than 4 a thread
+  EXPECT_EQ(norm_pieces_threads(1600, 1024, false), 64);  // 200 pieces, 4 a thread
+  EXPECT_EQ(norm_pieces_threads(4000, 600, false), 128);  // 500 pieces, 4 a thread
   EXPECT_EQ(norm_pieces_threads(8200, 1000, false), 0);  // more: the element kernels
   EXPECT_EQ(norm_pieces_threads(1020, 1000, false), 0);  // not whole pieces
   EXPECT_EQ(norm_pieces_threads(4, 1000, false), 0);

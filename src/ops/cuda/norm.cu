@@ -244,26 +244,27 @@ bool pieces_aligned(const RowNormArgs& a) {
   return a.gate == kNoGate || rows_ok(a.z, a.ldz, 8);
 }
 
-// The instance for groups of n at tpg threads (norm_pieces_threads), and its block.
+// The instance for groups of n at tpg threads (norm_pieces_threads: at
+// most 4 pieces a thread; nullptr past that, the element kernels then),
+// and its block.
+template <int kTpg>
+auto pieces_instance(int64_t n) -> void (*)(RowNormArgs) {
+  const int64_t per = (n / kPiece + kTpg - 1) / kTpg;
+  return per <= 1   ? rownorm_pieces_kernel<kTpg, 1>
+         : per <= 2 ? rownorm_pieces_kernel<kTpg, 2>
+         : per <= 4 ? rownorm_pieces_kernel<kTpg, 4>
+                    : nullptr;
+}
 auto pieces_kernel(int tpg, int64_t n, int* block) -> void (*)(RowNormArgs) {
-  const int64_t per = (n / kPiece + tpg - 1) / tpg;  // pieces a thread, ≤ 4
   switch (tpg) {
     case 32:
-      *block = kPiecesBlock<32>;
-      return per <= 1   ? rownorm_pieces_kernel<32, 1>
-             : per <= 2 ? rownorm_pieces_kernel<32, 2>
-                        : rownorm_pieces_kernel<32, 4>;
+      return *block = kPiecesBlock<32>, pieces_instance<32>(n);
     case 64:
-      *block = 64;
-      return rownorm_pieces_kernel<64, 1>;
+      return *block = kPiecesBlock<64>, pieces_instance<64>(n);
     case 128:
-      *block = 128;
-      return rownorm_pieces_kernel<128, 1>;
+      return *block = kPiecesBlock<128>, pieces_instance<128>(n);
     default:
-      *block = kNormThreads;
-      return per <= 1   ? rownorm_pieces_kernel<kNormThreads, 1>
-             : per <= 2 ? rownorm_pieces_kernel<kNormThreads, 2>
-                        : rownorm_pieces_kernel<kNormThreads, 4>;
+      return *block = kPiecesBlock<kNormThreads>, pieces_instance<kNormThreads>(n);
   }
 }
 
@@ -288,9 +289,9 @@ cudaError_t launch(const RowNormArgs& a, cudaStream_t stream) {
   if (a.gate != kNoGate && (a.z == nullptr || a.ldz < width)) return cudaErrorInvalidValue;
   if (a.rows == 0) return cudaSuccess;
   const int64_t n_groups = a.rows * a.groups;
-  if (const int pt = norm_pieces_threads(a.n, n_groups, a.h != nullptr); pt > 0 && pieces_aligned(a)) {
-    int block = 0;
-    auto kernel = pieces_kernel(pt, a.n, &block);
+  int block = 0;
+  const int pt = pieces_aligned(a) ? norm_pieces_threads(a.n, n_groups, a.h != nullptr) : 0;
+  if (auto kernel = pt > 0 ? pieces_kernel(pt, a.n, &block) : nullptr; kernel != nullptr) {
     const int64_t blocks = (n_groups * pt + block - 1) / block;
     if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
     launch_kernel(kernel, unsigned(blocks), block, 0, stream, a);
