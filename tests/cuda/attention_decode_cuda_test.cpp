@@ -232,6 +232,30 @@ TEST(AttentionDecodeSplits, EachSequenceSplitsItsOwnLength) {
   EXPECT_EQ(attention_split_rows_for(1 << 20, 1), ops::cuda::kAttnMaxSplitRows);
 }
 
+// The launch's plan (host arithmetic, as the kernels compute it): under any
+// bound every sequence's splits fit the grid's, so the last split is never
+// longer than the others — the bound's rows round up, and at a bound of
+// 4,097 a sequence aiming for the target's 64 splits would have left 832
+// rows to the last of 52.
+TEST(AttentionDecodeSplits, EverySequenceFitsTheGridsSplits) {
+  using ops::cuda::attention_decode_plan, ops::cuda::attention_split_rows_of;
+  for (int batch : {1, 3, 8, 64})
+    for (int Hkv : {1, 4, 8})
+      for (int bound = 1; bound <= 40000; bound += bound < 300 ? 1 : bound < 9000 ? 37 : 997) {
+        const ops::cuda::AttentionSplits s = attention_decode_plan(batch, Hkv, bound, 0);
+        for (int L = 1; L <= bound; L += L < 300 ? 1 : 61) {
+          const int rows = attention_split_rows_of(s, L);
+          ASSERT_GE(rows, ops::cuda::kAttnMinSplitRows);
+          ASSERT_LE(int64_t(s.n) * rows, int64_t(bound) + rows) << "batch " << batch << " Hkv " << Hkv;
+          ASSERT_LE((L - 1) / rows + 1, s.n) << "batch " << batch << " Hkv " << Hkv << " bound " << bound << " L " << L;
+        }
+      }
+  const ops::cuda::AttentionSplits s = attention_decode_plan(1, 8, 4097, 0);
+  EXPECT_EQ(s.n, 52);
+  EXPECT_EQ(attention_split_rows_of(s, 4096), 80);  // 52 splits of 80, not 64 of 64 in 52
+  EXPECT_EQ(attention_split_rows_of(attention_decode_plan(1, 8, 4097, 24), 100), 24);  // fixed rows kept
+}
+
 // Which rows go by 16-byte loads (host arithmetic): the shapes above take
 // both ways.
 TEST(AttentionDecodeSplits, SixteenByteRowsWhereDimsAndStrideAlign) {

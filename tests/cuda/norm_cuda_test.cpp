@@ -100,13 +100,15 @@ TEST_F(NormCuda, ResidualRmsNormAddsThenNormalisesTheFp32Stream) {
   };
   // At ≥ 256 rows 256-thread blocks: 16 and 20 values a thread held (the 16
   // and 32 instances), then the two-pass loop; with rows on 16 bytes the
-  // 16-byte pieces there (a warp a group up to 1024), and the element
-  // kernels below 256 rows (the GEMV's fused norm keeps their order).
+  // 16-byte pieces there (32–256 threads a group by norm_pieces_threads),
+  // and the element kernels below 256 rows (the GEMV's fused norm keeps
+  // their order).
   const Case cases[] = {
       {3, 37, true, false, false, 0},      {2, 600, false, true, false, 0},      {4, 4096, true, false, false, 0},
       {3, 5120, true, true, false, 0},     {256, 4096, true, false, false, 256}, {270, 5120, true, true, false, 256},
       {257, 8500, true, false, false, 0},  {4, 4096, true, false, true, 0},      {256, 4096, true, false, true, 256},
-      {300, 5120, false, true, true, 256}, {260, 1000, true, false, true, 128},  {258, 8000, true, true, true, 256}};
+      {300, 5120, false, true, true, 256}, {260, 1000, true, false, true, 128},  {258, 8000, true, true, true, 256},
+      {512, 4096, true, false, true, 128}};  // 128 threads, 4 pieces each (the write-back too)
   std::mt19937 g(12);
   for (const Case& c : cases) {
     SCOPED_TRACE(testing::Message() << "rows " << c.rows << " dim " << c.dim << (c.aligned ? " aligned" : ""));
@@ -144,7 +146,7 @@ TEST_F(NormCuda, GatedGroupNormGatesBeforeTheNorm) {
   const Case cases[] = {{5, 60, 20, false, 0},       {3, 2100, 700, false, 0},     {3, 8192, 1024, false, 128},
                         {3, 8192, 1024, true, 128},  {40, 8192, 1024, false, 128}, {40, 8192, 1024, true, 128},
                         {256, 8192, 1024, true, 32}, {6, 4800, 600, true, 128},    {256, 4800, 600, true, 32},
-                        {3, 8192, 4096, true, 256}};
+                        {3, 8192, 4096, true, 256},  {128, 8192, 1024, true, 64}};  // 64 threads, 2 pieces each
   std::mt19937 g(13);
   for (const Case& c : cases) {
     SCOPED_TRACE(testing::Message() << "rows " << c.rows << " dim " << c.dim << " group " << c.group
@@ -223,6 +225,20 @@ TEST(NormCudaArgs, PiecesTakeWholePiecesUpTo8192) {
   EXPECT_EQ(norm_pieces_threads(4096, 256, true), 256);
   EXPECT_EQ(norm_pieces_threads(512, 4096, true), 0);
   EXPECT_EQ(norm_pieces_threads(520, 256, true), 128);  // 65 pieces: 128 threads give 32,768, 256 would idle
+}
+
+// Runs without a GPU: wherever the rule takes pieces, its threads hold
+// every piece of the group at no more than 4 a thread (the largest
+// instance), for every width up to 8192 and group counts from 1 to 2^20.
+TEST(NormCudaArgs, PiecesThreadsHoldTheWholeGroup) {
+  for (int64_t n = 8; n <= 8200; n += 8)
+    for (int64_t groups = 1; groups <= (int64_t(1) << 20); groups *= 2)
+      for (bool residual : {false, true}) {
+        const int t = ops::cuda::norm_pieces_threads(n, groups + (groups > 2 ? groups / 3 : 0), residual);
+        if (t == 0) continue;
+        ASSERT_TRUE(t == 32 || t == 64 || t == 128 || t == 256) << n << " " << groups;
+        ASSERT_GE(int64_t(t) * 4 * 8, n) << "n " << n << " groups " << groups;
+      }
 }
 
 // Runs without a GPU: every refusal comes before the device is touched.

@@ -231,13 +231,13 @@ __global__ void __launch_bounds__(128) attention_combine_kernel(AttentionDecodeA
   const int used = splits_used(s, a.seq_len[b]);
   const float* part = a.scratch + (int64_t(b) * a.Hq + h) * s.n * (D + 2);
   float M = -INFINITY;
-  for (int s = 0; s < used; ++s) M = fmaxf(M, part[s * (D + 2) + D]);
+  for (int k = 0; k < used; ++k) M = fmaxf(M, part[k * (D + 2) + D]);
   for (int d = threadIdx.x; d < D; d += blockDim.x) {
     float Ls = 0.0f, A = 0.0f;
-    for (int s = 0; s < used; ++s) {
-      const float f = expf(part[s * (D + 2) + D] - M);
-      Ls += part[s * (D + 2) + D + 1] * f;
-      A += part[s * (D + 2) + d] * f;
+    for (int k = 0; k < used; ++k) {
+      const float f = expf(part[k * (D + 2) + D] - M);
+      Ls += part[k * (D + 2) + D + 1] * f;
+      A += part[k * (D + 2) + d] * f;
     }
     write_out(a, b, h, d, Ls > 0.0f ? A / Ls : 0.0f);
   }
@@ -273,9 +273,8 @@ cudaError_t attention_decode_cuda(const AttentionDecodeArgs& a, cudaStream_t str
   if (a.gate != nullptr && (a.g_head_stride < a.D || a.ldg < int64_t(a.Hq) * a.g_head_stride))
     return cudaErrorInvalidValue;
   if (a.scratch != nullptr && a.max_seq_len < 1) return cudaErrorInvalidValue;
-  AttentionSplits s;
-  s.n = a.scratch != nullptr ? attention_decode_splits(a.batch, a.Hkv, a.max_seq_len, a.split_rows) : 1;
-  s.rows = a.split_rows, s.want = attention_decode_split_want(a.batch, a.Hkv);
+  const AttentionSplits s =
+      a.scratch != nullptr ? attention_decode_plan(a.batch, a.Hkv, a.max_seq_len, a.split_rows) : AttentionSplits{};
   if (s.n > 65535) return cudaErrorInvalidValue;  // grid z
   if (a.batch == 0) return cudaSuccess;
   const int rep = a.Hq / a.Hkv;

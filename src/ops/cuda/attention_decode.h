@@ -15,10 +15,11 @@
 // that KV head, a partial softmax (max, sum, weighted V) — K and V are read
 // once per KV head, not once per query head; a second kernel combines the
 // splits. By default splits are short enough that the blocks reach
-// kAttnTargetBlocks (attention_decode_split_rows): a warp's rows are a
-// chain of dependent softmax updates, so at batch 1 the context is cut
-// into splits of 64 rows or more. The grid's splits come from max_seq_len, each
-// sequence's rows a split from its own length (AttentionSplits). Without
+// kAttnTargetBlocks where kAttnMinSplitRows allows
+// (attention_decode_split_rows): a warp's rows are a chain of dependent
+// softmax updates, so at batch 1 the context is cut into splits of 64 rows
+// or more. The grid's splits come from max_seq_len, each sequence's rows a
+// split from its own length (AttentionSplits). Without
 // scratch the whole context is one split (no second kernel): right when
 // batch·Hkv already fills the GPU.
 //
@@ -78,7 +79,7 @@ struct AttentionDecodeArgs {
   const int32_t* seq_len = nullptr;   // (B) rows attended, ≥ 1, new token's row included
   int max_seq_len = 0;                // host bound on seq_len (sizes the splits and scratch)
   float* scratch = nullptr;           // attention_decode_scratch_floats(), or nullptr: one split
-  int split_rows = 0;                 // context rows per split (0: attention_decode_split_rows's choice)
+  int split_rows = 0;                 // context rows per split (0: each sequence's own, AttentionSplits)
   // Which kernel walks the rows, for A/B runs and tests: 0 the launcher's
   // choice (the first of 3, 2, 1 that the shape allows), 1 by elements (any
   // D), 2 by 16-byte rows on the FMA pipe (refused unless
@@ -102,7 +103,7 @@ inline int attention_decode_split_want(int batch, int Hkv) {
 // Rows a split of a context of len rows spread over `want` splits: a
 // multiple of kAttnSplitRowsStep, from kAttnMinSplitRows to kAttnMaxSplitRows.
 RSSM_ATTN_HOST_DEVICE inline int attention_split_rows_for(int len, int want) {
-  int rows = ((len > 0 ? len : 1) + want - 1) / want;  // 32-bit: every block of a launch divides
+  int rows = len > 1 ? (len - 1) / want + 1 : 1;  // 32-bit (every block of a launch divides), no overflow
   rows = (rows + kAttnSplitRowsStep - 1) / kAttnSplitRowsStep * kAttnSplitRowsStep;
   return rows < kAttnMinSplitRows ? kAttnMinSplitRows : rows > kAttnMaxSplitRows ? kAttnMaxSplitRows : rows;
 }
@@ -116,6 +117,33 @@ inline int attention_decode_split_rows(int batch, int Hkv, int max_seq_len, int 
 inline int attention_decode_splits(int batch, int Hkv, int max_seq_len, int split_rows) {
   const int s = attention_decode_split_rows(batch, Hkv, max_seq_len, split_rows);
   return max_seq_len <= s ? 1 : (max_seq_len + s - 1) / s;
+}
+// How a launch cuts each sequence's rows, the host's plan that the kernels
+// read (attention_decode_plan): n splits at most (the grid's, from
+// max_seq_len); a sequence of L rows takes splits of `rows` where the
+// caller fixed them (AttentionDecodeArgs::split_rows), else of
+// attention_split_rows_for(L, want) — from its own length, not the
+// bound's, so that a short context under a large max_seq_len (a server's)
+// still spreads over the GPU instead of walking its rows in one
+// bound-sized split; the last split takes every row left.
+struct AttentionSplits {
+  int n = 1, rows = 0, want = 1;
+};
+// A sequence of L rows' rows a split under the plan s.
+RSSM_ATTN_HOST_DEVICE inline int attention_split_rows_of(const AttentionSplits& s, int L) {
+  return s.rows > 0 ? s.rows : attention_split_rows_for(L, s.want);
+}
+// The plan of a launch with scratch. A sequence aims for no more splits
+// than the grid has: the bound's rows round up, so the grid can have fewer
+// than the target, and a sequence cut for more would leave its last split
+// the rest (at a bound of 4,097, 832 rows against 64).
+inline AttentionSplits attention_decode_plan(int batch, int Hkv, int max_seq_len, int split_rows) {
+  AttentionSplits s;
+  s.n = attention_decode_splits(batch, Hkv, max_seq_len, split_rows);
+  s.rows = split_rows;
+  const int want = attention_decode_split_want(batch, Hkv);
+  s.want = want < s.n ? want : s.n;
+  return s;
 }
 inline int64_t attention_decode_scratch_floats(int batch, int Hq, int Hkv, int D, int max_seq_len, int split_rows = 0) {
   return int64_t(batch) * Hq * attention_decode_splits(batch, Hkv, max_seq_len, split_rows) * (int64_t(D) + 2);
@@ -142,18 +170,6 @@ inline int attention_decode_mma_warps(int D, int64_t blocks, int rows_per_block,
   return D <= 128 && rows_per_block >= 256 && blocks >= int64_t(6) * sms ? 4 : 2;
 }
 
-// How a launch cuts each sequence's rows, the host's plan that the kernels
-// read: n splits at most (the grid's, from max_seq_len); a sequence of L
-// rows takes splits of `rows` where the caller fixed them
-// (AttentionDecodeArgs::split_rows), else of attention_split_rows_for(L,
-// want) — from its own length, not the bound's, so that a short context
-// under a large max_seq_len (a server's) still spreads over the GPU
-// instead of walking its rows in one bound-sized split; the last split
-// takes every row left.
-struct AttentionSplits {
-  int n = 1, rows = 0, want = 1;
-};
-
 cudaError_t attention_decode_cuda(const AttentionDecodeArgs& a, cudaStream_t stream);
 
 // The new token's K and V rows into the pages, before attention_decode:
@@ -171,3 +187,5 @@ struct KvAppendArgs {
 cudaError_t kv_append_cuda(const KvAppendArgs& a, cudaStream_t stream);
 
 }  // namespace replayssm::ops::cuda
+
+#undef RSSM_ATTN_HOST_DEVICE

@@ -31,15 +31,14 @@ __device__ __forceinline__ bool split_span(const AttentionSplits& s, int sp, int
   // than fixed rows, whose empty blocks leave without dividing; this exit
   // has not run on the device yet.)
   if (int64_t(sp) * (s.rows > 0 ? s.rows : kAttnMinSplitRows) >= L) return false;
-  const int64_t rows = s.rows > 0 ? s.rows : attention_split_rows_for(L, s.want);
+  const int64_t rows = attention_split_rows_of(s, L);
   j0 = sp * rows, j1 = sp == s.n - 1 ? L : min(int64_t(L), j0 + rows);
   return j0 < j1;
 }
 // The splits holding rows of a sequence of L rows (split_span true).
 __device__ __forceinline__ int splits_used(const AttentionSplits& s, int L) {
   if (L <= 0) return 0;
-  const int rows = s.rows > 0 ? s.rows : attention_split_rows_for(L, s.want);
-  return min(s.n, (L + rows - 1) / rows);
+  return min(s.n, (L - 1) / attention_split_rows_of(s, L) + 1);
 }
 
 // The final value of head h, dim d of sequence b: gated, rounded, stored.

@@ -6,9 +6,10 @@
 // GPU, else 256). The values are held in registers (rownorm_held_kernel:
 // up to 16 a lane, 32 a thread of 256, 8 of 1024) and only longer groups
 // take rownorm_kernel, which reads each value twice — the same sums in the
-// same order either way (norm_order.cuh). Aligned rows take 16-byte pieces
-// instead (rownorm_pieces_kernel), bf16 rows at every size, the residual
-// stream where its groups are 256 threads.
+// same order either way (norm_order.cuh). Rows on 16 bytes with groups of
+// a multiple of 8 up to 8192 take 16-byte pieces instead
+// (rownorm_pieces_kernel) — the residual stream only where its groups are
+// 256 threads.
 #include "ops/cuda/norm.h"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/norm_order.cuh"
