@@ -3,45 +3,52 @@
 #
 # The device machine has the CUDA toolkit but not this project's Debian
 # dependencies, so binaries are built here and carried there:
-#   bash scripts/gpu_check.sh stage        # here: build, pack binaries + shared libs into .gpu/
-#   bash scripts/gpu_check.sh run [OUT]    # there (device tool, carry .gpu): tests, bench, table
+#   bash scripts/gpu_check.sh stage                # here: build, pack binaries + shared libs into .gpu/
+#   bash scripts/gpu_check.sh run [OUT [PARTS]]    # there (device tool, carry .gpu): tests, bench, table
+#   bash scripts/gpu_check.sh summary DIR          # anywhere: the table from a run's outputs
+# PARTS is a comma list of tests, kernels, model (default: all three). The
+# whole run takes longer than one device call may (10 minutes), so it can be
+# sent as two calls, e.g. `run $OUT tests,kernels` and `run $OUT model`; put
+# both calls' files in one folder and `summary` prints the table from it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # The short table `run` ends with: the issue's figures, from its outputs.
 summary() {
   local o="$1"
+  # Parts sent in separate calls may be missing: each block reads only files that exist.
+  have() { [ -f "$o/$1" ]; }
   echo
   echo "== summary ($(date -u +%F), H200) =="
-  grep -E '^\[  PASSED  \]|^\[  FAILED  \]' "$o/cuda_tests.log" | tail -1 | sed 's/^/CUDA tests: /'
-  echo "kernels (replay / standard, same run, and the bytes' ratio; standard % of copy bandwidth):"
-  # The verify rows' standard path reads a state and writes four: beside
-  # its share of copy, its share of the probe of that mix (header line).
-  awk '/one read \+ [0-9]+ writes/ { for (i = 1; i < NF; ++i) if ($i == "writes") { fan = $(i + 1); nw = $(i - 1) } }
-       $1 ~ /^(mamba2|gdn)$/ && $2 ~ /^(ar|verify)$/ && $3 ~ /^(1|64|256|512)$/ {
-         printf "  %-7s %-7s batch %4s  %6s (bytes %s)  standard at %s of copy", $1, $2, $3, $(NF-1), $NF, $7
-         if ($2 == "verify" && fan > 0) printf ", %.0f%% of one read + %s writes", 100 * $6 / fan, nw
-         printf "\n" }' \
-    "$o/ssm_decode_bench.txt"
-  awk '$1 ~ /^(mamba2|gdn)$/ && $2 ~ /^(ar|verify)$/ { n++; r = $(NF-1); sub(/x$/, "", r); if (r + 0 < 1.0) slow = slow " " $1 "/" $2 "/" $3 " " $(NF-1) }
+  have cuda_tests.log && grep -E '^\[  PASSED  \]|^\[  FAILED  \]' "$o/cuda_tests.log" | tail -1 | sed 's/^/CUDA tests: /'
+  if have ssm_decode_bench.txt; then
+    echo "kernels (replay / standard, same run, and the bytes' ratio; standard % of copy bandwidth):"
+    # The verify rows' standard path reads a state and writes four: beside
+    # its share of copy, its share of the probe of that mix (header line).
+    awk '/one read \+ [0-9]+ writes/ { for (i = 1; i < NF; ++i) if ($i == "writes") { fan = $(i + 1); nw = $(i - 1) } }
+         $1 ~ /^(mamba2|gdn)$/ && $2 ~ /^(ar|verify)$/ && $3 ~ /^(1|64|256|512)$/ {
+           printf "  %-7s %-7s batch %4s  %6s (bytes %s)  standard at %s of copy", $1, $2, $3, $(NF-1), $NF, $7
+           if ($2 == "verify" && fan > 0) printf ", %.0f%% of one read + %s writes", 100 * $6 / fan, nw
+           printf "\n" }' \
+      "$o/ssm_decode_bench.txt"
+  fi
+  have ssm_small_batches.txt && awk '$1 ~ /^(mamba2|gdn)$/ && $2 ~ /^(ar|verify)$/ { n++; r = $(NF-1); sub(/x$/, "", r); if (r + 0 < 1.0) slow = slow " " $1 "/" $2 "/" $3 " " $(NF-1) }
        END { printf "  batch 2-7 (%d rows): %s\n", n, slow == "" ? "replay >= standard in every row" : "replay slower at" slow }' \
     "$o/ssm_small_batches.txt"
-  awk '$1 ~ /^(mamba2|gdn)$/ && $2 ~ /^beam8(-alone)?$/ && $3 ~ /^(64|256)$/ {
+  have ssm_decode_bench.txt && awk '$1 ~ /^(mamba2|gdn)$/ && $2 ~ /^beam8(-alone)?$/ && $3 ~ /^(64|256)$/ {
          printf "  %-7s %-12s batch %4s  %6s\n", $1, $2, $3, $(NF-1) }' "$o/ssm_decode_bench.txt"
-  echo "attention decode, 4,096-row contexts (the tensor-core kernel):"
-  awk '$1 ~ /^(nemotron|qwen)/ && $5 ~ /^(64|256)$/ && $6 == 4096 {
+  have attn_decode_bench.txt && echo "attention decode, 4,096-row contexts (the tensor-core kernel):" && awk '$1 ~ /^(nemotron|qwen)/ && $5 ~ /^(64|256)$/ && $6 == 4096 {
          printf "  %-14s batch %4s  %8s us  %6s GB/s  %s of read bandwidth\n", $1, $5, $10, $11, $12 }' \
     "$o/attn_decode_bench.txt"
-  echo "end to end at 8B shapes (tok/s, standard -> replay):"
-  awk '$2 == "standard" && NF == 8 { s[$1] = $3 } $2 == "replay" && NF == 9 && ($1 in s) {
+  have e2e_decode_bench.txt && echo "end to end at 8B shapes (tok/s, standard -> replay):" && awk '$2 == "standard" && NF == 8 { s[$1] = $3 } $2 == "replay" && NF == 9 && ($1 in s) {
          printf "  batch %4s  %9s -> %9s  %s\n", $1, s[$1], $3, $NF }' "$o/e2e_decode_bench.txt"
-  awk '$2 == "chunks" && $3 == "of" && $4 == "512" { printf "  serving (engine, chunks of 512): %-9s %s tok/s\n", $1, $5 }' \
+  have engine_bench.txt && awk '$2 == "chunks" && $3 == "of" && $4 == "512" { printf "  serving (engine, chunks of 512): %-9s %s tok/s\n", $1, $5 }' \
     "$o/engine_bench.txt"
-  awk '$1 == "beam" { printf "  beam width %3s %-8s %s tok/s\n", $3, $2, $9 }' "$o/beam/table.txt"
-  awk '$1 == "beam" { printf "  beam width %3s replay, each beam alone: %s tok/s\n", $3, $9 }' "$o/beam_alone/table.txt"
-  echo "beams at Qwen3.5-27B shapes (GDN):"
-  awk '$1 == "beam" { printf "  beam width %3s %-8s %s tok/s\n", $3, $2, $9 }' "$o/beam_gdn/table.txt"
-  awk '$1 == "beam" { printf "  beam width %3s replay, each beam alone: %s tok/s\n", $3, $9 }' "$o/beam_gdn_alone/table.txt"
+  have beam/table.txt && awk '$1 == "beam" { printf "  beam width %3s %-8s %s tok/s\n", $3, $2, $9 }' "$o/beam/table.txt"
+  have beam_alone/table.txt && awk '$1 == "beam" { printf "  beam width %3s replay, each beam alone: %s tok/s\n", $3, $9 }' "$o/beam_alone/table.txt"
+  have beam_gdn/table.txt && echo "beams at Qwen3.5-27B shapes (GDN):" && awk '$1 == "beam" { printf "  beam width %3s %-8s %s tok/s\n", $3, $2, $9 }' "$o/beam_gdn/table.txt"
+  have beam_gdn_alone/table.txt && awk '$1 == "beam" { printf "  beam width %3s replay, each beam alone: %s tok/s\n", $3, $9 }' "$o/beam_gdn_alone/table.txt"
+  return 0
 }
 case "${1:-}" in
   stage)
@@ -70,40 +77,55 @@ case "${1:-}" in
     ;;
   run)
     out="${2:-${OUT:-/tmp/gpu_check}}"
+    parts=",${3:-tests,kernels,model},"
+    for p in ${parts//,/ }; do
+      case "$p" in tests|kernels|model) ;; *) echo "gpu_check.sh run: unknown part '$p' (parts: tests, kernels, model)" >&2; exit 2 ;; esac
+    done
+    part() { [[ "$parts" == *",$1,"* ]]; }
     mkdir -p "$out"
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
     mkdir -p /tmp/replayssm_libs && tar -xJf .gpu/libs.tar.xz -C /tmp/replayssm_libs
     tar -xJf .gpu/bin.tar.xz -C .gpu
     export LD_LIBRARY_PATH=/tmp/replayssm_libs:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-    .gpu/replayssm_cuda_tests 2>&1 | tee "$out/cuda_tests.log" | grep -E '^\[ *(OK|FAILED|PASSED|SKIPPED) ' || true
-    if grep -q 'SKIPPED\|FAILED' "$out/cuda_tests.log"; then echo "CUDA tests did not all pass"; exit 1; fi
-    .gpu/replayssm_ssm_bench "$out/ssm_decode_bench.json" | tee "$out/ssm_decode_bench.txt"
-    # The batches between 1 and 8, where the launchers switch kernels.
-    for fam in mamba2 gdn; do .gpu/replayssm_ssm_bench --only $fam --batches 2,3,4,5,6,7; done |
-      grep -E '^(mamba2|gdn) ' | tee "$out/ssm_small_batches.txt"
-    .gpu/replayssm_gemv_bench | tee "$out/gemv_bench.txt"
-    .gpu/replayssm_attn_bench --json "$out/attn_decode_bench.json" | tee "$out/attn_decode_bench.txt"
-    .gpu/replayssm_e2e_bench --json "$out/e2e_decode_bench.json" | tee "$out/e2e_decode_bench.txt"
-    .gpu/replayssm_engine_bench | tee "$out/engine_bench.txt"
-    # Long prompts: their prefill in chunks of 8 (the decode kernels' T)
-    # against the decoder's default chunks (the chunk scans).
-    .gpu/replayssm_e2e_bench --batch 1,8 --prompt 1024 --new 8 | tee "$out/e2e_prefill_bench.txt"
-    # Beam search: replay (fork groups where they pay) against the standard
-    # layout, and replay with every beam decoded alone.
-    .gpu/replayssm bench --device cuda --preset nemotron-h-8b --workload beam --strategy replay,snapshot \
-      --batch 8,32,64 --prompt-tokens 128 --new-tokens 128 --no-concurrency --out "$out/beam" >/dev/null
-    .gpu/replayssm bench --device cuda --preset nemotron-h-8b --workload beam --strategy replay \
-      --batch 32,64 --prompt-tokens 128 --new-tokens 128 --no-concurrency --no-fork-groups \
-      --out "$out/beam_alone" >/dev/null
-    # Gated DeltaNet layers (Qwen3.5-27B shapes): the same (the default
-    # groups beams of 4 or more at ≥ 2048 blocks; --all-fork-groups: any).
-    .gpu/replayssm bench --device cuda --preset qwen3.5-27b --workload beam --strategy replay,snapshot \
-      --batch 32,64 --prompt-tokens 128 --new-tokens 128 --no-concurrency --runs 2 --out "$out/beam_gdn" >/dev/null
-    .gpu/replayssm bench --device cuda --preset qwen3.5-27b --workload beam --strategy replay \
-      --batch 64 --prompt-tokens 128 --new-tokens 128 --no-concurrency --runs 2 --no-fork-groups \
-      --out "$out/beam_gdn_alone" >/dev/null
-    cat "$out/beam/table.txt" "$out/beam_alone/table.txt" "$out/beam_gdn/table.txt" "$out/beam_gdn_alone/table.txt"
+    if part tests; then
+      .gpu/replayssm_cuda_tests 2>&1 | tee "$out/cuda_tests.log" | grep -E '^\[ *(OK|FAILED|PASSED|SKIPPED) ' || true
+      if grep -q 'SKIPPED\|FAILED' "$out/cuda_tests.log"; then echo "CUDA tests did not all pass"; exit 1; fi
+    fi
+    if part kernels; then
+      .gpu/replayssm_ssm_bench "$out/ssm_decode_bench.json" | tee "$out/ssm_decode_bench.txt"
+      # The batches between 1 and 8, where the launchers switch kernels.
+      for fam in mamba2 gdn; do .gpu/replayssm_ssm_bench --only $fam --batches 2,3,4,5,6,7; done |
+        grep -E '^(mamba2|gdn) ' | tee "$out/ssm_small_batches.txt"
+      .gpu/replayssm_gemv_bench | tee "$out/gemv_bench.txt"
+      .gpu/replayssm_attn_bench --json "$out/attn_decode_bench.json" | tee "$out/attn_decode_bench.txt"
+    fi
+    if part model; then
+      .gpu/replayssm_e2e_bench --json "$out/e2e_decode_bench.json" | tee "$out/e2e_decode_bench.txt"
+      .gpu/replayssm_engine_bench | tee "$out/engine_bench.txt"
+      # Long prompts: their prefill in chunks of 8 (the decode kernels' T)
+      # against the decoder's default chunks (the chunk scans).
+      .gpu/replayssm_e2e_bench --batch 1,8 --prompt 1024 --new 8 | tee "$out/e2e_prefill_bench.txt"
+      # Beam search: replay (fork groups where they pay) against the standard
+      # layout, and replay with every beam decoded alone.
+      .gpu/replayssm bench --device cuda --preset nemotron-h-8b --workload beam --strategy replay,snapshot \
+        --batch 8,32,64 --prompt-tokens 128 --new-tokens 128 --no-concurrency --out "$out/beam" >/dev/null
+      .gpu/replayssm bench --device cuda --preset nemotron-h-8b --workload beam --strategy replay \
+        --batch 32,64 --prompt-tokens 128 --new-tokens 128 --no-concurrency --no-fork-groups \
+        --out "$out/beam_alone" >/dev/null
+      # Gated DeltaNet layers (Qwen3.5-27B shapes): the same (the default
+      # groups beams of 4 or more at ≥ 2048 blocks; --all-fork-groups: any).
+      .gpu/replayssm bench --device cuda --preset qwen3.5-27b --workload beam --strategy replay,snapshot \
+        --batch 32,64 --prompt-tokens 128 --new-tokens 128 --no-concurrency --runs 2 --out "$out/beam_gdn" >/dev/null
+      .gpu/replayssm bench --device cuda --preset qwen3.5-27b --workload beam --strategy replay \
+        --batch 64 --prompt-tokens 128 --new-tokens 128 --no-concurrency --runs 2 --no-fork-groups \
+        --out "$out/beam_gdn_alone" >/dev/null
+      cat "$out/beam/table.txt" "$out/beam_alone/table.txt" "$out/beam_gdn/table.txt" "$out/beam_gdn_alone/table.txt"
+    fi
     summary "$out" | tee "$out/summary.txt"
+    ;;
+  summary)
+    [ -d "${2:-}" ] || { echo "usage: $0 summary DIR (a run's output folder)" >&2; exit 2; }
+    summary "$2"
     ;;
   libs)  # there: the binaries unpacked and the environment, for a single command (device tool)
     mkdir -p /tmp/replayssm_libs && tar -xJf .gpu/libs.tar.xz -C /tmp/replayssm_libs
@@ -111,7 +133,7 @@ case "${1:-}" in
     echo "export LD_LIBRARY_PATH=/tmp/replayssm_libs:/usr/local/cuda/lib64"
     ;;
   *)
-    echo "usage: $0 stage | run [OUT_DIR] | libs" >&2
+    echo "usage: $0 stage | run [OUT_DIR [tests,kernels,model]] | summary DIR | libs" >&2
     exit 2
     ;;
 esac
