@@ -234,7 +234,8 @@ TEST(AttentionDecodeSplits, EachSequenceSplitsItsOwnLength) {
 
 // The launch's plan (host arithmetic, as the kernels compute it): under any
 // bound every sequence's splits fit the grid's, so the last split is never
-// longer than the others — the bound's rows round up, and at a bound of
+// longer than the others, and a block leaves early only where its split is
+// empty — the bound's rows round up, and at a bound of
 // 4,097 a sequence aiming for the target's 64 splits would have left 832
 // rows to the last of 52.
 TEST(AttentionDecodeSplits, EverySequenceFitsTheGridsSplits) {
@@ -248,6 +249,15 @@ TEST(AttentionDecodeSplits, EverySequenceFitsTheGridsSplits) {
           ASSERT_GE(rows, ops::cuda::kAttnMinSplitRows);
           ASSERT_LE(int64_t(s.n) * rows, int64_t(bound) + rows) << "batch " << batch << " Hkv " << Hkv;
           ASSERT_LE((L - 1) / rows + 1, s.n) << "batch " << batch << " Hkv " << Hkv << " bound " << bound << " L " << L;
+          // The kernels' early exit: only splits without rows, and from
+          // split `want` on every such split.
+          for (int sp = 0; sp < s.n; ++sp) {
+            const bool empty = int64_t(sp) * rows >= L;
+            if (ops::cuda::attention_split_past_end(s, sp, L))
+              ASSERT_TRUE(empty) << "bound " << bound << " L " << L << " sp " << sp;
+            if (sp >= s.want)
+              ASSERT_EQ(ops::cuda::attention_split_past_end(s, sp, L), empty) << "bound " << bound << " L " << L;
+          }
         }
       }
   const ops::cuda::AttentionSplits s = attention_decode_plan(1, 8, 4097, 0);

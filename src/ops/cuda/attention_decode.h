@@ -133,6 +133,19 @@ struct AttentionSplits {
 RSSM_ATTN_HOST_DEVICE inline int attention_split_rows_of(const AttentionSplits& s, int L) {
   return s.rows > 0 ? s.rows : attention_split_rows_for(L, s.want);
 }
+// Whether split sp of a sequence of L rows surely has none, without the
+// division that gives its rows: past the end even at the shortest split,
+// or (rows from the length) past the splits the sequence aims for and past
+// the end at the longest split — a length's rows are either
+// kAttnMaxSplitRows or at least ⌈L / want⌉, so from split `want` on this
+// is exact. Most of a grid sized for a large bound is such blocks. (H200,
+// docs/perf sessions 32–33: at batch 64 under a 32,768-row bound, where
+// 56–63 of a head's 64 blocks are empty, rows from each length took 2–9 µs
+// a launch more than fixed rows with the first test alone.)
+RSSM_ATTN_HOST_DEVICE inline bool attention_split_past_end(const AttentionSplits& s, int sp, int L) {
+  if (int64_t(sp) * (s.rows > 0 ? s.rows : kAttnMinSplitRows) >= L) return true;
+  return s.rows == 0 && sp >= s.want && int64_t(sp) * kAttnMaxSplitRows >= L;
+}
 // The plan of a launch with scratch. A sequence aims for no more splits
 // than the grid has: the bound's rows round up, so the grid can have fewer
 // than the target, and a sequence cut for more would leave its last split

@@ -24,13 +24,8 @@ __device__ __forceinline__ const uint16_t* kv_row(const uint16_t* const* pages, 
 // One split takes every row.
 __device__ __forceinline__ bool split_span(const AttentionSplits& s, int sp, int L, int64_t& j0, int64_t& j1) {
   if (s.n == 1) return j0 = 0, j1 = L, true;
-  // Past the end even at the shortest split — most of the grid under a
-  // large bound — the block leaves before the division. (H200, docs/perf
-  // session 32: at batch 64 under a 32,768-row bound, where 63 of a head's
-  // 64 blocks are empty, rows from each length took 4–7 µs a launch more
-  // than fixed rows, whose empty blocks leave without dividing; this exit
-  // has not run on the device yet.)
-  if (int64_t(sp) * (s.rows > 0 ? s.rows : kAttnMinSplitRows) >= L) return false;
+  // Most of the grid under a large bound: the block leaves before the division.
+  if (attention_split_past_end(s, sp, L)) return false;
   const int64_t rows = attention_split_rows_of(s, L);
   j0 = sp * rows, j1 = sp == s.n - 1 ? L : min(int64_t(L), j0 + rows);
   return j0 < j1;
