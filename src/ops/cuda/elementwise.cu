@@ -35,8 +35,8 @@ __global__ void __launch_bounds__(kEltThreads) mlp_activation_kernel(Activation 
   using Pack = std::conditional_t<kVec == 8, uint4, uint16_t>;
   static_assert(sizeof(Pack) == kVec * sizeof(uint16_t), "kVec is 1 or 8");
   for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
-    Pack u, g{};
-    u = *reinterpret_cast<const Pack*>(up + r * ldu + c);
+    const Pack u = *reinterpret_cast<const Pack*>(up + r * ldu + c);
+    Pack g{};
     if (gate != nullptr) g = *reinterpret_cast<const Pack*>(gate + r * ldg + c);
     const uint16_t* ue = reinterpret_cast<const uint16_t*>(&u);
     const uint16_t* ge = reinterpret_cast<const uint16_t*>(&g);

@@ -192,8 +192,11 @@ __device__ __forceinline__ void apply_dual(LaneRows<kR, kVec>& S, const float* s
       if (e[j] == r) suf[j] = tot;
     tot += sG[s0 + r];
   }
-  // The decay, then the products.
+  // The decay, then the products; each entry's weight once for both n-blocks.
   const float decay = expf(tot);
+  float wt[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) wt[j] = expf(suf[j]);
 #pragma unroll
   for (int i = 0; i < kR; ++i)
 #pragma unroll
@@ -205,7 +208,7 @@ __device__ __forceinline__ void apply_dual(LaneRows<kR, kVec>& S, const float* s
     uint32_t hi[4], lo[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const float x = e[j] < n && col < ucols ? sU[(s0 + e[j]) * kBlockCols + col] * expf(suf[j]) : 0.0f;
+      const float x = e[j] < n && col < ucols ? sU[(s0 + e[j]) * kBlockCols + col] * wt[j] : 0.0f;
       const __nv_bfloat16 h = __float2bfloat16_rn(x);
       hi[j] = __bfloat16_as_ushort(h), lo[j] = __bfloat16_as_ushort(__float2bfloat16_rn(x - __bfloat162float(h)));
     }
