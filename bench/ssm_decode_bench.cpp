@@ -457,8 +457,10 @@ Row run_gdn(int batch, bool verify, int slice = 0, int rows = 0, bool exact = fa
         return replayssm::ops::cuda::gdn_replay_cuda(r, nullptr);
       });
   if (slice == 0 && rows == 0 && !exact)
-    print_last_steps("gdn", verify, batch, plan, at, std_us,
-                     [](const GdnDecodeArgs& r) { return replayssm::ops::cuda::gdn_replay_cuda(r, nullptr); });
+    print_last_steps("gdn", verify, batch, plan, at, std_us, [](GdnDecodeArgs r) {
+      r.variant = g_gdn_variant;  // the row's kernel
+      return replayssm::ops::cuda::gdn_replay_cuda(r, nullptr);
+    });
   double rep_bytes = 0;
   for (const Plan& p : plan) rep_bytes += S + p.n * entry + T * (qv + Hv * dv * 4.0) + (p.f ? S : 0);
   return {exact ? "gdn-ex" : "gdn", verify ? "verify" : "ar", batch, std_us, batch * ((1 + T) * S + T * in_tok), rep_us,
