@@ -11,7 +11,9 @@
 # sent as two calls, e.g. `run $OUT tests,kernels` and `run $OUT model`; put
 # both calls' files in one folder and `summary` prints the table from it.
 set -euo pipefail
+caller_dir=$PWD  # OUT and DIR are the caller's paths
 cd "$(dirname "$0")/.."
+in_caller() { case "$1" in /*) echo "$1" ;; *) echo "$caller_dir/$1" ;; esac; }
 
 # The short table `run` ends with: the issue's figures, from its outputs.
 summary() {
@@ -20,7 +22,10 @@ summary() {
   have() { [ -f "$o/$1" ]; }
   echo
   echo "== summary ($(date -u +%F), H200) =="
-  have cuda_tests.log && grep -E '^\[  PASSED  \]|^\[  FAILED  \]' "$o/cuda_tests.log" | tail -1 | sed 's/^/CUDA tests: /'
+  if have cuda_tests.log; then
+    grep -E '^\[  PASSED  \]|^\[  FAILED  \]' "$o/cuda_tests.log" | tail -1 | sed 's/^/CUDA tests: /' ||
+      echo "CUDA tests: no result line (the run was cut short or crashed)"
+  fi
   if have ssm_decode_bench.txt; then
     echo "kernels (replay / standard, same run, and the bytes' ratio; standard % of copy bandwidth):"
     # The verify rows' standard path reads a state and writes four: beside
@@ -33,7 +38,8 @@ summary() {
       "$o/ssm_decode_bench.txt"
   fi
   have ssm_small_batches.txt && awk '$1 ~ /^(mamba2|gdn)$/ && $2 ~ /^(ar|verify)$/ { n++; r = $(NF-1); sub(/x$/, "", r); if (r + 0 < 1.0) slow = slow " " $1 "/" $2 "/" $3 " " $(NF-1) }
-       END { printf "  batch 2-7 (%d rows): %s\n", n, slow == "" ? "replay >= standard in every row" : "replay slower at" slow }' \
+       END { if (n == 0) print "  batch 2-7: no rows"
+             else printf "  batch 2-7 (%d rows): %s\n", n, slow == "" ? "replay >= standard in every row" : "replay slower at" slow }' \
     "$o/ssm_small_batches.txt"
   have ssm_decode_bench.txt && awk '$1 ~ /^(mamba2|gdn)$/ && $2 ~ /^beam8(-alone)?$/ && $3 ~ /^(64|256)$/ {
          printf "  %-7s %-12s batch %4s  %6s\n", $1, $2, $3, $(NF-1) }' "$o/ssm_decode_bench.txt"
@@ -76,12 +82,13 @@ case "${1:-}" in
     du -sh .gpu
     ;;
   run)
-    out="${2:-${OUT:-/tmp/gpu_check}}"
-    parts=",${3:-tests,kernels,model},"
-    for p in ${parts//,/ }; do
-      case "$p" in tests|kernels|model) ;; *) echo "gpu_check.sh run: unknown part '$p' (parts: tests, kernels, model)" >&2; exit 2 ;; esac
-    done
-    part() { [[ "$parts" == *",$1,"* ]]; }
+    out=$(in_caller "${2:-${OUT:-/tmp/gpu_check}}")
+    parts="${3:-tests,kernels,model}"
+    if ! [[ "$parts" =~ ^(tests|kernels|model)(,(tests|kernels|model))*$ ]]; then
+      echo "gpu_check.sh run: PARTS '$parts' is not a comma list of tests, kernels, model" >&2
+      exit 2
+    fi
+    part() { [[ ",$parts," == *",$1,"* ]]; }
     mkdir -p "$out"
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
     mkdir -p /tmp/replayssm_libs && tar -xJf .gpu/libs.tar.xz -C /tmp/replayssm_libs
@@ -89,7 +96,11 @@ case "${1:-}" in
     export LD_LIBRARY_PATH=/tmp/replayssm_libs:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     if part tests; then
       .gpu/replayssm_cuda_tests 2>&1 | tee "$out/cuda_tests.log" | grep -E '^\[ *(OK|FAILED|PASSED|SKIPPED) ' || true
-      if grep -q 'SKIPPED\|FAILED' "$out/cuda_tests.log"; then echo "CUDA tests did not all pass"; exit 1; fi
+      # A crash leaves no PASSED line; a skip or failure names itself.
+      if grep -q 'SKIPPED\|FAILED' "$out/cuda_tests.log" || ! grep -q '^\[  PASSED  \]' "$out/cuda_tests.log"; then
+        echo "CUDA tests did not all pass"
+        exit 1
+      fi
     fi
     if part kernels; then
       .gpu/replayssm_ssm_bench "$out/ssm_decode_bench.json" | tee "$out/ssm_decode_bench.txt"
@@ -124,8 +135,9 @@ case "${1:-}" in
     summary "$out" | tee "$out/summary.txt"
     ;;
   summary)
-    [ -d "${2:-}" ] || { echo "usage: $0 summary DIR (a run's output folder)" >&2; exit 2; }
-    summary "$2"
+    dir=$(in_caller "${2:-}")
+    [ -n "${2:-}" ] && [ -d "$dir" ] || { echo "usage: $0 summary DIR (a run's output folder; '${2:-}' is not one)" >&2; exit 2; }
+    summary "$dir"
     ;;
   libs)  # there: the binaries unpacked and the environment, for a single command (device tool)
     mkdir -p /tmp/replayssm_libs && tar -xJf .gpu/libs.tar.xz -C /tmp/replayssm_libs
