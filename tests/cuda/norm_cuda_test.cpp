@@ -9,8 +9,9 @@
 // take the 16-byte pieces (32–256 threads a group, up to 4 pieces a
 // thread: a warp a group of up to 1024 only where the groups are
 // thousands; the residual stream only at ≥ 256 groups), each case
-// asserting how (norm_pieces_threads: 0 for the element kernels). Skipped
-// without a GPU.
+// asserting the rule (norm_pieces_threads: 0 for the element kernels) and
+// that the call took the pieces exactly where the rule and its strides
+// allow (norm_pieces_launches). Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -26,6 +27,15 @@ namespace {
 
 using test::Bf;
 using test::Dev;
+
+// Runs one norm call and checks whether it took the 16-byte pieces.
+template <typename Call>
+void expect_pieces(bool want, Call&& call) {
+  const int64_t before = ops::cuda::norm_pieces_launches();
+  call();
+  EXPECT_EQ(ops::cuda::norm_pieces_launches() - before, want ? 1 : 0)
+      << (want ? "pieces expected" : "elements expected");
+}
 
 class NormCuda : public ::testing::Test {
  protected:
@@ -82,8 +92,10 @@ TEST_F(NormCuda, RmsNormMatchesCpu) {
     Dev<uint16_t> dx(x.bits), dy(std::vector<uint16_t>(size_t(c.rows) * c.ldy));
     Dev<float> dw(w);
     uint16_t* y = c.in_place ? dx.p : dy.p;
-    ASSERT_EQ(ops::cuda::rmsnorm_cuda(dx.p, c.ldx, c.rows, c.dim, dw.p, 1e-6f, c.unit_offset, y, c.ldy, nullptr),
-              cudaSuccess);
+    expect_pieces(c.pieces_threads > 0 && c.ldx % 8 == 0 && c.ldy % 8 == 0, [&] {
+      ASSERT_EQ(ops::cuda::rmsnorm_cuda(dx.p, c.ldx, c.rows, c.dim, dw.p, 1e-6f, c.unit_offset, y, c.ldy, nullptr),
+                cudaSuccess);
+    });
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     // The reference over the same buffer: untouched columns keep their input (in place) or zero.
     std::vector<float> want = c.in_place ? x.f : std::vector<float>(size_t(c.rows) * c.ldy, 0.0f);
@@ -119,9 +131,11 @@ TEST_F(NormCuda, ResidualRmsNormAddsThenNormalisesTheFp32Stream) {
     const std::vector<float> w = norm_weight(g, c.dim, c.unit_offset);
     Dev<float> dh(h), dw(w);
     Dev<uint16_t> dd(d.bits), dy(std::vector<uint16_t>(size_t(c.rows) * ldy));
-    ASSERT_EQ(ops::cuda::residual_rmsnorm_cuda(dh.p, ldh, c.add ? dd.p : nullptr, ldd, c.rows, c.dim, dw.p, 1e-5f,
-                                               c.unit_offset, dy.p, ldy, nullptr),
-              cudaSuccess);
+    expect_pieces(c.pieces_threads > 0 && c.aligned, [&] {
+      ASSERT_EQ(ops::cuda::residual_rmsnorm_cuda(dh.p, ldh, c.add ? dd.p : nullptr, ldd, c.rows, c.dim, dw.p, 1e-5f,
+                                                 c.unit_offset, dy.p, ldy, nullptr),
+                cudaSuccess);
+    });
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     if (c.add)
       for (int64_t r = 0; r < c.rows; ++r)
@@ -158,9 +172,11 @@ TEST_F(NormCuda, GatedGroupNormGatesBeforeTheNorm) {
     const std::vector<float> w = norm_weight(g, c.dim, false);
     Dev<uint16_t> dx(x.bits), dz(z.bits), dy(std::vector<uint16_t>(size_t(c.rows) * ldy));
     Dev<float> dw(w);
-    ASSERT_EQ(ops::cuda::rmsnorm_gated_group_cuda(dx.p, ldx, dz.p, ldz, c.rows, c.dim, c.group, dw.p, 1e-5f, dy.p,
-                                                  ldy, nullptr),
-              cudaSuccess);
+    expect_pieces(c.pieces_threads > 0 && c.aligned, [&] {
+      ASSERT_EQ(ops::cuda::rmsnorm_gated_group_cuda(dx.p, ldx, dz.p, ldz, c.rows, c.dim, c.group, dw.p, 1e-5f, dy.p,
+                                                    ldy, nullptr),
+                cudaSuccess);
+    });
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     std::vector<float> want(size_t(c.rows) * ldy);
     ops::cpu::rmsnorm_gated_group(x.f.data(), ldx, z.f.data(), ldz, c.rows, c.dim, c.group, w.data(), 1e-5f,
@@ -190,9 +206,11 @@ TEST_F(NormCuda, NormThenGatePerHeadWithSharedWeight) {
     Dev<uint16_t> dx(x.bits), dz(z.bits);
     Dev<float> dw(w);
     // In place, as forward.cpp calls it.
-    ASSERT_EQ(ops::cuda::rmsnorm_then_gate_cuda(dx.p, ld, dz.p, ld, c.rows, c.heads, c.head_dim, dw.p, 1e-6f, dx.p,
-                                                ld, nullptr),
-              cudaSuccess);
+    expect_pieces(pieces_threads > 0, [&] {
+      ASSERT_EQ(ops::cuda::rmsnorm_then_gate_cuda(dx.p, ld, dz.p, ld, c.rows, c.heads, c.head_dim, dw.p, 1e-6f, dx.p,
+                                                  ld, nullptr),
+                cudaSuccess);
+    });
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     std::vector<float> want(size_t(c.rows) * ld);
     ops::cpu::rmsnorm_then_gate(x.f.data(), ld, z.f.data(), ld, c.rows, c.heads, c.head_dim, w.data(), 1e-6f,

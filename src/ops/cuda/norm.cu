@@ -10,8 +10,10 @@
 // a multiple of 8 up to 8192 take 16-byte pieces instead
 // (rownorm_pieces_kernel) — the residual stream only where its groups are
 // 256 threads.
-#include "ops/cuda/norm.h"
+#include <atomic>
+
 #include "ops/cuda/launch.cuh"
+#include "ops/cuda/norm.h"
 #include "ops/cuda/norm_order.cuh"
 #include "ops/cuda/row_reduce.cuh"
 #include "ops/cuda/tile.cuh"
@@ -281,6 +283,9 @@ auto held_for(int64_t n) -> void (*)(RowNormArgs) {
   return nullptr;
 }
 
+// Launches that took the pieces kernel (norm_pieces_launches).
+std::atomic<int64_t> pieces_launches{0};
+
 // Common checks; then the launch.
 cudaError_t launch(const RowNormArgs& a, cudaStream_t stream) {
   const int64_t width = a.groups * a.n;
@@ -296,6 +301,7 @@ cudaError_t launch(const RowNormArgs& a, cudaStream_t stream) {
     const int64_t blocks = (n_groups * pt + block - 1) / block;
     if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
     launch_kernel(kernel, unsigned(blocks), block, 0, stream, a);
+    pieces_launches.fetch_add(1, std::memory_order_relaxed);
     return cudaGetLastError();
   }
   // A long group's two passes are latency-bound loops: at 256 threads a
@@ -319,6 +325,8 @@ cudaError_t launch(const RowNormArgs& a, cudaStream_t stream) {
 }
 
 }  // namespace
+
+int64_t norm_pieces_launches() { return pieces_launches.load(std::memory_order_relaxed); }
 
 int norm_pieces_threads(int64_t n, int64_t n_groups, bool residual) {
   if (n < kPiece || n % kPiece != 0 || n > 4 * kNormThreads * kPiece) return 0;

@@ -65,5 +65,9 @@ cudaError_t rmsnorm_then_gate_cuda(const uint16_t* x, int64_t ldx, const uint16_
 // the GEMV's fused norm shares (gemv.h) — it takes pieces only at ≥ 256
 // groups of more than 512. Exposed for the tests.
 int norm_pieces_threads(int64_t n, int64_t n_groups, bool residual);
+// How many of this process's norm launches (every thread's, every entry
+// point above) took the 16-byte pieces: the tests read it before and after
+// a call to check which kernels ran, not only the rule. Thread-safe.
+int64_t norm_pieces_launches();
 
 }  // namespace replayssm::ops::cuda
