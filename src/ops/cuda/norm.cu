@@ -10,10 +10,11 @@
 // a multiple of 8 up to 8192 take 16-byte pieces instead
 // (rownorm_pieces_kernel) — the residual stream only where its groups are
 // 256 threads.
+#include "ops/cuda/norm.h"
+
 #include <atomic>
 
 #include "ops/cuda/launch.cuh"
-#include "ops/cuda/norm.h"
 #include "ops/cuda/norm_order.cuh"
 #include "ops/cuda/row_reduce.cuh"
 #include "ops/cuda/tile.cuh"
