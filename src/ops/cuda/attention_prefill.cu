@@ -35,7 +35,6 @@ constexpr int kPfPad = 8;                // bf16 of padding per shared-memory ro
 
 __device__ __forceinline__ uint32_t ld_pair(const uint16_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
 __device__ __forceinline__ uint32_t pack_pair(uint16_t lo, uint16_t hi) { return uint32_t(lo) | (uint32_t(hi) << 16); }
-__device__ __forceinline__ uint16_t bf_bits(float x) { return __bfloat16_as_ushort(__float2bfloat16(x)); }
 
 
 // n bf16 from src to dst: one 16-byte move when n = 8 and both are aligned.
@@ -157,10 +156,9 @@ __global__ void __launch_bounds__(32 * kPfWarps) attention_prefill_kernel(Attent
     // O += P·V: P's fragments straight from S's accumulators.
 #pragma unroll
     for (int kk = 0; kk < kPfRowsN / 16; ++kk) {
-      const uint32_t pa[4] = {pack_pair(bf_bits(s[2 * kk][0]), bf_bits(s[2 * kk][1])),
-                              pack_pair(bf_bits(s[2 * kk][2]), bf_bits(s[2 * kk][3])),
-                              pack_pair(bf_bits(s[2 * kk + 1][0]), bf_bits(s[2 * kk + 1][1])),
-                              pack_pair(bf_bits(s[2 * kk + 1][2]), bf_bits(s[2 * kk + 1][3]))};
+      const uint32_t pa[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
+                              pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                              pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
       const uint16_t* vk = sV + (kk * 16 + 2 * c) * ld + g;
 #pragma unroll
       for (int dt = 0; dt < kD / 8; ++dt) {

@@ -205,15 +205,11 @@ __device__ __forceinline__ void apply_dual(LaneRows<kR, kVec>& S, const float* s
 #pragma unroll
   for (int nb = 0; nb < 2; ++nb) {
     const int col = ucol + 4 * (g / 2) + 2 * nb + g % 2;  // B's column g, in the block's staged columns
-    uint32_t hi[4], lo[4];
+    float x[4];
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const float x = e[j] < n && col < ucols ? sU[(s0 + e[j]) * kBlockCols + col] * wt[j] : 0.0f;
-      const __nv_bfloat16 h = __float2bfloat16_rn(x);
-      hi[j] = __bfloat16_as_ushort(h), lo[j] = __bfloat16_as_ushort(__float2bfloat16_rn(x - __bfloat162float(h)));
-    }
-    bh[nb][0] = hi[0] | hi[1] << 16, bh[nb][1] = hi[2] | hi[3] << 16;
-    bl[nb][0] = lo[0] | lo[1] << 16, bl[nb][1] = lo[2] | lo[3] << 16;
+    for (int j = 0; j < 4; ++j) x[j] = e[j] < n && col < ucols ? sU[(s0 + e[j]) * kBlockCols + col] * wt[j] : 0.0f;
+    split_bf16(x[0], x[1], bh[nb][0], bl[nb][0]);
+    split_bf16(x[2], x[3], bh[nb][1], bl[nb][1]);
   }
   // The keys 8 rows at a time (all 16 of 4 entries at once spill).
 #pragma unroll

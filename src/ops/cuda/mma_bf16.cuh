@@ -4,9 +4,24 @@
 // of its fp32 sums.
 #pragma once
 
+#include <cuda_bf16.h>
+
 #include <cstdint>
 
 namespace replayssm::ops::cuda {
+
+// Two floats as one register of bf16 (round to nearest), lo in the low half.
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+// x0, x1 as bf16 pairs hi + lo: hi the rounded values, lo what rounding
+// left (x − hi, rounded), so that hi + lo carries 16 bits of mantissa — an
+// fp32 operand as two bf16 products.
+__device__ __forceinline__ void split_bf16(float x0, float x1, uint32_t& hi, uint32_t& lo) {
+  hi = pack_bf16(x0, x1);
+  lo = pack_bf16(x0 - __uint_as_float(hi << 16), x1 - __uint_as_float(hi & 0xffff0000u));
+}
 
 // d += a·b for one 16×8 tile, k = 16: a row-major 16×16, b 16×8 (k × n).
 // Fragments (g = lane/4, c = lane%4; two bf16 per register, lower column
