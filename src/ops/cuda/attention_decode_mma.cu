@@ -26,8 +26,6 @@
 // term), 32 PRMT and 16 loads a lane. H200, batch 256 and 4,096 rows: 1,312
 // against 2,397 µs a layer at 8B shapes (3.3 TB/s, 74% of the read
 // bandwidth), 1,384 against 4,098 at Qwen3.5-27B's (D = 256).
-#include <cuda_bf16.h>
-
 #include <cmath>
 #include <type_traits>
 

@@ -15,8 +15,6 @@
 // few query rows over long contexts (attention_decode_cuda has them).
 #include "ops/cuda/attention_prefill.h"
 
-#include <cuda_bf16.h>
-
 #include <cmath>
 
 #include "ops/cuda/launch.cuh"
@@ -35,7 +33,6 @@ constexpr int kPfPad = 8;                // bf16 of padding per shared-memory ro
 
 __device__ __forceinline__ uint32_t ld_pair(const uint16_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
 __device__ __forceinline__ uint32_t pack_pair(uint16_t lo, uint16_t hi) { return uint32_t(lo) | (uint32_t(hi) << 16); }
-
 
 // n bf16 from src to dst: one 16-byte move when n = 8 and both are aligned.
 __device__ __forceinline__ void copy_bf(uint16_t* dst, const uint16_t* src, int n) {

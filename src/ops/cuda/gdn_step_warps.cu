@@ -31,8 +31,6 @@
 // 4.5–4.6, at batch 6 6.4 against 7.0.
 #include "ops/cuda/gdn_decode.h"
 
-#include <cuda_bf16.h>
-
 #include <cstdint>
 #include <type_traits>
 
