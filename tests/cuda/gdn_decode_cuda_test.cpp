@@ -33,10 +33,12 @@ struct Shape {
 // fold_rows (1: a one-token fold's row coefficients precomputed), mma
 // (1: the passes on tensor cores, −1: on FMAs, 0: the launcher's choice)
 // and early (GdnDecodeArgs::early: the first state rows read before the
-// PDL wait; every call here follows a copy, so that holds).
+// PDL wait; every call here follows a copy, so that holds); l2_ahead
+// (GdnDecodeArgs::l2_ahead: passes asked of L2 ahead, −1 the launcher's).
 struct Kernel {
   int variant, slice_cols, tile_rows, fold_rows = 0, mma = 0;
   bool early = false;
+  int l2_ahead = -1;
 };
 
 void PrintTo(const Shape& s, std::ostream* os);
@@ -50,10 +52,11 @@ void PrintTo(const std::tuple<Shape, Kernel>& p, std::ostream* os) {
     *os << "_streaming" << k.slice_cols << "x" << k.tile_rows << (k.fold_rows > 0 ? "_fold_rows" : "")
         << (k.mma > 0 ? "_mma" : k.mma < 0 ? "_fma" : "");
   if (k.early) *os << "_early";
+  if (k.l2_ahead >= 0) *os << "_l2_ahead" << k.l2_ahead;
 }
 void set_kernel(ops::cuda::GdnDecodeArgs& a, const Kernel& k) {
   a.variant = k.variant, a.slice_cols = k.slice_cols, a.tile_rows = k.tile_rows, a.fold_rows = k.fold_rows,
-  a.mma = k.mma, a.early = k.early;
+  a.mma = k.mma, a.early = k.early, a.l2_ahead = k.l2_ahead;
 }
 void PrintTo(const Shape& s, std::ostream* os) {
   *os << "B" << s.batch << "_Hk" << s.Hk << "_Hv" << s.Hv << "_dk" << s.dk << "_dv" << s.dv << "_W" << s.W << "_T"
@@ -249,6 +252,20 @@ TEST(GdnCudaReplay, TallKeysVerifyStagesItsInputsApart) {
   if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
   for (const Kernel k : {Kernel{1, 128, 4}, Kernel{1, 128, 4, 0, -1}})
     for (bool folds : {false, true}) check_replay(Shape{3, 1, 2, 202, 128, 9, 4}, k, folds);
+}
+
+// L2 asked for 0–4 passes ahead (the prefetches stop at the last row, and
+// touch no result): one token and a verify, at Qwen3-Next's shape and with
+// rows of dk % 4 = 1, where the last pass is partial.
+TEST(GdnCudaReplay, PrefetchDepthsLeaveResultsAlone) {
+  if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
+  for (int ahead : {0, 2, 4})
+    for (const Shape s :
+         {Shape{2, 16, 32, 128, 128, 16, 1}, Shape{2, 16, 32, 128, 128, 20, 4}, Shape{3, 1, 2, 37, 128, 7, 3}})
+      for (bool folds : {false, true}) {
+        SCOPED_TRACE("l2_ahead " + std::to_string(ahead));
+        check_replay(s, Kernel{1, 128, 4, 0, 0, false, ahead}, folds);
+      }
 }
 
 // The standard step on shape s with kernel k, against stepping on the CPU:
@@ -456,6 +473,11 @@ TEST(GdnCudaArgs, OutOfRangeShapesAreRefused) {
   a.fold_rows = 0, a.mma = -2;  // 1, 0 or −1
   EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue);
   a.mma = 0;
+  for (int ahead : {-2, 5}) {  // −1..4
+    a.l2_ahead = ahead;
+    EXPECT_EQ(ops::cuda::gdn_replay_cuda(a, nullptr), cudaErrorInvalidValue) << "l2_ahead " << ahead;
+  }
+  a.l2_ahead = -1;
   // Fork groups: need scratch; not with a row map, exact replay or a
   // forced variant; members × T ≤ 16; group_split 0–2; a decode order
   // only with groups.

@@ -89,6 +89,10 @@ struct GdnDecodeArgs {
   // tests): 1 always, −1 never, 0 the launcher's choice (a verify; one
   // token's step stays on FMAs, its fold too: docs/perf).
   int mma = 0;
+  // The streaming replay's passes asked of L2 ahead (cp.async.bulk.prefetch.L2,
+  // whole rows only; tuning): passes beyond the one in flight in registers,
+  // 0..4; −1 the launcher's choice (1 for several tokens, 0 for one: docs/perf).
+  int l2_ahead = -1;
   // Ragged steps (decode_rows.cuh): sequence b's T rows of the per-row
   // arrays — q, v, β and o; the standard step's k, g and out_slot — start
   // at row[b] instead of b·T, and a sequence with row[b] < 0 takes no part

@@ -187,12 +187,14 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ, kM
   if (!a.early) load_pass(cur, 0);
   // Several tokens: passes stream one ahead in registers, and L2 is asked
   // for the pass after that too (whole rows: contiguous). H200: a verify
-  // 3–5% faster at batch 64–512; one token 1–3% slower, so not there.
-  const bool pf = T > 1 && cw == dv && dv % 4 == 0;
+  // 3–5% faster at batch 64–512; one token 1–3% slower, so not there; two
+  // or three passes ahead slower for both (docs/perf, session 35).
+  const int ahead = a.l2_ahead >= 0 ? a.l2_ahead : T > 1 ? 1 : 0;
+  const bool pf = ahead > 0 && cw == dv && dv % 4 == 0;
   auto prefetch_pass = [&](int p0) {
     if (pf && threadIdx.x == 0 && p0 < dk) prefetch_l2(S + int64_t(p0) * dv, 4u * unsigned(min(pass_rows, dk - p0) * dv));
   };
-  prefetch_pass(pass_rows);
+  for (int k = 1; k <= ahead; ++k) prefetch_pass(k * pass_rows);
   const uint16_t* lk = a.log_k + (int64_t(b) * W * a.Hk + kh) * dk;
   // kMma: the copies' loops stepped (tile.cuh; its instances have the registers).
   copy_async_rows<kMma>(sG, a.log_g + int64_t(b) * W * a.Hv + h, n_log, 1, a.Hv, 1);
@@ -259,7 +261,7 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ, kM
     StateT nxt;
     if (p0 + pass_rows < dk) {
       load_pass(nxt, p0 + pass_rows);
-      prefetch_pass(p0 + 2 * pass_rows);
+      prefetch_pass(p0 + (ahead + 1) * pass_rows);
     }
     if constexpr (kMma) {
       cur.outputs(d, sXT, p0, lane);
@@ -500,8 +502,8 @@ cudaError_t gdn_replay_cuda(const GdnDecodeArgs& a, cudaStream_t stream) {
       a.W > kGdnMaxW || a.max_fold < 0 || a.max_fold > a.W || (a.fold != nullptr && a.fold_slot == nullptr) ||
       (a.tile_rows != 0 && a.tile_rows != 4 && a.tile_rows != 8) ||
       (a.slice_cols != 0 && a.slice_cols != 64 && a.slice_cols != 128 && a.slice_cols != 256) || a.fold_rows < -1 ||
-      a.fold_rows > 1 || a.mma < -1 || a.mma > 1 || a.n_log == nullptr || a.log_k == nullptr || a.log_u == nullptr ||
-      a.log_g == nullptr)
+      a.fold_rows > 1 || a.mma < -1 || a.mma > 1 || a.l2_ahead < -1 || a.l2_ahead > 4 || a.n_log == nullptr ||
+      a.log_k == nullptr || a.log_u == nullptr || a.log_g == nullptr)
     return cudaErrorInvalidValue;
   if (a.group_start != nullptr) {
     if (a.exact || a.row != nullptr || a.variant != 0 || a.scratch == nullptr || a.n_groups < 1 || a.max_group < 1 ||
