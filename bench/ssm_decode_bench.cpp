@@ -14,9 +14,11 @@
 //            (mamba2-fma: the groups' pass on FMAs instead of tensor cores;
 //            beamN-alone: each beam decoded alone, the same checkpoints).
 // Beside the batch ≥ 64 rows: the replay cycle's last two steps alone (the
-// longest log without a fold, then the fold step), and Mamba2's state
-// stream alone (a one-entry log). Steps without a fold get no fold arrays,
-// as the decoder plans them.
+// longest log without a fold, then the fold step), the cycle's step in
+// phase and staggered (sequence b offset by b steps, as a server's are: a
+// fold in most launches), and the AR state stream alone (a one-entry log,
+// Mamba2 and GDN). Steps without a fold get no fold arrays, as the decoder
+// plans them.
 // For each it counts the bytes that must move, times the kernels with CUDA
 // events (median of 7 runs after 3 warm-ups), and prints µs per step, GB/s,
 // the fraction of the measured device copy bandwidth, and replay/standard
@@ -33,10 +35,11 @@
 //
 // Usage: replayssm_ssm_bench [JSON_OUT]
 //        replayssm_ssm_bench --only mamba2|mamba2-ex|gdn|gdn-ex|scan|beams [--gdn-mma 1|0|-1] [--gdn-variant 0..4]
-//                            [--gdn-step-variant 0..3] [--mamba2-variant 0..5] [--batches B1,B2,...]
-//                            [--scan-knobs TOKENS_PER_SUM TILE_ROWS]
+//                            [--gdn-l2-ahead -1..4] [--gdn-step-variant 0..3] [--mamba2-variant 0..5]
+//                            [--batches B1,B2,...] [--scan-knobs TOKENS_PER_SUM TILE_ROWS]
 //            (one family's rows, no JSON; GdnDecodeArgs::mma, GdnDecodeArgs::variant of the GDN
-//            replay and of its standard step, Mamba2DecodeArgs::variant or Mamba2ScanArgs'
+//            replay, its l2_ahead (−1 the launcher's), GdnDecodeArgs::variant of its standard
+//            step, Mamba2DecodeArgs::variant or Mamba2ScanArgs'
 //            tokens_per_sum and tile_rows, 0 the launcher's, for A/B runs; --batches: the ar and
 //            verify rows' batches, 1 8 64 256 512 by default)
 //        replayssm_ssm_bench --gdn-shapes [--gdn-variant 0..4] [--gdn-step-variant 0..3] [--batches B1,B2,...]
@@ -68,6 +71,7 @@ int g_mamba2_variant = 0;  // Mamba2DecodeArgs::variant of the "mamba2" rows (--
 int g_scan_sum = 0, g_scan_rows = 0;  // Mamba2ScanArgs::tokens_per_sum, tile_rows (--scan-knobs SUM ROWS)
 int g_gdn_variant = 0;       // GdnDecodeArgs::variant of the "gdn" rows' replay (--gdn-variant)
 int g_gdn_step_variant = 0;  // … and of their standard step (--gdn-step-variant)
+int g_gdn_l2_ahead = -1;     // GdnDecodeArgs::l2_ahead of the replay rows (--gdn-l2-ahead)
 // The batches given by --batches; empty: each mode's own (the ar and
 // verify rows the 1, 8, 64, 256, 512; --gdn-shapes 64, 256, 512).
 std::vector<int> g_batches;
@@ -206,6 +210,30 @@ std::vector<Plan> cycle(Arena& ar, int batch, bool verify, bool fold_new_token) 
   return c;
 }
 
+// The same cycle with the sequences out of phase: sequence b at step k is
+// where the in-phase cycle's sequences are at step (k + b) mod its length,
+// so every launch folds about one sequence in its length (as a server's
+// sequences, which started at different times, do); the same bytes.
+std::vector<Plan> staggered(Arena& ar, const std::vector<Plan>& in_phase, int batch) {
+  const int n = int(in_phase.size());
+  std::vector<std::pair<int, int>> nf(n);
+  for (int k = 0; k < n; ++k) {
+    CK(cudaMemcpy(&nf[k].first, in_phase[k].n_log, 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(&nf[k].second, in_phase[k].fold, 4, cudaMemcpyDeviceToHost));
+  }
+  std::vector<Plan> c;
+  for (int k = 0; k < n; ++k) {
+    std::vector<int32_t> nl(batch), fo(batch);
+    int f = 0, most = 0;
+    for (int b = 0; b < batch; ++b) {
+      const auto [nb, fb] = nf[(k + b) % n];
+      nl[b] = nb, fo[b] = fb, f = std::max(f, fb), most = std::max(most, nb);
+    }
+    c.push_back({ar.ints(nl), ar.ints(fo), most, f});
+  }
+  return c;
+}
+
 // Diagnostic (batch ≥ 64): the replay cycle's last two steps timed alone —
 // the longest log without a fold, and the fold step — beside the standard step.
 template <typename AtFn, typename ReplayFn>
@@ -225,6 +253,30 @@ void print_last_steps(const char* family, bool verify, int batch, const std::vec
   std::printf("  (%s %s replay, batch %d: a %d-entry log, no fold %.1f us; the fold step (%d folded) %.1f us; "
               "standard %.1f us)\n",
               family, verify ? "verify" : "ar", batch, before.n, step_us(before), last.f, step_us(last), std_us);
+}
+
+// Diagnostic (batch ≥ 64): µs a step of a cycle of plans, in phase and
+// staggered (the same launches, each with fold arrays where one folds).
+template <typename AtFn, typename ReplayFn>
+void print_staggered(Arena& ar, const char* family, bool verify, int batch, const std::vector<Plan>& plan, AtFn&& at,
+                     ReplayFn&& replay) {
+  if (g_profile || batch < 64) return;
+  const std::vector<Plan> st = staggered(ar, plan, batch);
+  auto cycle_us = [&](const std::vector<Plan>& c) {
+    return median_us(
+               [&](int i) {
+                 auto r = at(i);
+                 for (const Plan& p : c) {
+                   r.n_log = p.n_log, r.fold = p.f ? p.fold : nullptr, r.max_fold = p.f ? r.W : 0;
+                   CK(replay(r));
+                 }
+               },
+               4) /
+           double(c.size());
+  };
+  const double a = cycle_us(plan), b = cycle_us(st), a2 = cycle_us(plan), b2 = cycle_us(st);
+  std::printf("  (%s %s replay, batch %d, a step of the cycle: in phase %.1f / %.1f us, staggered %.1f / %.1f us)\n",
+              family, verify ? "verify" : "ar", batch, a, a2, b, b2);
 }
 
 // Mamba2 arguments at Nemotron-H-8B shapes over zeroed device buffers:
@@ -292,9 +344,11 @@ Row run_mamba2(int batch, bool verify, int variant, bool exact = false) {
       [](const Mamba2DecodeArgs& r, const Plan&) { return replayssm::ops::cuda::mamba2_replay_cuda(r, nullptr); });
   double rep_bytes = 0;
   for (const Plan& p : plan) rep_bytes += S + p.n * entry + T * (G * N * 2.0 + H * P * 2.0) + (p.f ? S : 0);
-  if (variant != 1 && !exact)  // not the one-kernel rows (mamba2-1k)
-    print_last_steps("mamba2", verify, batch, plan, at, std_us,
-                     [](const Mamba2DecodeArgs& r) { return replayssm::ops::cuda::mamba2_replay_cuda(r, nullptr); });
+  if (variant != 1 && !exact) {  // not the one-kernel rows (mamba2-1k)
+    auto rep = [](const Mamba2DecodeArgs& r) { return replayssm::ops::cuda::mamba2_replay_cuda(r, nullptr); };
+    print_last_steps("mamba2", verify, batch, plan, at, std_us, rep);
+    if (variant == 0) print_staggered(ar, "mamba2", verify, batch, plan, at, rep);
+  }
   if (!verify && variant == 0 && !exact && !g_profile) {  // diagnostic: the state stream alone (a log of one entry, no fold)
     const Plan one = cycle(ar, batch, false, true)[0];
     const double us = median_us(
@@ -433,7 +487,7 @@ Row run_gdn(int batch, bool verify, int slice = 0, int rows = 0, bool exact = fa
   Arena ar;
   Slots sl = make_slots(ar, batch, S);
   GdnDecodeArgs a = gdn_args(ar, batch, T, W, size_t(sl.rot) * batch * (1 + kT));
-  a.slice_cols = slice, a.tile_rows = rows, a.mma = g_gdn_mma, a.exact = exact;
+  a.slice_cols = slice, a.tile_rows = rows, a.mma = g_gdn_mma, a.l2_ahead = g_gdn_l2_ahead, a.exact = exact;
   const std::vector<Plan> plan = cycle(ar, batch, verify, false);
   auto at = [&](int i) {
     GdnDecodeArgs r = a;
@@ -456,11 +510,26 @@ Row run_gdn(int batch, bool verify, int slice = 0, int rows = 0, bool exact = fa
         r.variant = g_gdn_variant;
         return replayssm::ops::cuda::gdn_replay_cuda(r, nullptr);
       });
-  if (slice == 0 && rows == 0 && !exact)
-    print_last_steps("gdn", verify, batch, plan, at, std_us, [](GdnDecodeArgs r) {
+  if (slice == 0 && rows == 0 && !exact) {
+    auto rep = [](GdnDecodeArgs r) {
       r.variant = g_gdn_variant;  // the row's kernel
       return replayssm::ops::cuda::gdn_replay_cuda(r, nullptr);
-    });
+    };
+    print_last_steps("gdn", verify, batch, plan, at, std_us, rep);
+    print_staggered(ar, "gdn", verify, batch, plan, at, rep);
+    if (!verify && batch >= 64 && !g_profile) {  // diagnostic: the state stream alone (the new token's entry only)
+      int32_t* one = ar.ints(std::vector<int32_t>(batch, 1));
+      const double us = median_us(
+          [&](int i) {
+            GdnDecodeArgs r = at(i);
+            r.n_log = one, r.fold = nullptr, r.max_fold = 0;
+            CK(rep(r));
+          },
+          20);
+      std::printf("  (gdn replay with a 1-entry log, batch %d: %.1f us, %.0f GB/s of state)\n", batch, us,
+                  batch * S / (us * 1e3));
+    }
+  }
   double rep_bytes = 0;
   for (const Plan& p : plan) rep_bytes += S + p.n * entry + T * (qv + Hv * dv * 4.0) + (p.f ? S : 0);
   return {exact ? "gdn-ex" : "gdn", verify ? "verify" : "ar", batch, std_us, batch * ((1 + T) * S + T * in_tok), rep_us,
@@ -664,8 +733,8 @@ int main(int argc, char** argv) {
           stderr,
           "usage: replayssm_ssm_bench --only mamba2|mamba2-ex|gdn|gdn-ex|scan|beams [--gdn-mma 1|0|-1] [--gdn-variant "
           "0..4]\n"
-          "                           [--gdn-step-variant 0..3] [--mamba2-variant 0..5] [--batches B1,B2,...]\n"
-          "                           [--scan-knobs TOKENS_PER_SUM TILE_ROWS]\n"
+          "                           [--gdn-l2-ahead -1..4] [--gdn-step-variant 0..3] [--mamba2-variant 0..5]\n"
+          "                           [--batches B1,B2,...] [--scan-knobs TOKENS_PER_SUM TILE_ROWS]\n"
           "       replayssm_ssm_bench --gdn-shapes [--gdn-variant 0..4] [--gdn-step-variant 0..3] [--batches "
           "B1,...]\n");
       return 2;
@@ -678,6 +747,8 @@ int main(int argc, char** argv) {
         g_gdn_mma = std::atoi(v);
       else if (k == "--gdn-variant")
         g_gdn_variant = std::atoi(v);
+      else if (k == "--gdn-l2-ahead")
+        g_gdn_l2_ahead = std::atoi(v);
       else if (k == "--gdn-step-variant")
         g_gdn_step_variant = std::atoi(v);
       else if (k == "--mamba2-variant")
@@ -700,6 +771,7 @@ int main(int argc, char** argv) {
       int value, lo, hi;
     } knobs[] = {{"--gdn-mma", g_gdn_mma, -1, 1},
                  {"--gdn-variant", g_gdn_variant, 0, 4},
+                 {"--gdn-l2-ahead", g_gdn_l2_ahead, -1, 4},
                  {"--gdn-step-variant", g_gdn_step_variant, 0, 3},
                  {"--mamba2-variant", g_mamba2_variant, 0, 5}};
     for (const auto& k : knobs)
