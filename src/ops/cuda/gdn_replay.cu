@@ -148,6 +148,8 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ, kM
   const float* S = a.state + (int64_t(a.slot[b]) * a.Hv + h) * dk * dv + c0;
   auto load_pass = [&](StateT& tile, int p0) {
     if constexpr (kMma) tile.load(S + int64_t(p0) * dv, min(pass_rows, dk - p0), dv, w, lane);
+    else if (cw == TileT::kCols && dk - p0 >= pass_rows)
+      tile.load_whole(S + int64_t(p0) * dv, dv, w, nw, lane);
     else tile.load(S + int64_t(p0) * dv, min(pass_rows, dk - p0), cw, dv, w, nw, lane);
   };
   // kStage (the tensor-core pass without a fold: a verify's steps between
@@ -401,7 +403,7 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ, kM
     }
     __syncthreads();
     for (int i = threadIdx.x; i < kT * n_log; i += blockDim.x) {
-      const int t = i / n_log, s = i % n_log;
+      const int t = kT == 1 ? 0 : i / n_log, s = kT == 1 ? i : i % n_log;  // one token: no division
       float dkk = 0.0f, dkq = 0.0f;  // zeros for the outputs' loop where t ≥ T or s > base + t
       if (t < T && s <= base + t) {
         for (int k = 0; k < nw; ++k) dkk += sPart[(k * kQ + t) * W4 + s], dkq += sPart[(k * kQ + kT + t) * W4 + s];
@@ -426,8 +428,11 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ, kM
   }
   for (int t = threadIdx.x; t < T; t += blockDim.x) sEG[t] = expf(sG[base + t]);
   __syncthreads();
+  // A whole slice divides by a constant (a runtime divisor's sequence was
+  // ~20 instructions an element).
+  const bool whole = cw == TileT::kCols;
   for (int i = threadIdx.x; !kMma && i < (kQ > 0 ? kQ : 2 * T) * cw; i += blockDim.x) {
-    const int q = i / cw, c = i % cw;
+    const int q = whole ? i / TileT::kCols : i / cw, c = whole ? i % TileT::kCols : i % cw;
     float sum = 0.0f;
     for (int k = 0; k < nw; ++k) sum += sRed[(q * nw + k) * V4 + c];
     sSx[q * V4 + c] = sum;

@@ -147,6 +147,31 @@ struct Tile {
     }
   }
 
+  // As load, for a whole tile (rows ≥ nw·kR, cols ≥ kCols: the caller's
+  // block-uniform test): no bounds, and each row one add past the last.
+  // H200 (ncu, GDN replay's one-token pass, docs/perf session 36): load's
+  // bounds and 64-bit row products were 123 of a pass's 196 instructions.
+  __device__ void load_whole(const float* m, int64_t ld, int w, int nw, int lane) {
+    const float* p = m + w * ld + col(lane, 0, 0);
+    const int64_t rs = nw * ld;
+#pragma unroll
+    for (int r = 0; r < kR; ++r, p += rs)
+#pragma unroll
+      for (int j = 0; j < kJ; ++j) {
+        const float* q = p + 32 * j * kV;
+        if constexpr (kV == 4) {
+          const float4 x = *reinterpret_cast<const float4*>(q);
+          v[r][j][0] = x.x, v[r][j][1] = x.y, v[r][j][2] = x.z, v[r][j][3] = x.w;
+        } else if constexpr (kV == 2) {
+          const float2 x = *reinterpret_cast<const float2*>(q);
+          v[r][j][0] = x.x, v[r][j][1] = x.y;
+        } else {
+#pragma unroll
+          for (int e = 0; e < kV; ++e) v[r][j][e] = q[e];
+        }
+      }
+  }
+
   // Requests this thread's elements of m (as load) into shared memory at
   // dst (row stride ldd) with cp.async, 16 or 8 bytes at a time where kV
   // allows: no registers held, nothing waited for (cp_async_commit /
