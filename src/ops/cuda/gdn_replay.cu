@@ -40,8 +40,9 @@ constexpr int kGdnReplaySlice = 128;  // the launcher's slice width (docs/perf)
 
 // Blocks an SM the compiler must fit: for one token's 2 register partials
 // and 4 rows a pass, 8 without the fold's code (63 registers) and 7 with
-// it (72, no spills; unbounded 80 and 6 blocks: AR at batch 256–512 3%
-// faster on the H200 with the bound); the same for the tensor-core pass
+// it (72; with the fold's rows nvcc 13.0 spills 12/8 B a thread; unbounded
+// 80 and 6 blocks: AR at batch 256–512 3% faster on the H200 with the
+// bound); the same for the tensor-core pass
 // (64 and 72 registers; a verify's shared memory allows 8 blocks an SM
 // without the fold, its inputs staged, and 7 with it). The FMA verify's 8
 // vectors bounded to 5 blocks (96 registers) measured the same as 4
@@ -148,7 +149,11 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ, kM
   const float* S = a.state + (int64_t(a.slot[b]) * a.Hv + h) * dk * dv + c0;
   auto load_pass = [&](StateT& tile, int p0) {
     if constexpr (kMma) tile.load(S + int64_t(p0) * dv, min(pass_rows, dk - p0), dv, w, lane);
-    else if (cw == TileT::kCols && dk - p0 >= pass_rows)
+    // Whole passes without bounds (tile.cuh), but not with the fold's
+    // rows: there they raised the spills (ptxas 12/8 → 40/28 B a thread)
+    // and made the staggered cycle, whose launches all fold, 1.5–3% slower
+    // on the H200 (docs/perf, session 36).
+    else if (!kFoldRows && cw == TileT::kCols && dk - p0 >= pass_rows)
       tile.load_whole(S + int64_t(p0) * dv, dv, w, nw, lane);
     else tile.load(S + int64_t(p0) * dv, min(pass_rows, dk - p0), cw, dv, w, nw, lane);
   };
