@@ -25,7 +25,8 @@
 // from the same run — beside it the byte ratio, standard's bytes over
 // replay's: the replay/standard a replay kernel as bandwidth-efficient as
 // the standard one would reach (the bytes' ideal for this log's format).
-// State slots rotate over ≥ 512 MB, well past the 60 MB L2. The first line
+// State slots rotate over ≥ 512 MB, well past the 60 MB L2, every launch
+// on the next rotation (a replay cycle's steps too). The first line
 // gives the device's bandwidth by copy, by reads alone, and by one read and
 // four writes (the standard verify's mix, fanout_probe.cu).
 // Then the chunk scans (prefill): a chunk of 256 tokens per sequence through
@@ -42,8 +43,9 @@
 //            step, Mamba2DecodeArgs::variant or Mamba2ScanArgs'
 //            tokens_per_sum and tile_rows, 0 the launcher's, for A/B runs; --batches: the ar and
 //            verify rows' batches, 1 8 64 256 512 by default)
-//        replayssm_ssm_bench --gdn-shapes [--gdn-variant 0..4] [--gdn-step-variant 0..3] [--batches B1,B2,...]
-//            (the GDN kernels at each block shape; batch 64, 256, 512 by default)
+//        replayssm_ssm_bench --gdn-shapes [--gdn-mma 1|0|-1] [--gdn-variant 0..4] [--gdn-l2-ahead -1..4]
+//                            [--gdn-step-variant 0..3] [--batches B1,B2,...]
+//            (the GDN kernels at each block shape, the same knobs; batch 64, 256, 512 by default)
 //        replayssm_ssm_bench --profile mamba2|gdn ar|verify BATCH [VARIANT]   (untimed, for ncu)
 //        replayssm_ssm_bench --profile gdn beams BATCH   (GDN beams of 8 in fork groups, untimed)
 #include <cuda_runtime_api.h>
@@ -216,18 +218,13 @@ std::vector<Plan> cycle(Arena& ar, int batch, bool verify, bool fold_new_token) 
 // sequences, which started at different times, do); the same bytes.
 std::vector<Plan> staggered(Arena& ar, const std::vector<Plan>& in_phase, int batch) {
   const int n = int(in_phase.size());
-  std::vector<std::pair<int, int>> nf(n);
-  for (int k = 0; k < n; ++k) {
-    CK(cudaMemcpy(&nf[k].first, in_phase[k].n_log, 4, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(&nf[k].second, in_phase[k].fold, 4, cudaMemcpyDeviceToHost));
-  }
   std::vector<Plan> c;
   for (int k = 0; k < n; ++k) {
     std::vector<int32_t> nl(batch), fo(batch);
     int f = 0, most = 0;
     for (int b = 0; b < batch; ++b) {
-      const auto [nb, fb] = nf[(k + b) % n];
-      nl[b] = nb, fo[b] = fb, f = std::max(f, fb), most = std::max(most, nb);
+      const Plan& q = in_phase[(k + b) % n];  // an in-phase step: every sequence's n and f alike
+      nl[b] = q.n, fo[b] = q.f, f = std::max(f, q.f), most = std::max(most, q.n);
     }
     c.push_back({ar.ints(nl), ar.ints(fo), most, f});
   }
@@ -265,9 +262,9 @@ void print_staggered(Arena& ar, const char* family, bool verify, int batch, cons
   auto cycle_us = [&](const std::vector<Plan>& c) {
     return median_us(
                [&](int i) {
-                 auto r = at(i);
-                 for (const Plan& p : c) {
-                   r.n_log = p.n_log, r.fold = p.f ? p.fold : nullptr, r.max_fold = p.f ? r.W : 0;
+                 for (size_t k = 0; k < c.size(); ++k) {  // each launch on the next rotation, as below
+                   auto r = at(i * int(c.size()) + int(k));
+                   r.n_log = c[k].n_log, r.fold = c[k].f ? c[k].fold : nullptr, r.max_fold = c[k].f ? r.W : 0;
                    CK(replay(r));
                  }
                },
@@ -297,15 +294,22 @@ replayssm::ops::cuda::Mamba2DecodeArgs mamba2_args(Arena& ar, int batch, int T, 
 }
 
 // Median µs of one standard step and of one step of the replay cycle
-// (the whole cycle's time over its steps), args from at(i).
+// (the whole cycle's time over its steps), args from at(i). Every launch,
+// the cycle's too, takes the next rotation of slots: in the decoder the
+// rest of the model's reads evict a layer's states between its steps, so
+// a checkpoint read again by the next step of its cycle must not come
+// from L2 here either (one rotation a cycle let batch 1–8's replay reread
+// its checkpoints from L2 before session 37), and no launch reads the
+// slots the one before folded into.
 template <typename AtFn, typename StepFn, typename ReplayFn>
 std::pair<double, double> time_standard_and_replay(AtFn&& at, const std::vector<Plan>& plan, StepFn&& step,
                                                    ReplayFn&& replay) {
   const double std_us = median_us([&](int i) { CK(step(at(i))); }, 20);
   const double cyc_us = median_us(
       [&](int i) {
-        auto r = at(i);
-        for (const Plan& p : plan) {
+        for (size_t k = 0; k < plan.size(); ++k) {
+          auto r = at(i * int(plan.size()) + int(k));
+          const Plan& p = plan[k];
           // As the decoder plans a step: no fold arrays where none folds.
           r.n_log = p.n_log, r.fold = p.f ? p.fold : nullptr, r.max_fold = p.f ? r.W : 0;
           CK(replay(r, p));
@@ -330,8 +334,8 @@ Row run_mamba2(int batch, bool verify, int variant, bool exact = false) {
     r.slot = sl.read[i % sl.rot];
     r.out_slot = verify ? sl.verify_out[i % sl.rot] : r.slot;
     r.fold_slot = r.slot;
-    // Each launch reads another rotation than the one before wrote (a
-    // cycle folds on its last step only), as in the decoder, where the
+    // Each launch reads another rotation than the one before wrote (every
+    // launch takes the next, ≥ 3 of them), as in the decoder, where the
     // append runs just before: both kernels read their first pass early.
     // And than the one two before wrote: both release the next launch at
     // their start, as the decoder's, whose next kernel reads only weights
@@ -495,8 +499,8 @@ Row run_gdn(int batch, bool verify, int slice = 0, int rows = 0, bool exact = fa
     r.out_slot = verify ? sl.verify_out[i % sl.rot] : r.slot;
     r.fold_slot = r.slot;
     // As the decoder's: the first state rows read before the PDL wait —
-    // each launch reads another rotation than the one before wrote (a cycle
-    // folds on its last step only).
+    // each launch reads another rotation than the one before wrote (every
+    // launch takes the next).
     r.early = true;
     return r;
   };
@@ -735,8 +739,8 @@ int main(int argc, char** argv) {
           "0..4]\n"
           "                           [--gdn-l2-ahead -1..4] [--gdn-step-variant 0..3] [--mamba2-variant 0..5]\n"
           "                           [--batches B1,B2,...] [--scan-knobs TOKENS_PER_SUM TILE_ROWS]\n"
-          "       replayssm_ssm_bench --gdn-shapes [--gdn-variant 0..4] [--gdn-step-variant 0..3] [--batches "
-          "B1,...]\n");
+          "       replayssm_ssm_bench --gdn-shapes [--gdn-mma 1|0|-1] [--gdn-variant 0..4] [--gdn-l2-ahead -1..4]\n"
+          "                           [--gdn-step-variant 0..3] [--batches B1,...]\n");
       return 2;
     };
     for (int i = shapes ? 2 : 3; i < argc; i += 2) {
@@ -751,7 +755,7 @@ int main(int argc, char** argv) {
         g_gdn_l2_ahead = std::atoi(v);
       else if (k == "--gdn-step-variant")
         g_gdn_step_variant = std::atoi(v);
-      else if (k == "--mamba2-variant")
+      else if (k == "--mamba2-variant" && !shapes)
         g_mamba2_variant = std::atoi(v);
       else if (k == "--batches") {
         if (!parse_batches(v, &g_batches)) {
