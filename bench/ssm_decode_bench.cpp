@@ -20,7 +20,10 @@
 // Mamba2 and GDN). Steps without a fold get no fold arrays, as the decoder
 // plans them.
 // For each it counts the bytes that must move, times the kernels with CUDA
-// events (median of 7 runs after 3 warm-ups), and prints µs per step, GB/s,
+// events (median of 7 runs after 3 warm-ups, each run one CUDA graph of its
+// launches, as the decoder's steps are: launched from the host, a kernel
+// of a few µs is timed at the host's launch rate; --graph 0 does that),
+// and prints µs per step, GB/s,
 // the fraction of the measured device copy bandwidth, and replay/standard
 // from the same run — beside it the byte ratio, standard's bytes over
 // replay's: the replay/standard a replay kernel as bandwidth-efficient as
@@ -37,14 +40,15 @@
 // Usage: replayssm_ssm_bench [JSON_OUT]
 //        replayssm_ssm_bench --only mamba2|mamba2-ex|gdn|gdn-ex|scan|beams [--gdn-mma 1|0|-1] [--gdn-variant 0..4]
 //                            [--gdn-l2-ahead -1..4] [--gdn-step-variant 0..3] [--mamba2-variant 0..5]
-//                            [--batches B1,B2,...] [--scan-knobs TOKENS_PER_SUM TILE_ROWS]
+//                            [--batches B1,B2,...] [--scan-knobs TOKENS_PER_SUM TILE_ROWS] [--graph 0|1]
 //            (one family's rows, no JSON; GdnDecodeArgs::mma, GdnDecodeArgs::variant of the GDN
 //            replay, its l2_ahead (−1 the launcher's), GdnDecodeArgs::variant of its standard
 //            step, Mamba2DecodeArgs::variant or Mamba2ScanArgs'
 //            tokens_per_sum and tile_rows, 0 the launcher's, for A/B runs; --batches: the ar and
-//            verify rows' batches, 1 8 64 256 512 by default)
+//            verify rows' batches, 1 8 64 256 512 by default; --graph 1: every timed run launched
+//            as one CUDA graph (the default), 0 from the host)
 //        replayssm_ssm_bench --gdn-shapes [--gdn-mma 1|0|-1] [--gdn-variant 0..4] [--gdn-l2-ahead -1..4]
-//                            [--gdn-step-variant 0..3] [--batches B1,B2,...]
+//                            [--gdn-step-variant 0..3] [--batches B1,B2,...] [--graph 0|1]
 //            (the GDN kernels at each block shape, the same knobs; batch 64, 256, 512 by default)
 //        replayssm_ssm_bench --profile mamba2|gdn ar|verify BATCH [VARIANT]   (untimed, for ncu)
 //        replayssm_ssm_bench --profile gdn beams BATCH   (GDN beams of 8 in fork groups, untimed)
@@ -74,6 +78,13 @@ int g_scan_sum = 0, g_scan_rows = 0;  // Mamba2ScanArgs::tokens_per_sum, tile_ro
 int g_gdn_variant = 0;       // GdnDecodeArgs::variant of the "gdn" rows' replay (--gdn-variant)
 int g_gdn_step_variant = 0;  // … and of their standard step (--gdn-step-variant)
 int g_gdn_l2_ahead = -1;     // GdnDecodeArgs::l2_ahead of the replay rows (--gdn-l2-ahead)
+// Every timed run captured as one CUDA graph and launched so, as the
+// decoder's steps are (no host launch between kernels: H200, session 37,
+// the GDN standard step at batch 1 2.6 µs a launch in graphs, 4.0–5.3
+// from the host); the launches go to g_stream, a stream of its own.
+// --graph 0: launched from the host, on the default stream.
+bool g_graph = false;
+cudaStream_t g_stream = nullptr;
 // The batches given by --batches; empty: each mode's own (the ar and
 // verify rows the 1, 8, 64, 256, 512; --gdn-shapes 64, 256, 512).
 std::vector<int> g_batches;
@@ -104,14 +115,30 @@ double median_us(const std::function<void(int)>& run, int iters) {
   cudaEvent_t a, b;
   CK(cudaEventCreate(&a));
   CK(cudaEventCreate(&b));
+  CK(cudaDeviceSynchronize());  // the arena's fills (the default stream) before g_stream's launches
   for (int i = 0; i < 3; ++i) run(i);
   CK(cudaDeviceSynchronize());
   std::vector<double> t;
   for (int r = 0; r < 7; ++r) {
-    CK(cudaEventRecord(a));
-    for (int i = 0; i < iters; ++i) run(r * iters + i);
-    CK(cudaEventRecord(b));
+    cudaGraphExec_t ge = nullptr;
+    if (g_graph) {  // the run's launches (the same arguments) as one graph, uploaded before it is timed
+      cudaGraph_t g;
+      CK(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeThreadLocal));
+      for (int i = 0; i < iters; ++i) run(r * iters + i);
+      CK(cudaStreamEndCapture(g_stream, &g));
+      CK(cudaGraphInstantiate(&ge, g, 0));
+      CK(cudaGraphDestroy(g));
+      CK(cudaGraphUpload(ge, g_stream));
+      CK(cudaStreamSynchronize(g_stream));
+    }
+    CK(cudaEventRecord(a, g_stream));
+    if (g_graph)
+      CK(cudaGraphLaunch(ge, g_stream));
+    else
+      for (int i = 0; i < iters; ++i) run(r * iters + i);
+    CK(cudaEventRecord(b, g_stream));
     CK(cudaEventSynchronize(b));
+    if (ge != nullptr) CK(cudaGraphExecDestroy(ge));
     float ms = 0;
     CK(cudaEventElapsedTime(&ms, a, b));
     t.push_back(1e3 * ms / iters);
@@ -344,12 +371,12 @@ Row run_mamba2(int batch, bool verify, int variant, bool exact = false) {
     return r;
   };
   const auto [std_us, rep_us] = time_standard_and_replay(
-      at, plan, [](const Mamba2DecodeArgs& r) { return replayssm::ops::cuda::mamba2_step_cuda(r, nullptr); },
-      [](const Mamba2DecodeArgs& r, const Plan&) { return replayssm::ops::cuda::mamba2_replay_cuda(r, nullptr); });
+      at, plan, [](const Mamba2DecodeArgs& r) { return replayssm::ops::cuda::mamba2_step_cuda(r, g_stream); },
+      [](const Mamba2DecodeArgs& r, const Plan&) { return replayssm::ops::cuda::mamba2_replay_cuda(r, g_stream); });
   double rep_bytes = 0;
   for (const Plan& p : plan) rep_bytes += S + p.n * entry + T * (G * N * 2.0 + H * P * 2.0) + (p.f ? S : 0);
   if (variant != 1 && !exact) {  // not the one-kernel rows (mamba2-1k)
-    auto rep = [](const Mamba2DecodeArgs& r) { return replayssm::ops::cuda::mamba2_replay_cuda(r, nullptr); };
+    auto rep = [](const Mamba2DecodeArgs& r) { return replayssm::ops::cuda::mamba2_replay_cuda(r, g_stream); };
     print_last_steps("mamba2", verify, batch, plan, at, std_us, rep);
     if (variant == 0) print_staggered(ar, "mamba2", verify, batch, plan, at, rep);
   }
@@ -359,7 +386,7 @@ Row run_mamba2(int batch, bool verify, int variant, bool exact = false) {
         [&](int i) {
           Mamba2DecodeArgs r = at(i);
           r.n_log = one.n_log, r.fold = nullptr, r.max_fold = 0;
-          CK(replayssm::ops::cuda::mamba2_replay_cuda(r, nullptr));
+          CK(replayssm::ops::cuda::mamba2_replay_cuda(r, g_stream));
         },
         20);
     // … and on contiguous slots 0..B-1 of a buffer of just the batch (no rotation, no verify gaps).
@@ -369,9 +396,9 @@ Row run_mamba2(int batch, bool verify, int variant, bool exact = false) {
     c.early = c.release_early = false;  // every launch here rereads the slots the one before wrote
     c.state = ar.uniform(size_t(batch) * H * P * N, -1.0f, 1.0f);
     c.slot = ar.ints(seq), c.fold_slot = c.slot, c.n_log = one.n_log, c.fold = nullptr, c.max_fold = 0;
-    const double us_c = median_us([&](int) { CK(replayssm::ops::cuda::mamba2_replay_cuda(c, nullptr)); }, 20);
+    const double us_c = median_us([&](int) { CK(replayssm::ops::cuda::mamba2_replay_cuda(c, g_stream)); }, 20);
     c.out_slot = c.slot;
-    const double us_s = median_us([&](int) { CK(replayssm::ops::cuda::mamba2_step_cuda(c, nullptr)); }, 20);
+    const double us_s = median_us([&](int) { CK(replayssm::ops::cuda::mamba2_step_cuda(c, g_stream)); }, 20);
     std::printf("  (mamba2 replay with a 1-entry log, batch %d: %.1f us, %.0f GB/s; contiguous slots: %.1f us, %.0f GB/s; "
                 "standard there %.1f us)\n",
                 batch, us, batch * S / (us * 1e3), us_c, batch * S / (us_c * 1e3), us_s);
@@ -449,12 +476,12 @@ Row run_mamba2_beams(int batch, int variant = 0, int beams = 8, bool grouped = t
       at, plan,
       [](Mamba2DecodeArgs r) {
         r.slot = r.out_slot;
-        return replayssm::ops::cuda::mamba2_step_cuda(r, nullptr);
+        return replayssm::ops::cuda::mamba2_step_cuda(r, g_stream);
       },
       [&](Mamba2DecodeArgs r, const Plan& p) {
         const bool together = beam_groups(r, p, grouped, bs, kBeams);
         r.variant = variant != 0 ? variant : together || !grouped ? 0 : 2;
-        return replayssm::ops::cuda::mamba2_replay_cuda(r, nullptr);
+        return replayssm::ops::cuda::mamba2_replay_cuda(r, g_stream);
       });
   double rep_bytes = 0;  // per cycle, the whole batch
   for (const Plan& p : plan)
@@ -508,16 +535,16 @@ Row run_gdn(int batch, bool verify, int slice = 0, int rows = 0, bool exact = fa
       at, plan,
       [](GdnDecodeArgs r) {
         r.variant = g_gdn_step_variant;
-        return replayssm::ops::cuda::gdn_step_cuda(r, nullptr);
+        return replayssm::ops::cuda::gdn_step_cuda(r, g_stream);
       },
       [](GdnDecodeArgs r, const Plan&) {
         r.variant = g_gdn_variant;
-        return replayssm::ops::cuda::gdn_replay_cuda(r, nullptr);
+        return replayssm::ops::cuda::gdn_replay_cuda(r, g_stream);
       });
   if (slice == 0 && rows == 0 && !exact) {
     auto rep = [](GdnDecodeArgs r) {
       r.variant = g_gdn_variant;  // the row's kernel
-      return replayssm::ops::cuda::gdn_replay_cuda(r, nullptr);
+      return replayssm::ops::cuda::gdn_replay_cuda(r, g_stream);
     };
     print_last_steps("gdn", verify, batch, plan, at, std_us, rep);
     print_staggered(ar, "gdn", verify, batch, plan, at, rep);
@@ -560,11 +587,11 @@ Row run_gdn_beams(int batch, int beams = 8, bool grouped = true) {
       at, plan,
       [](GdnDecodeArgs r) {
         r.slot = r.out_slot;
-        return replayssm::ops::cuda::gdn_step_cuda(r, nullptr);
+        return replayssm::ops::cuda::gdn_step_cuda(r, g_stream);
       },
       [&](GdnDecodeArgs r, const Plan& p) {
         beam_groups(r, p, grouped, bs, beams);
-        return replayssm::ops::cuda::gdn_replay_cuda(r, nullptr);
+        return replayssm::ops::cuda::gdn_replay_cuda(r, g_stream);
       });
   if (batch >= 64 && !g_profile) {  // diagnostic: single steps of the cycle
     auto step_us = [&](const Plan& p, bool together) {
@@ -573,7 +600,7 @@ Row run_gdn_beams(int batch, int beams = 8, bool grouped = true) {
             GdnDecodeArgs r = at(i);
             r.n_log = p.n_log, r.fold = p.f ? p.fold : nullptr, r.max_fold = p.f ? r.W : 0;
             beam_groups(r, p, together, bs, beams);
-            CK(replayssm::ops::cuda::gdn_replay_cuda(r, nullptr));
+            CK(replayssm::ops::cuda::gdn_replay_cuda(r, g_stream));
           },
           20);
     };
@@ -633,12 +660,12 @@ ScanRow run_mamba2_scan(int batch) {
       sl,
       [&](int32_t* slots) {
         a.slot = a.out_slot = slots;
-        return mamba2_scan_cuda(a, nullptr);
+        return mamba2_scan_cuda(a, g_stream);
       },
       [&](int32_t* slots) {
         Mamba2DecodeArgs r = st;
         r.slot = r.out_slot = slots;
-        return mamba2_step_cuda(r, nullptr);
+        return mamba2_step_cuda(r, g_stream);
       });
   const double per_tok = HP * 2.0 + 2 * GN * 2.0 + H * 2.0 + HP * 2.0;  // x, B, C, dt in; y out
   return {"mamba2", batch, scan_us, steps_us, batch * (2 * S + T * per_tok), 5.0 * batch * H * P * N * T};
@@ -664,12 +691,12 @@ ScanRow run_gdn_scan(int batch) {
       sl,
       [&](int32_t* slots) {
         a.slot = a.out_slot = slots;
-        return gdn_scan_cuda(a, nullptr);
+        return gdn_scan_cuda(a, g_stream);
       },
       [&](int32_t* slots) {
         GdnDecodeArgs r = st;
         r.slot = r.out_slot = slots;
-        return gdn_step_cuda(r, nullptr);
+        return gdn_step_cuda(r, g_stream);
       });
   const double per_tok = 2 * Hk * dk * 2.0 + Hv * dv * 2.0 + 2 * Hv * 4.0 + Hv * dv * 2.0;  // q, k, v, g, β in; o out
   return {"gdn", batch, scan_us, steps_us, batch * (2 * S + T * per_tok), 7.0 * batch * Hv * dk * dv * T};
@@ -724,6 +751,7 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "--profile") return profile(argc, argv);
   const bool shapes = argc > 1 && std::string(argv[1]) == "--gdn-shapes";
   const std::string only = argc > 2 && std::string(argv[1]) == "--only" ? argv[2] : "";
+  int graph = 1;  // g_graph (--graph 0|1), once the bandwidth probes (launched alone) are done
   if (argc > 1 && (std::string(argv[1]) == "--only" || shapes)) {
     if (!shapes && only != "mamba2" && only != "mamba2-ex" && only != "gdn" && only != "gdn-ex" && only != "scan" &&
         only != "beams") {
@@ -738,9 +766,9 @@ int main(int argc, char** argv) {
           "usage: replayssm_ssm_bench --only mamba2|mamba2-ex|gdn|gdn-ex|scan|beams [--gdn-mma 1|0|-1] [--gdn-variant "
           "0..4]\n"
           "                           [--gdn-l2-ahead -1..4] [--gdn-step-variant 0..3] [--mamba2-variant 0..5]\n"
-          "                           [--batches B1,B2,...] [--scan-knobs TOKENS_PER_SUM TILE_ROWS]\n"
+          "                           [--batches B1,B2,...] [--scan-knobs TOKENS_PER_SUM TILE_ROWS] [--graph 0|1]\n"
           "       replayssm_ssm_bench --gdn-shapes [--gdn-mma 1|0|-1] [--gdn-variant 0..4] [--gdn-l2-ahead -1..4]\n"
-          "                           [--gdn-step-variant 0..3] [--batches B1,...]\n");
+          "                           [--gdn-step-variant 0..3] [--batches B1,...] [--graph 0|1]\n");
       return 2;
     };
     for (int i = shapes ? 2 : 3; i < argc; i += 2) {
@@ -753,6 +781,8 @@ int main(int argc, char** argv) {
         g_gdn_variant = std::atoi(v);
       else if (k == "--gdn-l2-ahead")
         g_gdn_l2_ahead = std::atoi(v);
+      else if (k == "--graph")
+        graph = std::atoi(v);
       else if (k == "--gdn-step-variant")
         g_gdn_step_variant = std::atoi(v);
       else if (k == "--mamba2-variant" && !shapes)
@@ -777,7 +807,8 @@ int main(int argc, char** argv) {
                  {"--gdn-variant", g_gdn_variant, 0, 4},
                  {"--gdn-l2-ahead", g_gdn_l2_ahead, -1, 4},
                  {"--gdn-step-variant", g_gdn_step_variant, 0, 3},
-                 {"--mamba2-variant", g_mamba2_variant, 0, 5}};
+                 {"--mamba2-variant", g_mamba2_variant, 0, 5},
+                 {"--graph", graph, 0, 1}};
     for (const auto& k : knobs)
       if (k.value < k.lo || k.value > k.hi) {
         std::fprintf(stderr, "%s: %d..%d, not %d\n", k.name, k.lo, k.hi, k.value);
@@ -812,14 +843,20 @@ int main(int argc, char** argv) {
   std::printf("%s: measured copy bandwidth %.0f GB/s (read + write); read-only %.0f GB/s (loads), %.0f GB/s (bulk copy); "
               "one read + %d writes %.0f GB/s\n",
               prop.name, copy_gbs, ld_gbs, bulk_gbs, kT, fan_gbs);
+  if (graph != 0) {
+    g_graph = true;
+    CK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
+  }
+  std::printf("(%s)\n", g_graph ? "each timed run of launches as one CUDA graph" : "launched from the host");
   if (shapes) return gdn_shapes(copy_gbs, g_batches.empty() ? std::vector<int>{64, 256, 512} : g_batches);
   std::printf("ar: W = %d; verify: T = %d drafts, %d accepted per step, fold every %d steps\n\n", kW, kT, kAccepted,
               kVerifyCycle);
   std::printf("%-9s %-11s %6s | %9s %7s %6s | %9s %7s %6s | %7s %7s\n", "family", "work", "batch", "std us", "GB/s",
               "%copy", "replay us", "GB/s", "%copy", "rep/std", "bytes");
   std::string json = "{\"device\": \"" + std::string(prop.name) + "\", \"copy_gbs\": " + std::to_string(copy_gbs) +
-                     ", \"read_ld_gbs\": " + std::to_string(ld_gbs) + ", \"read_bulk_gbs\": " + std::to_string(bulk_gbs) +
-                     ", \"fanout_gbs\": " + std::to_string(fan_gbs) +
+                     ", \"read_ld_gbs\": " + std::to_string(ld_gbs) +
+                     ", \"read_bulk_gbs\": " + std::to_string(bulk_gbs) +
+                     ", \"fanout_gbs\": " + std::to_string(fan_gbs) + ", \"graphs\": " + (g_graph ? "true" : "false") +
                      ", \"mamba2\": {\"H\": 128, \"P\": 64, \"N\": 128, \"G\": 8}, \"gdn\": {\"Hk\": 16, \"Hv\": 32, "
                      "\"dk\": 128, \"dv\": 128}, \"W\": 16, \"T\": 4, \"accepted\": 2, \"rows\": [";
   bool first = true;
