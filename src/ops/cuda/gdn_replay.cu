@@ -544,7 +544,9 @@ cudaError_t gdn_replay_cuda(const GdnDecodeArgs& a, cudaStream_t stream) {
   // sequential recurrence's 4.5–7.0 there and the column slices' or
   // streaming blocks' 5.9–9.8, a verify 4.4–9.1 against 4.8–9.8 and
   // 9.9–11.5; at batch 8 (two waves) 10.8 against the streaming 10.2 and
-  // 15.0 against 11.8.
+  // 15.0 against 11.8. Swept again in session 37, each launch on its own
+  // slots: still the fastest variant at batch 1–6 (4.3–8.0 µs one token),
+  // yet slower than the standard step at 1–4 (docs/perf).
   if (a.variant == 0 && a.dk <= kGdnStepWarpsMaxDk && gdn_step_warps_one_wave(a, sms))
     return gdn_replay_warps(a, stream);
   // One token's step over at most half as many (head, sequence) blocks as
