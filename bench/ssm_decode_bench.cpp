@@ -29,7 +29,9 @@
 // replay's: the replay/standard a replay kernel as bandwidth-efficient as
 // the standard one would reach (the bytes' ideal for this log's format).
 // State slots rotate over ≥ 512 MB, well past the 60 MB L2, every launch
-// on the next rotation (a replay cycle's steps too). The first line
+// on the next rotation (a replay cycle's steps too), each rotation with a
+// log of its own; a timed run holds as many standard launches as replay
+// launches. The first line
 // gives the device's bandwidth by copy, by reads alone, and by one read and
 // four writes (the standard verify's mix, fanout_probe.cu).
 // Then the chunk scans (prefill): a chunk of 256 tokens per sequence through
@@ -216,6 +218,20 @@ Slots make_slots(Arena& ar, int batch, double state_bytes) {
   return s;
 }
 
+// Rotation i's log: each rotation of slots has a log of its own, as it has
+// states of its own (in the decoder a layer's log, like its states, is
+// evicted from L2 between its steps; one log for every launch let the
+// replay reread it from L2 at small batch before session 37's last fix).
+// The args' log arrays hold `sets` logs of batch·W entries.
+void rotate_log(replayssm::ops::cuda::Mamba2DecodeArgs& r, int i, int sets) {
+  const size_t e = size_t(i % sets) * r.batch * r.W;
+  r.log_x += e * r.H * r.P, r.log_B += e * r.G * r.N, r.log_dt += e * r.H;
+}
+void rotate_log(replayssm::ops::cuda::GdnDecodeArgs& r, int i, int sets) {
+  const size_t e = size_t(i % sets) * r.batch * r.W;
+  r.log_k += e * r.Hk * r.dk, r.log_u += e * r.Hv * r.dv, r.log_g += e * r.Hv;
+}
+
 // Per-step plans of a replay cycle: (n_log, fold) for every sequence.
 struct Plan {
   int32_t *n_log, *fold;
@@ -304,8 +320,10 @@ void print_staggered(Arena& ar, const char* family, bool verify, int batch, cons
 }
 
 // Mamba2 arguments at Nemotron-H-8B shapes over zeroed device buffers:
-// `state_slots` states, T tokens per sequence, log capacity W.
-replayssm::ops::cuda::Mamba2DecodeArgs mamba2_args(Arena& ar, int batch, int T, int W, size_t state_slots) {
+// `state_slots` states, T tokens per sequence, log capacity W, `log_sets`
+// logs of batch·W entries (rotate_log).
+replayssm::ops::cuda::Mamba2DecodeArgs mamba2_args(Arena& ar, int batch, int T, int W, size_t state_slots,
+                                                   int log_sets = 1) {
   const int H = 128, P = 64, N = 128, G = 8;
   replayssm::ops::cuda::Mamba2DecodeArgs a;
   a.batch = batch, a.H = H, a.P = P, a.N = N, a.G = G, a.T = T, a.W = W, a.max_fold = W;
@@ -314,8 +332,9 @@ replayssm::ops::cuda::Mamba2DecodeArgs mamba2_args(Arena& ar, int batch, int T, 
   a.x = ar.uniform_bf16(size_t(batch) * T * H * P, 1.0f), a.Bm = ar.uniform_bf16(size_t(batch) * T * G * N, 0.5f);
   a.Cm = ar.uniform_bf16(size_t(batch) * T * G * N, 0.5f), a.dt_raw = ar.uniform(size_t(batch) * T * H, -2.0f, 0.0f);
   a.y = ar.zeros<uint16_t>(size_t(batch) * T * H * P);
-  a.log_x = ar.uniform_bf16(size_t(batch) * W * H * P, 1.0f), a.log_B = ar.uniform_bf16(size_t(batch) * W * G * N, 0.5f);
-  a.log_dt = ar.uniform(size_t(batch) * W * H, 0.0f, 0.2f);
+  const size_t E = size_t(log_sets) * batch * W;
+  a.log_x = ar.uniform_bf16(E * H * P, 1.0f), a.log_B = ar.uniform_bf16(E * G * N, 0.5f);
+  a.log_dt = ar.uniform(E * H, 0.0f, 0.2f);
   a.scratch = ar.zeros<float>(replayssm::ops::cuda::mamba2_replay_scratch_floats(batch, T, H, P));
   return a;
 }
@@ -331,7 +350,9 @@ replayssm::ops::cuda::Mamba2DecodeArgs mamba2_args(Arena& ar, int batch, int T, 
 template <typename AtFn, typename StepFn, typename ReplayFn>
 std::pair<double, double> time_standard_and_replay(AtFn&& at, const std::vector<Plan>& plan, StepFn&& step,
                                                    ReplayFn&& replay) {
-  const double std_us = median_us([&](int i) { CK(step(at(i))); }, 20);
+  // As many standard launches a timed run as the replay cycles' (4 cycles):
+  // a graph's launch latency, in each run's time, is then as much a launch.
+  const double std_us = median_us([&](int i) { CK(step(at(i))); }, 4 * int(plan.size()));
   const double cyc_us = median_us(
       [&](int i) {
         for (size_t k = 0; k < plan.size(); ++k) {
@@ -353,7 +374,7 @@ Row run_mamba2(int batch, bool verify, int variant, bool exact = false) {
                entry = H * P * 2.0 + G * N * 2.0 + H * 4.0;
   Arena ar;
   Slots sl = make_slots(ar, batch, S);
-  Mamba2DecodeArgs a = mamba2_args(ar, batch, T, W, size_t(sl.rot) * batch * (1 + kT));
+  Mamba2DecodeArgs a = mamba2_args(ar, batch, T, W, size_t(sl.rot) * batch * (1 + kT), sl.rot);
   a.variant = variant, a.exact = exact;
   const std::vector<Plan> plan = cycle(ar, batch, verify, true);
   auto at = [&](int i) {
@@ -361,6 +382,7 @@ Row run_mamba2(int batch, bool verify, int variant, bool exact = false) {
     r.slot = sl.read[i % sl.rot];
     r.out_slot = verify ? sl.verify_out[i % sl.rot] : r.slot;
     r.fold_slot = r.slot;
+    rotate_log(r, i, sl.rot);
     // Each launch reads another rotation than the one before wrote (every
     // launch takes the next, ≥ 3 of them), as in the decoder, where the
     // append runs just before: both kernels read their first pass early.
@@ -408,7 +430,7 @@ Row run_mamba2(int batch, bool verify, int variant, bool exact = false) {
 }
 
 // Beams of `beams` sharing a checkpoint, per rotation of sl: the group's
-// shared checkpoint (its first beam's slot) for each sequence, and the
+// shared checkpoint (a slot of its own) for each sequence, and the
 // groups' first positions (consecutive beams).
 struct BeamSlots {
   std::vector<int32_t*> shared;
@@ -420,7 +442,9 @@ BeamSlots beam_slots(Arena& ar, const Slots& sl, int batch, int beams) {
   for (int r = 0; r < sl.rot; ++r) {
     std::vector<int32_t> own(batch), sh(batch);
     CK(cudaMemcpy(own.data(), sl.read[r], batch * 4, cudaMemcpyDeviceToHost));
-    for (int b = 0; b < batch; ++b) sh[b] = own[b - b % beams];
+    // The group's first beam's first verify slot (unused by the AR beams):
+    // no beam's fold (into its own slot) writes what another reads.
+    for (int b = 0; b < batch; ++b) sh[b] = own[b - b % beams] + 1;
     bs.shared.push_back(ar.ints(sh));
   }
   for (int b = 0; b < batch; b += beams) bs.starts.push_back(b);
@@ -438,6 +462,7 @@ Args beam_at(const Args& a, const Slots& sl, const BeamSlots& bs, int i) {
   r.out_slot = sl.read[i % sl.rot];
   r.slot = bs.shared[i % sl.rot];
   r.fold_slot = r.out_slot;
+  rotate_log(r, i, sl.rot);
   return r;
 }
 // Replay's fork groups on a step of plan p (none where the window fills:
@@ -466,7 +491,7 @@ Row run_mamba2_beams(int batch, int variant = 0, int beams = 8, bool grouped = t
                entry = H * P * 2.0 + G * N * 2.0 + H * 4.0;
   Arena ar;
   Slots sl = make_slots(ar, batch, S);
-  Mamba2DecodeArgs a = mamba2_args(ar, batch, 1, W, size_t(sl.rot) * batch * (1 + kT));
+  Mamba2DecodeArgs a = mamba2_args(ar, batch, 1, W, size_t(sl.rot) * batch * (1 + kT), sl.rot);
   // Per rotation: each beam's own slot (standard; replay's fold target) and
   // the group's shared checkpoint (the group's first beam's slot).
   const BeamSlots bs = beam_slots(ar, sl, batch, kBeams);
@@ -492,8 +517,9 @@ Row run_mamba2_beams(int batch, int variant = 0, int beams = 8, bool grouped = t
 }
 
 // GDN arguments at Qwen3-Next shapes over device buffers: `state_slots`
-// states, T tokens per sequence, log capacity W.
-replayssm::ops::cuda::GdnDecodeArgs gdn_args(Arena& ar, int batch, int T, int W, size_t state_slots) {
+// states, T tokens per sequence, log capacity W, `log_sets` logs of
+// batch·W entries (rotate_log).
+replayssm::ops::cuda::GdnDecodeArgs gdn_args(Arena& ar, int batch, int T, int W, size_t state_slots, int log_sets = 1) {
   const int Hk = 16, Hv = 32, dk = 128, dv = 128;
   replayssm::ops::cuda::GdnDecodeArgs a;
   a.batch = batch, a.Hk = Hk, a.Hv = Hv, a.dk = dk, a.dv = dv, a.T = T, a.W = W, a.max_fold = W;
@@ -502,9 +528,10 @@ replayssm::ops::cuda::GdnDecodeArgs gdn_args(Arena& ar, int batch, int T, int W,
   a.q = ar.uniform_bf16(size_t(batch) * T * Hk * dk, 0.1f), a.k = ar.uniform_bf16(size_t(batch) * T * Hk * dk, 0.1f);
   a.v = ar.uniform_bf16(size_t(batch) * T * Hv * dv, 1.0f), a.g = ar.uniform(size_t(batch) * T * Hv, -0.5f, 0.0f);
   a.beta = ar.uniform(size_t(batch) * T * Hv, 0.0f, 1.0f), a.o = ar.zeros<uint16_t>(size_t(batch) * T * Hv * dv);
-  a.log_k = ar.uniform_bf16(size_t(batch) * W * Hk * dk, 0.1f);
-  a.log_u = ar.uniform(size_t(batch) * W * Hv * dv, -1.0f, 1.0f);
-  a.log_g = ar.uniform(size_t(batch) * W * Hv, -0.5f, 0.0f);
+  const size_t E = size_t(log_sets) * batch * W;
+  a.log_k = ar.uniform_bf16(E * Hk * dk, 0.1f);
+  a.log_u = ar.uniform(E * Hv * dv, -1.0f, 1.0f);
+  a.log_g = ar.uniform(E * Hv, -0.5f, 0.0f);
   a.scratch = ar.zeros<float>(replayssm::ops::cuda::gdn_replay_scratch_floats(batch, T, Hv, dv));
   return a;
 }
@@ -517,7 +544,7 @@ Row run_gdn(int batch, bool verify, int slice = 0, int rows = 0, bool exact = fa
                in_tok = qv + Hk * dk * 2.0, entry = Hk * dk * 2.0 + Hv * dv * 4.0 + Hv * 4.0;
   Arena ar;
   Slots sl = make_slots(ar, batch, S);
-  GdnDecodeArgs a = gdn_args(ar, batch, T, W, size_t(sl.rot) * batch * (1 + kT));
+  GdnDecodeArgs a = gdn_args(ar, batch, T, W, size_t(sl.rot) * batch * (1 + kT), sl.rot);
   a.slice_cols = slice, a.tile_rows = rows, a.mma = g_gdn_mma, a.l2_ahead = g_gdn_l2_ahead, a.exact = exact;
   const std::vector<Plan> plan = cycle(ar, batch, verify, false);
   auto at = [&](int i) {
@@ -525,6 +552,7 @@ Row run_gdn(int batch, bool verify, int slice = 0, int rows = 0, bool exact = fa
     r.slot = sl.read[i % sl.rot];
     r.out_slot = verify ? sl.verify_out[i % sl.rot] : r.slot;
     r.fold_slot = r.slot;
+    rotate_log(r, i, sl.rot);
     // As the decoder's: the first state rows read before the PDL wait —
     // each launch reads another rotation than the one before wrote (every
     // launch takes the next).
@@ -579,7 +607,7 @@ Row run_gdn_beams(int batch, int beams = 8, bool grouped = true) {
                in_tok = qv + Hk * dk * 2.0, entry = Hk * dk * 2.0 + Hv * dv * 4.0 + Hv * 4.0;
   Arena ar;
   Slots sl = make_slots(ar, batch, S);
-  GdnDecodeArgs a = gdn_args(ar, batch, 1, W, size_t(sl.rot) * batch * (1 + kT));
+  GdnDecodeArgs a = gdn_args(ar, batch, 1, W, size_t(sl.rot) * batch * (1 + kT), sl.rot);
   const BeamSlots bs = beam_slots(ar, sl, batch, beams);
   const std::vector<Plan> plan = cycle(ar, batch, false, false);
   auto at = [&](int i) { return beam_at(a, sl, bs, i); };
