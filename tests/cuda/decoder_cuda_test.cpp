@@ -94,15 +94,28 @@ struct Decoded {
   std::vector<std::vector<int32_t>> greedy;             // [prompt] new tokens
 };
 
+// The layouts a test runs: replay twice, through its output-only kernels
+// (replay_step 0) and with its one-token steps through the standard step
+// (1: every token folded; DecoderOptions::replay_step).
+struct Layout {
+  DecodeStrategy s;
+  int replay_step = 0;
+  std::string name() const {
+    return std::string(cuda::decode_strategy_name(s)) + (replay_step == 1 ? " (stepped)" : "");
+  }
+};
+const Layout kLayouts[] = {
+    {DecodeStrategy::kStandard}, {DecodeStrategy::kReplay}, {DecodeStrategy::kReplay, 1}, {DecodeStrategy::kRecompute}};
+
 // All prompts as one batch; sequence b feeds its prompt, then its own argmax.
 Decoded decode(const cuda::DeviceModel& dm, const std::vector<std::vector<int32_t>>& prompts, int new_tokens,
-           DecodeStrategy s, int window, bool graphs) {
+               DecodeStrategy s, int window, bool graphs, int replay_step = 0) {
   const int64_t B = int64_t(prompts.size()), V = dm.config().vocab_size;
   size_t longest = 0;
   for (const auto& p : prompts) longest = std::max(longest, p.size());
   cuda::DecoderOptions o;
   o.strategy = s, o.batch = B, o.max_context = int64_t(longest) + new_tokens, o.window = window, o.kv_page = 16;
-  o.graphs = graphs;
+  o.graphs = graphs, o.replay_step = s == DecodeStrategy::kReplay ? replay_step : -1;
   auto dec = cuda::Decoder::create(dm, o);
   EXPECT_TRUE(dec.ok()) << dec.status().message();
   Decoded r;
@@ -142,24 +155,28 @@ TEST_P(CudaDecoder, LogitsMatchTheCpuOnTheSameBf16WeightsAndGreedyMatchesTransfo
   auto cpu = Model::load(fixture(GetParam()));
   ASSERT_TRUE(cpu.ok()) << cpu.status().message();
   round_matrices_to_bf16(**cpu);
-  for (DecodeStrategy s : {DecodeStrategy::kStandard, DecodeStrategy::kReplay, DecodeStrategy::kRecompute}) {
-    const Decoded r = decode(*dm_, prompts_, 12, s, 4, true);
+  for (const Layout& lay : kLayouts) {
+    const DecodeStrategy s = lay.s;
+    const Decoded r = decode(*dm_, prompts_, 12, s, 4, true, lay.replay_step);
     for (size_t p = 0; p < prompts_.size(); ++p) {
       std::vector<std::vector<float>> hf;
       for (const auto& row : expected_["prefill_logits"][p]) hf.push_back(row.get<std::vector<float>>());
       const float vs_cpu = worst_ratio(r.logits[p], cpu_logits(**cpu, prompts_[p])), vs_hf = worst_ratio(r.logits[p], hf);
-      std::printf("  %s %s prompt %zu (%zu tokens): worst |d|/(%.0e(1+|ref|)) vs CPU on bf16 weights %.3f, vs transformers %.3f\n",
-                  GetParam().c_str(), cuda::decode_strategy_name(s), p, prompts_[p].size(), kLogitTol, vs_cpu, vs_hf);
-      EXPECT_LE(vs_cpu, kFixtureRatio) << cuda::decode_strategy_name(s) << " prompt " << p;
+      std::printf(
+          "  %s %s prompt %zu (%zu tokens): worst |d|/(%.0e(1+|ref|)) vs CPU on bf16 weights %.3f, vs transformers "
+          "%.3f\n",
+          GetParam().c_str(), lay.name().c_str(), p, prompts_[p].size(), kLogitTol, vs_cpu, vs_hf);
+      EXPECT_LE(vs_cpu, kFixtureRatio) << lay.name() << " prompt " << p;
       const auto& g = expected_["greedy"][p];
       const auto want = g["tokens"].get<std::vector<int32_t>>();
       const auto gaps = g["gaps"].get<std::vector<double>>();
       ASSERT_EQ(r.greedy[p].size(), want.size());
       size_t checked = 0;
       for (size_t i = 0; i < want.size() && gaps[i] >= kGreedyGap; ++i, ++checked)  // past a near tie the paths may part
-        ASSERT_EQ(r.greedy[p][i], want[i]) << cuda::decode_strategy_name(s) << " prompt " << p << " token " << i;
+        ASSERT_EQ(r.greedy[p][i], want[i]) << lay.name() << " prompt " << p << " token " << i;
       std::printf("    greedy: %zu of %zu tokens checked against transformers\n", checked, want.size());
     }
+    if (lay.replay_step == 1) continue;  // the chunks below take the decoder's own choice
     // The prompts again in chunks of up to 8 tokens (3 with window 4).
     auto chunked = cuda::prompt_logits_cuda(*dm_, prompts_, s, 4);
     ASSERT_TRUE(chunked.ok()) << chunked.status().message();
@@ -184,22 +201,32 @@ TEST_P(CudaDecoder, LogitsMatchTheCpuOnTheSameBf16WeightsAndGreedyMatchesTransfo
 // for bit.
 TEST_P(CudaDecoder, ReplayMatchesStandardAndGraphsMatchEager) {
   const Decoded std_eager = decode(*dm_, prompts_, 12, DecodeStrategy::kStandard, 4, false);
-  for (int window : {2, 4, 16}) {
-    const Decoded rep = decode(*dm_, prompts_, 12, DecodeStrategy::kReplay, window, true);
+  for (int replay_step : {0, 1})
+    for (int window : {2, 4, 16}) {
+      const Decoded rep = decode(*dm_, prompts_, 12, DecodeStrategy::kReplay, window, true, replay_step);
+      for (size_t p = 0; p < prompts_.size(); ++p) {
+        const float w = worst_ratio(rep.logits[p], std_eager.logits[p]);
+        std::printf("  %s window %d prompt %zu: replay%s vs standard worst ratio %.3f\n", GetParam().c_str(), window, p,
+                    replay_step == 1 ? " (stepped)" : "", w);
+        EXPECT_LE(w, kFixtureRatio) << "window " << window << " prompt " << p << " replay_step " << replay_step;
+      }
+    }
+  const Decoded std_graph = decode(*dm_, prompts_, 12, DecodeStrategy::kStandard, 4, true);
+  for (int replay_step : {0, 1}) {
+    const Decoded rep_eager = decode(*dm_, prompts_, 12, DecodeStrategy::kReplay, 4, false, replay_step);
+    const Decoded rep_graph =
+        decode(*dm_, prompts_, 12, DecodeStrategy::kReplay, 4, true, replay_step);  // fold and no-fold graphs
     for (size_t p = 0; p < prompts_.size(); ++p) {
-      const float w = worst_ratio(rep.logits[p], std_eager.logits[p]);
-      std::printf("  %s window %d prompt %zu: replay vs standard worst ratio %.3f\n", GetParam().c_str(), window, p, w);
-      EXPECT_LE(w, kFixtureRatio) << "window " << window << " prompt " << p;
+      EXPECT_EQ(rep_graph.logits[p], rep_eager.logits[p]) << "replay_step " << replay_step << ", prompt " << p;
+      EXPECT_EQ(rep_graph.greedy[p], rep_eager.greedy[p]) << "replay_step " << replay_step << ", prompt " << p;
+      // Stepped replay runs the standard layout's step kernels on every
+      // token (each step here takes one): the same bits as standard's.
+      if (replay_step == 1) EXPECT_EQ(rep_graph.logits[p], std_graph.logits[p]) << "stepped replay, prompt " << p;
     }
   }
-  const Decoded std_graph = decode(*dm_, prompts_, 12, DecodeStrategy::kStandard, 4, true);
-  const Decoded rep_eager = decode(*dm_, prompts_, 12, DecodeStrategy::kReplay, 4, false);
-  const Decoded rep_graph = decode(*dm_, prompts_, 12, DecodeStrategy::kReplay, 4, true);  // fold and no-fold graphs
   for (size_t p = 0; p < prompts_.size(); ++p) {
     EXPECT_EQ(std_graph.logits[p], std_eager.logits[p]) << "prompt " << p;
     EXPECT_EQ(std_graph.greedy[p], std_eager.greedy[p]) << "prompt " << p;
-    EXPECT_EQ(rep_graph.logits[p], rep_eager.logits[p]) << "replay, prompt " << p;
-    EXPECT_EQ(rep_graph.greedy[p], rep_eager.greedy[p]) << "replay, prompt " << p;
   }
 }
 
@@ -226,13 +253,14 @@ TEST_P(CudaDecoderTrained, LongPromptMatchesTheCpuOnTheSameBf16Weights) {
   for (auto& p : prompts)
     for (int i = 0; i < 160; ++i) p.push_back(id(g));
   const auto ref0 = cpu_logits(*m, prompts[0]), ref1 = cpu_logits(*m, prompts[1]);
-  for (DecodeStrategy s : {DecodeStrategy::kStandard, DecodeStrategy::kReplay, DecodeStrategy::kRecompute}) {
-    const Decoded r = decode(*dm, prompts, 4, s, 4, true);
+  for (const Layout& lay : kLayouts) {
+    const DecodeStrategy s = lay.s;
+    const Decoded r = decode(*dm, prompts, 4, s, 4, true, lay.replay_step);
     const float w0 = worst_ratio(r.logits[0], ref0), w1 = worst_ratio(r.logits[1], ref1);
     std::printf("  %s %s: worst |d|/(%.0e(1+|ref|)) vs CPU on bf16 weights %.3f, %.3f\n", GetParam().c_str(),
-                cuda::decode_strategy_name(s), kLogitTol, w0, w1);
-    EXPECT_LE(w0, kTrainedRatio) << cuda::decode_strategy_name(s);
-    EXPECT_LE(w1, kTrainedRatio) << cuda::decode_strategy_name(s);
+                lay.name().c_str(), kLogitTol, w0, w1);
+    EXPECT_LE(w0, kTrainedRatio) << lay.name();
+    EXPECT_LE(w1, kTrainedRatio) << lay.name();
     size_t clear = 0;
     for (size_t p = 0; p < 2; ++p)
       for (size_t t = 0; t < prompts[p].size(); ++t) {
@@ -242,11 +270,13 @@ TEST_P(CudaDecoderTrained, LongPromptMatchesTheCpuOnTheSameBf16Weights) {
         if (top[0] - top[1] < kClearGap) continue;
         ++clear;
         const auto& got = r.logits[p][t];
-        EXPECT_EQ(std::max_element(got.begin(), got.end()) - got.begin(), std::max_element(ref.begin(), ref.end()) - ref.begin())
-            << cuda::decode_strategy_name(s) << " prompt " << p << " position " << t;
+        EXPECT_EQ(std::max_element(got.begin(), got.end()) - got.begin(),
+                  std::max_element(ref.begin(), ref.end()) - ref.begin())
+            << lay.name() << " prompt " << p << " position " << t;
       }
     std::printf("    argmax agrees at all %zu positions with a clear top-2 gap\n", clear);
     EXPECT_GT(clear, 100u);
+    if (lay.replay_step == 1) continue;  // the chunks below take the decoder's own choice
     // The same prompts in chunks of up to 8 tokens (window 16; standard
     // Mamba2 folds each chunk in place; GDN's standard layout stays at 1).
     auto chunked = cuda::prompt_logits_cuda(*dm, prompts, s, 16);

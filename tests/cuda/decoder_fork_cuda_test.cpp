@@ -34,6 +34,7 @@ struct ForkCase {
   DecodeStrategy strategy;
   int window, spec_tokens;
   int fork_groups = -1;  // DecoderOptions::fork_groups
+  int replay_step = 0;   // DecoderOptions::replay_step (replay)
 };
 
 using CudaFork = test::DeviceModelTest;
@@ -44,16 +45,20 @@ using CudaFork = test::DeviceModelTest;
 // folds of shared checkpoints (into fresh slots) happen throughout.
 TEST_P(CudaFork, ReorderedSequencesMatchSteppingTheirHistories) {
   const int64_t B = 4, V = dm_->config().vocab_size;
-  const std::vector<ForkCase> cases = {
-      {DecodeStrategy::kReplay, 4, 0, 1}, {DecodeStrategy::kReplay, 8, 4}, {DecodeStrategy::kStandard, 16, 4},
-      {DecodeStrategy::kRecompute, 4, 4}};
+  const std::vector<ForkCase> cases = {{DecodeStrategy::kReplay, 4, 0, 1},
+                                       {DecodeStrategy::kReplay, 8, 4},
+                                       {DecodeStrategy::kReplay, 8, 4, -1, 1},
+                                       {DecodeStrategy::kStandard, 16, 4},
+                                       {DecodeStrategy::kRecompute, 4, 4}};
   for (const ForkCase& fc : cases) {
-    SCOPED_TRACE(std::string(cuda::decode_strategy_name(fc.strategy)) + " window " + std::to_string(fc.window));
+    SCOPED_TRACE(std::string(cuda::decode_strategy_name(fc.strategy)) + " window " + std::to_string(fc.window) +
+                 " replay_step " + std::to_string(fc.replay_step));
     std::mt19937 g(23);
     std::uniform_int_distribution<int32_t> id(0, int32_t(V - 1));
     cuda::DecoderOptions o;
     o.strategy = fc.strategy, o.batch = B, o.max_context = 260, o.window = fc.window, o.kv_page = 16;
     o.spec_tokens = fc.spec_tokens, o.forks = true, o.fork_groups = fc.fork_groups;
+    o.replay_step = fc.strategy == DecodeStrategy::kReplay ? fc.replay_step : -1;
     auto dec = cuda::Decoder::create(*dm_, o);
     ASSERT_TRUE(dec.ok()) << dec.status().message();
     std::vector<std::vector<int32_t>> ids(static_cast<size_t>(B));
@@ -116,12 +121,14 @@ TEST_P(CudaFork, ReorderedSequencesMatchSteppingTheirHistories) {
     if (fc.strategy == DecodeStrategy::kReplay)
       EXPECT_EQ((*dec)->checkpoint_reads_shared() > 0, fc.fork_groups == 1);
     const test::SteppedCheck r = test::check_against_stepping(*dm_, ids, rows, 6, 0.5);
-    std::printf("  %s %s W=%d spec %d: %d reorders, %d ragged steps, %lld checkpoint reads shared, %lld rows, worst ratio vs stepping %.3f, argmax differs at %lld "
-                "(%lld of %lld with a top-2 gap >= 0.5); state peak %lld bytes, written %lld\n",
-                GetParam().c_str(), cuda::decode_strategy_name(fc.strategy), fc.window, fc.spec_tokens, forks, ragged,
-                (long long)(*dec)->checkpoint_reads_shared(),
-                (long long)r.rows, r.worst, (long long)r.flips, (long long)r.clear_flips, (long long)r.clear,
-                (long long)(*dec)->state_bytes_peak(), (long long)(*dec)->state_bytes_written());
+    std::printf(
+        "  %s %s%s W=%d spec %d: %d reorders, %d ragged steps, %lld checkpoint reads shared, %lld rows, worst ratio vs "
+        "stepping %.3f, argmax differs at %lld "
+        "(%lld of %lld with a top-2 gap >= 0.5); state peak %lld bytes, written %lld\n",
+        GetParam().c_str(), cuda::decode_strategy_name(fc.strategy), fc.replay_step == 1 ? " (stepped)" : "", fc.window,
+        fc.spec_tokens, forks, ragged, (long long)(*dec)->checkpoint_reads_shared(), (long long)r.rows, r.worst,
+        (long long)r.flips, (long long)r.clear_flips, (long long)r.clear, (long long)(*dec)->state_bytes_peak(),
+        (long long)(*dec)->state_bytes_written());
     EXPECT_LE(r.worst, trained() ? kTrainedRatio : kFixtureRatio);
     EXPECT_EQ(r.clear_flips, 0);
   }

@@ -148,4 +148,20 @@ cudaError_t mamba2_step_cuda(const Mamba2DecodeArgs& a, cudaStream_t stream);
 // folds where fold[b] > 0.
 cudaError_t mamba2_replay_cuda(const Mamba2DecodeArgs& a, cudaStream_t stream);
 
+// Whether a decode step runs faster with one token a sequence at a's batch
+// and shape (batch, H) through mamba2_step_cuda — the checkpoint read,
+// stepped and written back, every token folded — than through the
+// output-only replay: where the (head, sequence) blocks are over the SMs
+// and at most twice them. Measured end to end, not on the kernels alone:
+// there the output-only kernels lose at 128–256 blocks (H200, P = 64,
+// N = 128, each launch its own slots, in CUDA graphs: 0.92–1.03× the
+// standard step), yet in a model's step they win at up to the SMs' count
+// (Nemotron-H-8B and -4B shapes at batch 1, 128 and 96 blocks: 1.02× and
+// 1.01× standard's tokens/s, stepped 1.00×) and lose only past it (8B at
+// batch 2, 256 blocks: 0.99×, stepped 1.00×; 4B at batch 2, 192 blocks:
+// 1.00× either way; from 288 blocks 1.01–1.07×): docs/perf, session 38.
+// What the decoder's replay layout follows by default
+// (DecoderOptions::replay_step). False when the device cannot be asked.
+bool mamba2_replay_steps_faster(const Mamba2DecodeArgs& a);
+
 }  // namespace replayssm::ops::cuda

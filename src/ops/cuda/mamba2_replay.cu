@@ -318,6 +318,13 @@ __global__ void __launch_bounds__(32 * kMamba2Warps, kMamba2ReplayBlocks<TileT, 
 
 }  // namespace
 
+bool mamba2_replay_steps_faster(const Mamba2DecodeArgs& a) {
+  int sms = 0;
+  if (device_sms(&sms) != cudaSuccess) return false;
+  const int64_t blocks = int64_t(a.batch) * a.H;
+  return blocks > sms && blocks <= 2 * int64_t(sms);
+}
+
 cudaError_t mamba2_replay_cuda(const Mamba2DecodeArgs& a, cudaStream_t stream) {
   if (a.batch == 0) return cudaSuccess;
   if (a.batch < 0 || a.G <= 0 || a.H % a.G != 0 || a.P <= 0 || a.T < 1 || a.T > kMamba2MaxT || a.W < a.T ||

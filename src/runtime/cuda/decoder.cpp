@@ -21,16 +21,20 @@ constexpr int kRecomputeFeedRows = 4;
 }  // namespace
 
 namespace {
-// groups: the Mamba2 and GDN launches' group counts, each ≤ batch < 2^20.
-int64_t graph_key(int T, bool fold, bool verify, bool commit, bool scan, int m_groups, int g_groups) {
+// groups: the Mamba2 and GDN launches' group counts, each ≤ batch < 2^20;
+// steps: how the launch's SSM layers take a plain step (Impl::m_step +
+// 2 · Impl::g_step, 0..5).
+int64_t graph_key(int T, bool fold, bool verify, bool commit, bool scan, int m_groups, int g_groups, int steps) {
   const int64_t groups = (int64_t(m_groups) << 20) | g_groups;
-  return ((groups * (kMaxChunk + 1) + T) * 16) + scan * 8 + fold * 4 + verify * 2 + commit;
+  return (((groups * (kMaxChunk + 1) + T) * 6 + steps) * 16) + scan * 8 + fold * 4 + verify * 2 + commit;
 }
 }  // namespace
 
 Decoder::~Decoder() = default;
 
 const DeviceModel& Decoder::model() const { return impl_->m; }
+bool Decoder::replay_steps_mamba2() const { return impl_->m_steps; }
+bool Decoder::replay_steps_gdn() const { return impl_->g_steps; }
 
 Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const DecoderOptions& o) {
   const ModelConfig& c = model.config();
@@ -51,6 +55,16 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
   if (o.rewind && o.strategy != DecodeStrategy::kReplay)
     return invalid_argument("cuda decode: rewind needs the replay layout (the standard layout keeps no log to go back "
                             "through)");
+  if (o.replay_step < -1 || o.replay_step > 1)
+    return invalid_argument("cuda decode: replay_step " + std::to_string(o.replay_step) +
+                            " out of range (-1: where the standard step is faster, 0: never, 1: always)");
+  if (o.replay_step == 1 && (o.strategy != DecodeStrategy::kReplay || o.exact || o.rewind))
+    return invalid_argument(std::string("cuda decode: replay_step 1 needs the replay layout without exact and rewind "
+                                        "(") +
+                            (o.strategy != DecodeStrategy::kReplay ? "not replay"
+                             : o.exact                             ? "exact"
+                                                                   : "rewind") +
+                            ": those keep every log's kernels)");
   if (o.kv_page < 1 || o.kv_page > 4096)
     return invalid_argument("cuda decode: kv_page " + std::to_string(o.kv_page) + " out of range [1, 4096]");
   // The model against the kernels' limits, once, naming the config field.
@@ -230,6 +244,17 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
     }
   }
   I.has_mamba = any_mamba, I.has_gdn = any_gdn;
+  // Plain one-token steps through the standard step where that measured
+  // the faster decode step at this batch (DecoderOptions::replay_step):
+  // Mamba2 layers by mamba2_replay_steps_faster; GDN's output-only kernels
+  // measured faster end to end at every batch (docs/perf, session 38).
+  if (replay && !o.exact && !o.rewind && o.replay_step != 0) {
+    oc::Mamba2DecodeArgs ma;
+    ma.batch = int(B), ma.H = int(mc.n_heads), ma.P = int(mc.head_dim), ma.N = int(mc.state_size);
+    const bool chosen = o.replay_step == 1, automatic = o.replay_step == -1 && o.fork_groups != 1;
+    I.m_steps = any_mamba && (chosen || (automatic && oc::mamba2_replay_steps_faster(ma)));
+    I.g_steps = any_gdn && chosen;
+  }
   if (o.forks) {  // reorder() stages the largest per-layer array it copies through here
     int64_t widest = 0;
     for (const LayerState& L : I.layers) {
@@ -530,6 +555,17 @@ Status Decoder::run(std::span<const int32_t> tokens, int T, bool verify, std::sp
   // scans, as the standard layout does: GDN's scan rounds unlike its step
   // kernels (Mamba2's has the step's bits either way).
   const bool scan = !verify && T > 1 && (!replay || T > log_room() || (opt_.exact && I.has_gdn));
+  // Where the standard step is the faster (Impl::m_steps, g_steps), a plain
+  // one-token step folds every sequence's log with its token: through the
+  // standard step where every log of that kind is empty, else Mamba2's
+  // replay fold (which takes the new entry too) or, GDN, a one-token chunk
+  // scan over the log — after which the logs stay empty.
+  const bool plain = replay && !verify && !scan && T == 1 && feed_count_ == nullptr;
+  const bool steps[2] = {plain && I.m_steps, plain && I.g_steps};
+  const bool m_empty = std::all_of(I.m_count.begin(), I.m_count.end(), [](int c) { return c == 0; });
+  const bool g_empty = std::all_of(I.g_count.begin(), I.g_count.end(), [](int c) { return c == 0; });
+  I.m_step = steps[0] && m_empty;
+  I.g_step = steps[1] ? (g_empty ? 1 : 2) : 0;
   bool fold = false;
   // Per kind (Mamba2, GDN), what each sequence's fold does: entries folded
   // into `target` (written only where `write`), entries moved to the front,
@@ -553,8 +589,9 @@ Status Decoder::run(std::span<const int32_t> tokens, int T, bool verify, std::sp
       const int c = cnt[size_t(b)];
       P.move_from[size_t(b)] = c;
       P.after[size_t(b)] = c + T;
-      if (scan) {
+      if (scan || steps[k]) {
         if (replay && has) P.folds[size_t(b)] = 1, P.fold_n[size_t(b)] = P.roll[size_t(b)] = c + T, P.after[size_t(b)] = 0;
+        fold |= steps[k];
         continue;
       }
       if (!(replay && has && I.log_fills(c, T))) continue;
@@ -575,7 +612,7 @@ Status Decoder::run(std::span<const int32_t> tokens, int T, bool verify, std::sp
     // into one new checkpoint they all read, and keep the rest (at least
     // W/2) — instead of each writing its own. Beams that parted recently
     // keep sharing a state.
-    if (!replay || verify || scan || !has || I.toks.empty()) continue;
+    if (!replay || verify || scan || steps[k] || !has || I.toks.empty()) continue;
     const int keep = std::max(T, W / 2);
     std::map<std::pair<int32_t, int>, std::vector<int64_t>> groups;  // (slot, entries) → sequences
     for (int64_t b = 0; b < B; ++b)
@@ -616,7 +653,7 @@ Status Decoder::run(std::span<const int32_t> tokens, int T, bool verify, std::sp
       I.host_field(kRowPos)[r] = int32_t(pos + t);
       I.host_field(kRowSeq)[r] = int32_t(b);
       // Replay: the sequence's log; standard: the step's compact row.
-      I.host_field(kMEntry)[r] = int32_t(replay ? b * W + m + t : r);
+      I.host_field(kMEntry)[r] = int32_t(replay && !I.m_step ? b * W + m + t : r);
       I.host_field(kGEntry)[r] = int32_t(b * W + g + t);
       // Standard: a verify writes each token's state to the sequence's next
       // slots; anything else updates the current one in place, as
@@ -651,7 +688,7 @@ Status Decoder::run(std::span<const int32_t> tokens, int T, bool verify, std::sp
     I.host_field(kMMoveFrom)[b] = kp[0].move_from[size_t(b)];
     I.host_field(kMMoveCount)[b] = kp[0].move_n[size_t(b)];
     I.host_field(kMRoll)[b] = kp[0].roll[size_t(b)];
-    I.host_field(kGLog)[b] = g + (scan ? 0 : T);
+    I.host_field(kGLog)[b] = g + (scan || I.g_step != 0 ? 0 : T);  // a chunk scan's: the log before the chunk
     I.host_field(kGFold)[b] = kp[1].fold_n[size_t(b)];
     I.host_field(kGMoveFrom)[b] = kp[1].move_from[size_t(b)];
     I.host_field(kGMoveCount)[b] = kp[1].move_n[size_t(b)];
@@ -663,12 +700,14 @@ Status Decoder::run(std::span<const int32_t> tokens, int T, bool verify, std::sp
   // fold decode together (exact replay keeps the stepping kernels).
   int64_t m_shared = 0, g_shared = 0;
   const bool groups = replay && opt_.fork_groups != 0 && !I.toks.empty() && !verify && !scan && T == 1 && !opt_.exact;
-  I.m_groups = groups && I.has_mamba ? I.plan_fork_groups(I.m_pool, kp[0].fold_n, false, I.m.config().mamba.n_heads,
-                                                          kMSeq, kMGroup, &m_shared)
-                                     : 0;
-  I.g_groups = groups && I.has_gdn ? I.plan_fork_groups(I.g_pool, kp[1].fold_n, true, I.m.config().gdn.n_v_heads,
-                                                        kGSeq, kGGroup, &g_shared)
-                                   : 0;
+  I.m_groups =
+      groups && I.has_mamba && !steps[0]
+          ? I.plan_fork_groups(I.m_pool, kp[0].fold_n, false, I.m.config().mamba.n_heads, kMSeq, kMGroup, &m_shared)
+          : 0;
+  I.g_groups =
+      groups && I.has_gdn && !steps[1]
+          ? I.plan_fork_groups(I.g_pool, kp[1].fold_n, true, I.m.config().gdn.n_v_heads, kGSeq, kGGroup, &g_shared)
+          : 0;
   RSSM_RETURN_IF_ERROR(launch_or_poison(T, fold, verify, scan, logits));
   reads_shared_ += m_shared + g_shared;
   if (fold || (scan && replay)) ++folds_;
@@ -724,7 +763,7 @@ Status Decoder::launch_step(int T, bool fold, bool verify, bool commit, bool sca
   // and workspace there); the second captures the graph every later one
   // replays. A ragged step always runs eagerly: its rows differ from step
   // to step, and each count of rows would be a graph of its own.
-  const int64_t key = graph_key(T, fold, verify, commit, scan, I.m_groups, I.g_groups);
+  const int64_t key = graph_key(T, fold, verify, commit, scan, I.m_groups, I.g_groups, int(I.m_step) + 2 * I.g_step);
   if (I.ragged) {
     RSSM_RETURN_IF_ERROR(I.enqueue(T, fold, verify, commit, scan));
   } else if (!opt_.graphs || !I.ran_eager.count(key)) {

@@ -135,6 +135,16 @@ struct DecoderOptions {
                                // kernels' per-token arithmetic; with GDN layers every chunk of 2+ tokens
                                // takes the chunk scan, as the standard layout's do, and folds every log:
                                // rewind() then reaches back only to the chunk's end)
+  int replay_step = -1;        // replay, plain one-token steps: a kind's SSM layers (Mamba2, GDN) through the
+                               // standard step on the checkpoint — read, stepped and written back, every
+                               // token folded, the logs left empty — instead of the output-only kernels:
+                               // -1 where that measured the faster decode step (Mamba2 layers where
+                               // mamba2_replay_steps_faster: at 8B shapes batch 2; GDN layers' output-only
+                               // kernels measured faster at every batch), 1 always, 0 never. Not with exact
+                               // or rewind (-1 then never; 1 is refused), and -1 never with fork_groups 1
+                               // (a stepped token folds, so it decodes in no group); verifies, chunks and
+                               // ragged steps keep the replay kernels, and the first plain step after them
+                               // folds the logs
 };
 
 // Device memory, by what holds it.
@@ -262,6 +272,11 @@ class Decoder {
   Status clear(int64_t b);
 
   int64_t folds() const { return folds_; }  // replay steps that folded the log
+  // Whether plain one-token steps take the standard step in the Mamba2 /
+  // GDN layers (DecoderOptions::replay_step as it applies to this batch
+  // and model; false for a kind the model lacks and outside replay).
+  bool replay_steps_mamba2() const;
+  bool replay_steps_gdn() const;
   // Replay with fork groups: the checkpoint reads the groups saved — per
   // step and kind of SSM layer (Mamba2, GDN), the sequences decoded in
   // groups less the groups (each a read of one checkpoint per layer

@@ -48,10 +48,13 @@ Status Decoder::Impl::run_mamba2(const DeviceBlock& blk, LayerState& L, int T, b
     ap.rows = rows, ap.H = int(mc.n_heads), ap.P = int(mc.head_dim), ap.G = int(mc.n_groups), ap.N = int(mc.state_size);
     ap.dt_raw = proj + HP + C, ap.lddt = width, ap.dt_bias = blk.dt_bias;
     ap.dt_min = mc.dt_min, ap.dt_max = mc.dt_max, ap.Cm = cC;
+    // The standard step's inputs are the step's compact rows — under replay
+    // too where it takes the standard step (m_step: every log empty).
+    const bool stepped = !replay || m_step;
     ap.entry = field(kMEntry);
-    ap.x = replay ? L.log_x : cx;
-    ap.Bm = replay ? L.log_B : cB;
-    ap.dt = replay ? L.log_dt : cdt;
+    ap.x = stepped ? cx : L.log_x;
+    ap.Bm = stepped ? cB : L.log_B;
+    ap.dt = stepped ? cdt : L.log_dt;
     // Next is the step or replay kernel, whose early reads (state, older log
     // entries) in_proj does not write — nor, in a ragged step, the chunk
     // scan or the pre-conv rows' log, which write other sequences' slots
@@ -73,8 +76,8 @@ Status Decoder::Impl::run_mamba2(const DeviceBlock& blk, LayerState& L, int T, b
     if (scan) a.row = field(kDecRow);
     a.early = true;          // the kernel just before is the append: it writes no state
     a.release_early = true;  // the kernel just after (log move, gated norm) reads only weights before its wait
-    if (!replay) {           // one token, or a verify's (or feed's) state per token
-      a.x = cx, a.Bm = cB, a.dt = cdt, a.out_slot = field(kOutSlot);
+    if (stepped) {           // one token, or a verify's (or feed's) state per token; replay: the checkpoint stepped
+      a.x = cx, a.Bm = cB, a.dt = cdt, a.out_slot = field(replay ? kMFoldSlot : kOutSlot);
       RSSM_CU(oc::mamba2_step_cuda(a, stream), "Mamba2 step");
     } else {
       a.W = opt.window, a.n_log = field(kMLog);
@@ -204,9 +207,14 @@ Status Decoder::Impl::run_gdn(const DeviceBlock& blk, LayerState& L, int T, bool
   oc::GdnAppendArgs ap;
   ap.rows = rows, ap.Hk = int(g.n_k_heads), ap.Hv = int(g.n_v_heads), ap.dk = int(g.k_dim), ap.dv = int(g.v_dim);
   ap.v_in = qkv + 2 * K, ap.ldv = ldqkv, ap.v = gv;
-  if (replay && (!scan || decode_too)) ap.entry = field(kGEntry), ap.k = gk, ap.g = gg, ap.log_k = L.log_k, ap.log_g = L.log_g;
+  // Where the layers take the standard step or a one-token scan (g_step),
+  // the new token goes to no log: the logs are folded into the checkpoint.
+  if (replay && (!scan || decode_too) && g_step == 0)
+    ap.entry = field(kGEntry), ap.k = gk, ap.g = gg, ap.log_k = L.log_k, ap.log_g = L.log_g;
   RSSM_CU(oc::gdn_append_cuda(ap, stream), "GDN append");
-  if (scan && (!ragged || ragged_scan)) {
+  // The chunk scan: a chunk (applying the log first, under replay), or a
+  // plain step's one token after the log it folds (g_step 2).
+  if ((scan && (!ragged || ragged_scan)) || g_step == 2) {
     RSSM_RETURN_IF_ERROR(scan_checkpoint_windows(L));
     oc::GdnScanArgs a;
     a.batch = B, a.Hk = int(g.n_k_heads), a.Hv = int(g.n_v_heads), a.dk = int(g.k_dim), a.dv = int(g.v_dim), a.T = T;
@@ -216,7 +224,7 @@ Status Decoder::Impl::run_gdn(const DeviceBlock& blk, LayerState& L, int T, bool
     if (ragged) a.cu_rows = field(kCuRows), a.n_rows = decode_too ? field(kScanRows) : nullptr;
     RSSM_CU(oc::gdn_scan_cuda(a, stream), "GDN chunk scan");
   }
-  if (!scan || decode_too) {
+  if ((!scan || decode_too) && g_step != 2) {
     oc::GdnDecodeArgs a;
     a.batch = B, a.Hk = int(g.n_k_heads), a.Hv = int(g.n_v_heads), a.dk = int(g.k_dim), a.dv = int(g.v_dim);
     a.T = scan ? 1 : T;
@@ -226,8 +234,9 @@ Status Decoder::Impl::run_gdn(const DeviceBlock& blk, LayerState& L, int T, bool
     // scan, which writes only the scanning sequences' slots): it writes no
     // state this one reads.
     a.early = true;
-    if (!replay) {  // one token, or a verify's (or feed's) state per token
-      a.k = gk, a.g = gg, a.out_slot = field(kOutSlot);
+    if (!replay ||
+        g_step == 1) {  // one token, or a verify's (or feed's) state per token; replay: the checkpoint stepped
+      a.k = gk, a.g = gg, a.out_slot = field(replay ? kGFoldSlot : kOutSlot);
       RSSM_CU(oc::gdn_step_cuda(a, stream), "GDN step");
     } else {
       a.W = opt.window, a.n_log = field(kGLog), a.log_k = L.log_k, a.log_u = L.log_u, a.log_g = L.log_g;

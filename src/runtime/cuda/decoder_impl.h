@@ -178,6 +178,16 @@ struct Decoder::Impl {
   // replay launches' groups (their grids, padded past their counts so a
   // CUDA graph serves several steps); 0: none.
   int m_groups = 0, g_groups = 0;
+  // DecoderOptions::replay_step as it applies to this decoder's kinds: a
+  // plain one-token step's Mamba2 / GDN layers fold every token.
+  bool m_steps = false, g_steps = false;
+  // This launch's: the Mamba2 layers through the standard step (every log
+  // empty); the GDN layers 1 through the standard step (likewise), 2
+  // through a one-token chunk scan that applies the logs first (some log
+  // holds entries: GDN's replay fold cannot take the step's own), 0 the
+  // replay kernels.
+  bool m_step = false;
+  int g_step = 0;
   int32_t* top_ids = nullptr;     // top_logprobs(): rows × k, grown on demand
   double* top_lp = nullptr;
   int64_t top_cap = 0;

@@ -112,7 +112,7 @@ Status Decoder::step_ragged(std::span<const int32_t> tokens, std::span<const int
     }
   }
   I.host_field(kCuRows)[B] = int32_t(R);
-  I.step_rows = R, I.ragged = true, I.m_groups = I.g_groups = 0;
+  I.step_rows = R, I.ragged = true, I.m_groups = I.g_groups = 0, I.m_step = false, I.g_step = 0;
   I.ragged_scan = any_scan, I.ragged_decode = any_decode;
   const Status st = launch_or_poison(T, fold, false, true, logits);
   I.ragged = false;
