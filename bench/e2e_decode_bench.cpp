@@ -6,8 +6,12 @@
 //
 //   replayssm_e2e_bench [--preset NAME | --model DIR] [--batch 1,8,64,256]
 //                       [--prompt 128] [--new 128] [--window 16] [--runs 3]
-//                       [--prefill 8,0] [--no-graphs] [--split S] [--json FILE]
+//                       [--prefill 8,0] [--no-graphs] [--split S] [--replay-step -1] [--json FILE]
 //
+// --replay-step: DecoderOptions::replay_step of the replay rows, a list (a
+// row each: "replay" for -1, the decoder's default, "replay:0" the
+// output-only kernels at every batch, "replay:1" the standard step for
+// every plain token).
 // Per (batch, strategy): one discarded warm-up run (it captures the
 // graphs), then --runs runs; each resets the decoder and prefills the
 // prompt once per --prefill chunk length (tokens per sequence a step; 0:
@@ -51,30 +55,39 @@ double now_s() {
 }
 
 int usage() {
-  std::fprintf(stderr,
-               "usage: replayssm_e2e_bench [--preset NAME | --model DIR] [--batch 1,8,64,256] [--prompt 128]\n"
-               "                           [--new 128] [--window 16] [--runs 3] [--prefill 8,0] [--no-graphs] [--split S]\n"
-               "                           [--json FILE]\n");
+  std::fprintf(
+      stderr,
+      "usage: replayssm_e2e_bench [--preset NAME | --model DIR] [--batch 1,8,64,256] [--prompt 128]\n"
+      "                           [--new 128] [--window 16] [--runs 3] [--prefill 8,0] [--no-graphs] [--split S]\n"
+      "                           [--replay-step -1[,0,1]] [--json FILE]\n");
   return 2;
 }
 
 // Bytes a decode step must move at batch B: every weight once, and per SSM
 // layer the state (standard: read + write) or the checkpoint plus the log
 // (replay: read).
-double step_bytes(const ModelConfig& c, int64_t weight_bytes, int64_t B, cuda::DecodeStrategy s, int W) {
-  double state = 0.0, log = 0.0;
+// dec: whose replay layout may step a kind's layers through the standard
+// step (Decoder::replay_steps_mamba2, _gdn), which then moves a state read
+// and write a token, as the standard layout does.
+double step_bytes(const ModelConfig& c, int64_t weight_bytes, int64_t B, const cuda::Decoder& dec, int W) {
+  const bool standard = dec.options().strategy == cuda::DecodeStrategy::kStandard;
+  double per_seq = 0.0;
   for (BlockKind k : c.blocks) {
+    double state = 0.0, log = 0.0;
+    bool stepped = standard;
     if (k == BlockKind::kMamba2) {
       const double HP = double(c.mamba.n_heads * c.mamba.head_dim), GN = double(c.mamba.n_groups * c.mamba.state_size);
-      state += HP * double(c.mamba.state_size) * 4.0;
-      log += (HP * 2 + GN * 2 + double(c.mamba.n_heads) * 4) * (W + 1) / 2.0;  // mean log length
+      state = HP * double(c.mamba.state_size) * 4.0;
+      log = (HP * 2 + GN * 2 + double(c.mamba.n_heads) * 4) * (W + 1) / 2.0;  // mean log length
+      stepped |= dec.replay_steps_mamba2();
     } else if (k == BlockKind::kGatedDeltaNet) {
       const double K = double(c.gdn.n_k_heads * c.gdn.k_dim), V = double(c.gdn.n_v_heads * c.gdn.v_dim);
-      state += double(c.gdn.n_v_heads * c.gdn.k_dim * c.gdn.v_dim) * 4.0;
-      log += (K * 2 + V * 4 + double(c.gdn.n_v_heads) * 4) * (W + 1) / 2.0;
+      state = double(c.gdn.n_v_heads * c.gdn.k_dim * c.gdn.v_dim) * 4.0;
+      log = (K * 2 + V * 4 + double(c.gdn.n_v_heads) * 4) * (W + 1) / 2.0;
+      stepped |= dec.replay_steps_gdn();
     }
+    per_seq += stepped ? 2.0 * state : state + log;
   }
-  const double per_seq = s == cuda::DecodeStrategy::kStandard ? 2.0 * state : state + log;
   return double(weight_bytes) + double(B) * per_seq;
 }
 
@@ -82,7 +95,7 @@ double step_bytes(const ModelConfig& c, int64_t weight_bytes, int64_t B, cuda::D
 
 int main(int argc, char** argv) {
   std::string preset = "nemotron-h-8b", model_dir, json_path;
-  std::vector<int64_t> batches = {1, 8, 64, 256}, prefill_chunks = {8, 0};
+  std::vector<int64_t> batches = {1, 8, 64, 256}, prefill_chunks = {8, 0}, replay_steps = {-1};
   int64_t prompt = 128, n_new = 128, runs = 3;
   int window = 16;
   bool graphs = true;
@@ -106,12 +119,16 @@ int main(int argc, char** argv) {
     else if (a == "--no-graphs") graphs = false;
     else if (a == "--split") split = std::stoll(val());
     else if (a == "--prefill") prefill_chunks = parse_list(val());
+    else if (a == "--replay-step")
+      replay_steps = parse_list(val());
     else if (a == "--json") json_path = val();
     else return usage();
   }
   if (prompt < 1 || n_new < 1 || runs < 1 || batches.empty() || split < 1 || prefill_chunks.empty()) return usage();
   for (int64_t c : prefill_chunks)
     if (c < 0 || c > cuda::kMaxChunk) return usage();
+  for (int64_t v : replay_steps)
+    if (v < -1 || v > 1) return usage();
 
   std::unique_ptr<Model> model;
   if (!model_dir.empty()) {
@@ -141,18 +158,25 @@ int main(int argc, char** argv) {
   std::vector<std::string> prefill_lines;
   for (int64_t B : batches) {
     double standard_tps = 0.0;
-    for (cuda::DecodeStrategy s : {cuda::DecodeStrategy::kStandard, cuda::DecodeStrategy::kReplay}) {
+    // The standard row, then a replay row per --replay-step value.
+    std::vector<std::pair<cuda::DecodeStrategy, int>> rows_of = {{cuda::DecodeStrategy::kStandard, -1}};
+    for (int64_t v : replay_steps) rows_of.emplace_back(cuda::DecodeStrategy::kReplay, int(v));
+    for (const auto& [s, replay_step] : rows_of) {
+      const std::string name = s == cuda::DecodeStrategy::kReplay && replay_step != -1
+                                   ? "replay:" + std::to_string(replay_step)
+                                   : cuda::decode_strategy_name(s);
       // --split S: S decoders of B/S sequences, each stepped by its own host
       // thread on its own stream, so one's GEMMs can overlap another's SSM
       // kernels on the GPU.
       if (B % split != 0) {
-        std::printf("%6lld %-9s  skipped: batch not a multiple of --split %lld\n", (long long)B,
-                    cuda::decode_strategy_name(s), (long long)split);
+        std::printf("%6lld %-9s  skipped: batch not a multiple of --split %lld\n", (long long)B, name.c_str(),
+                    (long long)split);
         continue;
       }
       const int64_t Bl = B / split;
       cuda::DecoderOptions o;
       o.strategy = s, o.batch = Bl, o.max_context = prompt + n_new, o.window = window, o.graphs = graphs;
+      o.replay_step = replay_step;
       std::vector<std::unique_ptr<cuda::Decoder>> decs;
       Status made;
       for (int64_t l = 0; l < split && made.ok(); ++l) {
@@ -161,7 +185,7 @@ int main(int argc, char** argv) {
         else decs.push_back(std::move(d).value());
       }
       if (!made.ok()) {
-        std::printf("%6lld %-9s  skipped: %s\n", (long long)B, cuda::decode_strategy_name(s), made.message().c_str());
+        std::printf("%6lld %-9s  skipped: %s\n", (long long)B, name.c_str(), made.message().c_str());
         continue;
       }
       std::mt19937 rng(42);
@@ -221,12 +245,12 @@ int main(int argc, char** argv) {
       }
       std::sort(tps.begin(), tps.end());
       const double med = tps[tps.size() / 2], ms = 1e3 * double(B) / med;
-      const double bytes = step_bytes(cfg, (*dm)->bytes(), B, s, window);
+      const double bytes = step_bytes(cfg, (*dm)->bytes(), B, *decs[0], window);
       if (s == cuda::DecodeStrategy::kStandard) standard_tps = med;
       char ratio[32] = "";
       if (s == cuda::DecodeStrategy::kReplay && standard_tps > 0) std::snprintf(ratio, sizeof ratio, "  %.2fx", med / standard_tps);
-      std::printf("%6lld %-9s %12.1f %9.1f-%-9.1f %9.3f %9.2f %9.0f %11.2f%s\n", (long long)B,
-                  cuda::decode_strategy_name(s), med, tps.front(), tps.back(), ms, bytes / 1e9, bytes / (ms * 1e-3) / 1e9,
+      std::printf("%6lld %-9s %12.1f %9.1f-%-9.1f %9.3f %9.2f %9.0f %11.2f%s\n", (long long)B, name.c_str(), med,
+                  tps.front(), tps.back(), ms, bytes / 1e9, bytes / (ms * 1e-3) / 1e9,
                   double(decs[0]->memory().state_bytes * split) / 1e9, ratio);
       std::fflush(stdout);
       std::string prefill_json;
@@ -236,8 +260,8 @@ int main(int argc, char** argv) {
         const double pm = v[v.size() / 2], base = prefill_tps[0][prefill_tps[0].size() / 2];
         char line[256];
         std::snprintf(line, sizeof line, "%6lld %-9s %7lld %12.1f %9.1f-%-9.1f %11.2f  %.2fx", (long long)B,
-                      cuda::decode_strategy_name(s), (long long)chunk_of(k), pm, v.front(), v.back(),
-                      1e3 * double(B * prompt) / pm, pm / base);
+                      name.c_str(), (long long)chunk_of(k), pm, v.front(), v.back(), 1e3 * double(B * prompt) / pm,
+                      pm / base);
         prefill_lines.push_back(line);
         char o[256];
         std::snprintf(o, sizeof o, "%s{\"chunk\": %lld, \"tokens_per_s\": %.2f, \"tokens_per_s_min\": %.2f, \"tokens_per_s_max\": %.2f}",
@@ -245,13 +269,15 @@ int main(int argc, char** argv) {
         prefill_json += o;
       }
       char obj[512];
-      std::snprintf(obj, sizeof obj,
-                    "%s{\"batch\": %lld, \"split\": %lld, \"strategy\": \"%s\", \"tokens_per_s\": %.2f, \"tokens_per_s_min\": %.2f, "
-                    "\"tokens_per_s_max\": %.2f, \"ms_per_step\": %.4f, \"bytes_per_step\": %.0f, \"state_bytes\": %lld, "
-                    "\"kv_bytes\": %lld, \"prefill\": [",
-                    json.size() > 1 ? ", " : "", (long long)B, (long long)split, cuda::decode_strategy_name(s), med, tps.front(),
-                    tps.back(), ms, bytes, (long long)(decs[0]->memory().state_bytes * split),
-                    (long long)(decs[0]->memory().kv_bytes * split));
+      std::snprintf(
+          obj, sizeof obj,
+          "%s{\"batch\": %lld, \"split\": %lld, \"strategy\": \"%s\", \"replay_step\": %d, \"tokens_per_s\": %.2f, "
+          "\"tokens_per_s_min\": %.2f, "
+          "\"tokens_per_s_max\": %.2f, \"ms_per_step\": %.4f, \"bytes_per_step\": %.0f, \"state_bytes\": %lld, "
+          "\"kv_bytes\": %lld, \"prefill\": [",
+          json.size() > 1 ? ", " : "", (long long)B, (long long)split, cuda::decode_strategy_name(s), replay_step, med,
+          tps.front(), tps.back(), ms, bytes, (long long)(decs[0]->memory().state_bytes * split),
+          (long long)(decs[0]->memory().kv_bytes * split));
       json += obj + prefill_json + "]}";
     }
   }

@@ -29,6 +29,11 @@ inline bool g_profile = false;
 // from the host); the launches go to g_stream, a stream of its own.
 // --graph 0: launched from the host, on the default stream.
 inline bool g_graph = false;
+// The decode rows' head counts (--mamba2-heads, --gdn-heads): Nemotron-H-8B's
+// and Qwen3-Next's by default; other counts place the replay kernels'
+// small-batch crossovers (docs/perf).
+inline int g_mamba2_heads = 128;
+inline int g_gdn_k_heads = 16, g_gdn_v_heads = 32;
 inline cudaStream_t g_stream = nullptr;
 
 // Median µs of one call of run(i), over 7 timed runs of `iters` calls.
@@ -249,7 +254,7 @@ void print_staggered(Arena& ar, const char* family, bool verify, int batch, cons
 // logs of batch·W entries (rotate_log).
 replayssm::ops::cuda::Mamba2DecodeArgs mamba2_args(Arena& ar, int batch, int T, int W, size_t state_slots,
                                                    int log_sets = 1) {
-  const int H = 128, P = 64, N = 128, G = 8;
+  const int H = g_mamba2_heads, P = 64, N = 128, G = 8;
   replayssm::ops::cuda::Mamba2DecodeArgs a;
   a.batch = batch, a.H = H, a.P = P, a.N = N, a.G = G, a.T = T, a.W = W, a.max_fold = W;
   a.A_log = ar.uniform(H, 0.0f, 1.0f), a.D = ar.uniform(H, -1.0f, 1.0f), a.dt_bias = ar.uniform(H, -2.0f, 0.0f);

@@ -4,7 +4,11 @@
 // fp32 state, bf16 inputs; batch 1, 8, 64, 256, 512; two workloads:
 //   ar     — one token per step. standard: read + write the state in place.
 //            replay: a full window cycle (log growing to W = 16, the last
-//            step folding the log into the checkpoint in the same pass).
+//            step folding the log into the checkpoint in the same pass);
+//            at batches where the decoder's replay layout takes one token
+//            through the standard step (Mamba2: mamba2_replay_steps_faster)
+//            that step, and the output-only kernels' cycle beside it as
+//            "ar-kernel".
 //   verify — speculative verify of T = 4 drafts, 2 accepted per step.
 //            standard: read the state, write one state per draft (vLLM/SGLang).
 //            replay: outputs for the 4 drafts from checkpoint + log, no state
@@ -43,12 +47,14 @@
 //        replayssm_ssm_bench --only mamba2|mamba2-ex|gdn|gdn-ex|scan|beams [--gdn-mma 1|0|-1] [--gdn-variant 0..4]
 //                            [--gdn-l2-ahead -1..4] [--gdn-step-variant 0..3] [--mamba2-variant 0..5]
 //                            [--batches B1,B2,...] [--scan-knobs TOKENS_PER_SUM TILE_ROWS] [--graph 0|1]
+//                            [--mamba2-heads H] [--gdn-heads HK,HV]
 //            (one family's rows, no JSON; GdnDecodeArgs::mma, GdnDecodeArgs::variant of the GDN
 //            replay, its l2_ahead (−1 the launcher's), GdnDecodeArgs::variant of its standard
 //            step, Mamba2DecodeArgs::variant or Mamba2ScanArgs'
 //            tokens_per_sum and tile_rows, 0 the launcher's, for A/B runs; --batches: the ar and
 //            verify rows' batches, 1 8 64 256 512 by default; --graph 1: every timed run launched
-//            as one CUDA graph (the default), 0 from the host)
+//            as one CUDA graph (the default), 0 from the host; --mamba2-heads, --gdn-heads: the
+//            decode rows' head counts, 128 and 16,32 by default)
 //        replayssm_ssm_bench --gdn-shapes [--gdn-mma 1|0|-1] [--gdn-variant 0..4] [--gdn-l2-ahead -1..4]
 //                            [--gdn-step-variant 0..3] [--batches B1,B2,...] [--graph 0|1]
 //            (the GDN kernels at each block shape, the same knobs; batch 64, 256, 512 by default)
@@ -85,6 +91,17 @@ int g_gdn_l2_ahead = -1;     // GdnDecodeArgs::l2_ahead of the replay rows (--gd
 // verify rows the 1, 8, 64, 256, 512; --gdn-shapes 64, 256, 512).
 std::vector<int> g_batches;
 
+// Whether the decoder's replay layout steps one token through the standard
+// step at this batch, for the rows of `family` at the bench's shapes: the
+// "mamba2" rows at the default variant where mamba2_replay_steps_faster
+// (GDN's output-only kernels measured the faster decode step everywhere).
+bool steps_faster(const std::string& family, int batch) {
+  if (family != "mamba2" || g_mamba2_variant != 0) return false;
+  replayssm::ops::cuda::Mamba2DecodeArgs a;
+  a.batch = batch, a.H = g_mamba2_heads, a.P = 64, a.N = 128;
+  return replayssm::ops::cuda::mamba2_replay_steps_faster(a);
+}
+
 // "1,2,8" → {1, 2, 8}; false on anything else.
 bool parse_batches(const char* s, std::vector<int>* out) {
   std::vector<int> b;
@@ -101,10 +118,12 @@ bool parse_batches(const char* s, std::vector<int>* out) {
   return true;
 }
 
-
-Row run_mamba2(int batch, bool verify, int variant, bool exact = false) {
+// stepped: the replay layout's one-token steps through the standard step
+// (DecoderOptions::replay_step, where mamba2_replay_steps_faster): every
+// step of the cycle the standard step on the checkpoint, in place.
+Row run_mamba2(int batch, bool verify, int variant, bool exact = false, bool stepped = false) {
   using replayssm::ops::cuda::Mamba2DecodeArgs;
-  const int H = 128, P = 64, N = 128, G = 8, T = verify ? kT : 1, W = verify ? kW + kT : kW;
+  const int H = g_mamba2_heads, P = 64, N = 128, G = 8, T = verify ? kT : 1, W = verify ? kW + kT : kW;
   const double S = 4.0 * H * P * N, in_tok = H * P * 2.0 + 2 * G * N * 2.0 + H * 4.0 + H * P * 2.0,
                entry = H * P * 2.0 + G * N * 2.0 + H * 4.0;
   Arena ar;
@@ -129,15 +148,20 @@ Row run_mamba2(int batch, bool verify, int variant, bool exact = false) {
   };
   const auto [std_us, rep_us] = time_standard_and_replay(
       at, plan, [](const Mamba2DecodeArgs& r) { return replayssm::ops::cuda::mamba2_step_cuda(r, g_stream); },
-      [](const Mamba2DecodeArgs& r, const Plan&) { return replayssm::ops::cuda::mamba2_replay_cuda(r, g_stream); });
+      [stepped](const Mamba2DecodeArgs& r, const Plan&) {
+        return stepped ? replayssm::ops::cuda::mamba2_step_cuda(r, g_stream)
+                       : replayssm::ops::cuda::mamba2_replay_cuda(r, g_stream);
+      });
   double rep_bytes = 0;
   for (const Plan& p : plan) rep_bytes += S + p.n * entry + T * (G * N * 2.0 + H * P * 2.0) + (p.f ? S : 0);
-  if (variant != 1 && !exact) {  // not the one-kernel rows (mamba2-1k)
+  if (stepped) rep_bytes = plan.size() * ((1 + T) * S + T * in_tok);  // the standard step's
+  if (variant != 1 && !exact && !stepped) {                           // not the one-kernel rows (mamba2-1k)
     auto rep = [](const Mamba2DecodeArgs& r) { return replayssm::ops::cuda::mamba2_replay_cuda(r, g_stream); };
     print_last_steps("mamba2", verify, batch, plan, at, std_us, rep);
     if (variant == 0) print_staggered(ar, "mamba2", verify, batch, plan, at, rep);
   }
-  if (!verify && variant == 0 && !exact && !g_profile) {  // diagnostic: the state stream alone (a log of one entry, no fold)
+  if (!verify && variant == 0 && !exact && !stepped &&
+      !g_profile) {  // diagnostic: the state stream alone (a log of one entry, no fold)
     const Plan one = cycle(ar, batch, false, true)[0];
     const double us = median_us(
         [&](int i) {
@@ -221,7 +245,7 @@ bool beam_groups(Args& r, const Plan& p, bool grouped, const BeamSlots& bs, int 
 Row run_mamba2_beams(int batch, int variant = 0, int beams = 8, bool grouped = true) {
   using replayssm::ops::cuda::Mamba2DecodeArgs;
   const int kBeams = beams;
-  const int H = 128, P = 64, N = 128, G = 8, W = kW;
+  const int H = g_mamba2_heads, P = 64, N = 128, G = 8, W = kW;
   const double S = 4.0 * H * P * N, in_tok = H * P * 2.0 + 2 * G * N * 2.0 + H * 4.0 + H * P * 2.0,
                entry = H * P * 2.0 + G * N * 2.0 + H * 4.0;
   Arena ar;
@@ -255,7 +279,7 @@ Row run_mamba2_beams(int batch, int variant = 0, int beams = 8, bool grouped = t
 // states, T tokens per sequence, log capacity W, `log_sets` logs of
 // batch·W entries (rotate_log).
 replayssm::ops::cuda::GdnDecodeArgs gdn_args(Arena& ar, int batch, int T, int W, size_t state_slots, int log_sets = 1) {
-  const int Hk = 16, Hv = 32, dk = 128, dv = 128;
+  const int Hk = g_gdn_k_heads, Hv = g_gdn_v_heads, dk = 128, dv = 128;
   replayssm::ops::cuda::GdnDecodeArgs a;
   a.batch = batch, a.Hk = Hk, a.Hv = Hv, a.dk = dk, a.dv = dv, a.T = T, a.W = W, a.max_fold = W;
   // Keys of norm ≈ 0.65 and decays in (e^−0.5, 1]: the delta rule stays bounded.
@@ -274,7 +298,7 @@ replayssm::ops::cuda::GdnDecodeArgs gdn_args(Arena& ar, int batch, int T, int W,
 // slice, rows: the streaming blocks' shape (GdnDecodeArgs; 0: the launchers' choice).
 Row run_gdn(int batch, bool verify, int slice = 0, int rows = 0, bool exact = false) {
   using replayssm::ops::cuda::GdnDecodeArgs;
-  const int Hk = 16, Hv = 32, dk = 128, dv = 128, T = verify ? kT : 1, W = verify ? kW + kT : kW;
+  const int Hk = g_gdn_k_heads, Hv = g_gdn_v_heads, dk = 128, dv = 128, T = verify ? kT : 1, W = verify ? kW + kT : kW;
   const double S = 4.0 * Hv * dk * dv, qv = 2 * Hk * dk * 2.0 + Hv * dv * 2.0 + 2 * Hv * 4.0 + Hv * dv * 2.0,
                in_tok = qv + Hk * dk * 2.0, entry = Hk * dk * 2.0 + Hv * dv * 4.0 + Hv * 4.0;
   Arena ar;
@@ -337,7 +361,7 @@ Row run_gdn(int batch, bool verify, int slice = 0, int rows = 0, bool exact = fa
 // grouped = false: every beam alone, reading the shared checkpoint itself.
 Row run_gdn_beams(int batch, int beams = 8, bool grouped = true) {
   using replayssm::ops::cuda::GdnDecodeArgs;
-  const int Hk = 16, Hv = 32, dk = 128, dv = 128, W = kW;
+  const int Hk = g_gdn_k_heads, Hv = g_gdn_v_heads, dk = 128, dv = 128, W = kW;
   const double S = 4.0 * Hv * dk * dv, qv = 2 * Hk * dk * 2.0 + Hv * dv * 2.0 + 2 * Hv * 4.0 + Hv * dv * 2.0,
                in_tok = qv + Hk * dk * 2.0, entry = Hk * dk * 2.0 + Hv * dv * 4.0 + Hv * 4.0;
   Arena ar;
@@ -530,6 +554,7 @@ int main(int argc, char** argv) {
           "0..4]\n"
           "                           [--gdn-l2-ahead -1..4] [--gdn-step-variant 0..3] [--mamba2-variant 0..5]\n"
           "                           [--batches B1,B2,...] [--scan-knobs TOKENS_PER_SUM TILE_ROWS] [--graph 0|1]\n"
+          "                           [--mamba2-heads H] [--gdn-heads HK,HV]\n"
           "       replayssm_ssm_bench --gdn-shapes [--gdn-mma 1|0|-1] [--gdn-variant 0..4] [--gdn-l2-ahead -1..4]\n"
           "                           [--gdn-step-variant 0..3] [--batches B1,...] [--graph 0|1]\n");
       return 2;
@@ -550,7 +575,15 @@ int main(int argc, char** argv) {
         g_gdn_step_variant = std::atoi(v);
       else if (k == "--mamba2-variant" && !shapes)
         g_mamba2_variant = std::atoi(v);
-      else if (k == "--batches") {
+      else if (k == "--mamba2-heads" && !shapes)
+        g_mamba2_heads = std::atoi(v);
+      else if (k == "--gdn-heads") {
+        if (std::sscanf(v, "%d,%d", &g_gdn_k_heads, &g_gdn_v_heads) != 2 || g_gdn_k_heads < 1 ||
+            g_gdn_v_heads < g_gdn_k_heads || g_gdn_v_heads % g_gdn_k_heads != 0 || g_gdn_v_heads > 256) {
+          std::fprintf(stderr, "--gdn-heads: HK,HV with HV a multiple of HK, at most 256, not '%s'\n", v);
+          return 2;
+        }
+      } else if (k == "--batches") {
         if (!parse_batches(v, &g_batches)) {
           std::fprintf(stderr, "--batches: a comma-separated list of batch sizes 1..4096, not '%s'\n", v);
           return 2;
@@ -571,6 +604,7 @@ int main(int argc, char** argv) {
                  {"--gdn-l2-ahead", g_gdn_l2_ahead, -1, 4},
                  {"--gdn-step-variant", g_gdn_step_variant, 0, 3},
                  {"--mamba2-variant", g_mamba2_variant, 0, 5},
+                 {"--mamba2-heads", g_mamba2_heads % 8 == 0 ? g_mamba2_heads : 0, 8, 512},
                  {"--graph", graph, 0, 1}};
     for (const auto& k : knobs)
       if (k.value < k.lo || k.value > k.hi) {
@@ -612,16 +646,22 @@ int main(int argc, char** argv) {
   }
   std::printf("(%s)\n", g_graph ? "each timed run of launches as one CUDA graph" : "launched from the host");
   if (shapes) return gdn_shapes(copy_gbs, g_batches.empty() ? std::vector<int>{64, 256, 512} : g_batches);
-  std::printf("ar: W = %d; verify: T = %d drafts, %d accepted per step, fold every %d steps\n\n", kW, kT, kAccepted,
+  std::printf("ar: W = %d; verify: T = %d drafts, %d accepted per step, fold every %d steps\n", kW, kT, kAccepted,
               kVerifyCycle);
+  std::printf(
+      "(where the replay layout takes one token through the standard step — the decoder's rule,\n"
+      " mamba2_replay_steps_faster — the ar row's replay is that step, every token folded; ar-kernel: the\n"
+      " output-only kernels' cycle there)\n\n");
   std::printf("%-9s %-11s %6s | %9s %7s %6s | %9s %7s %6s | %7s %7s\n", "family", "work", "batch", "std us", "GB/s",
               "%copy", "replay us", "GB/s", "%copy", "rep/std", "bytes");
   std::string json = "{\"device\": \"" + std::string(prop.name) + "\", \"copy_gbs\": " + std::to_string(copy_gbs) +
                      ", \"read_ld_gbs\": " + std::to_string(ld_gbs) +
                      ", \"read_bulk_gbs\": " + std::to_string(bulk_gbs) +
                      ", \"fanout_gbs\": " + std::to_string(fan_gbs) + ", \"graphs\": " + (g_graph ? "true" : "false") +
-                     ", \"mamba2\": {\"H\": 128, \"P\": 64, \"N\": 128, \"G\": 8}, \"gdn\": {\"Hk\": 16, \"Hv\": 32, "
-                     "\"dk\": 128, \"dv\": 128}, \"W\": 16, \"T\": 4, \"accepted\": 2, \"rows\": [";
+                     ", \"mamba2\": {\"H\": " + std::to_string(g_mamba2_heads) +
+                     ", \"P\": 64, \"N\": 128, \"G\": 8}, \"gdn\": {\"Hk\": " + std::to_string(g_gdn_k_heads) +
+                     ", \"Hv\": " + std::to_string(g_gdn_v_heads) +
+                     ", \"dk\": 128, \"dv\": 128}, \"W\": 16, \"T\": 4, \"accepted\": 2, \"rows\": [";
   bool first = true;
   // mamba2-1k: the replay path as one kernel (no split of the log's part),
   // kept in the table to show what the split buys; mamba2-sp: the split
@@ -679,8 +719,18 @@ int main(int argc, char** argv) {
         const std::string fam = family;
         if (!only.empty() && fam != only && !(fam == "mamba2-sp" && only == "mamba2")) continue;
         if (fam == "mamba2-sp" && batch < 64) continue;
-        const Row r = fam == "gdn" ? run_gdn(batch, verify)
-                                   : run_mamba2(batch, verify, fam == "mamba2" ? g_mamba2_variant : fam == "mamba2-sp" ? 2 : 1);
+        Row r = fam == "gdn" ? run_gdn(batch, verify)
+                             : run_mamba2(batch, verify,
+                                          fam == "mamba2"      ? g_mamba2_variant
+                                          : fam == "mamba2-sp" ? 2
+                                                               : 1);
+        // Where the replay layout takes the standard step for one token
+        // (the decoder's rule), its "ar" row is that; the output-only
+        // kernels' cycle beside it as "ar-kernel".
+        if (!verify && steps_faster(fam, batch)) {
+          print_row(run_mamba2(batch, false, g_mamba2_variant, false, true));
+          r.workload = "ar-kernel";
+        }
         print_row(r);
       }
   json += "\n], \"scan_tokens\": " + std::to_string(kScanT) + ", \"scan_rows\": [";
