@@ -23,8 +23,9 @@
 
 namespace replayssm::bench {
 // Reads `bytes` at p once (16-byte loads / the bulk copy engine) on the
-// legacy stream; `out` is a 4-byte sink, `sms` the device's SM count.
-cudaError_t read_ld(const void* p, size_t bytes, float* out, int sms);
+// legacy stream (read_ld: on `stream` where given); `out` is a 4-byte
+// sink, `sms` the device's SM count.
+cudaError_t read_ld(const void* p, size_t bytes, float* out, int sms, cudaStream_t stream = nullptr);
 cudaError_t read_bulk(const void* p, size_t bytes, float* out, int sms);
 // Reads `bytes` at src once and writes them `copies` times, copy c at
 // dst + c·bytes (fanout_probe.cu); bytes a multiple of 16, copies 4 (the

@@ -73,8 +73,8 @@ __global__ void read_bulk_kernel(const char* p, size_t chunks, float* out) {
 }  // namespace
 
 // Launchers for the benchmark: read `bytes` (a multiple of 32 KB) at p.
-cudaError_t read_ld(const void* p, size_t bytes, float* out, int sms) {
-  read_ld_kernel<<<sms * 8, 256>>>(static_cast<const float4*>(p), bytes / 16, out);
+cudaError_t read_ld(const void* p, size_t bytes, float* out, int sms, cudaStream_t stream) {
+  read_ld_kernel<<<sms * 8, 256, 0, stream>>>(static_cast<const float4*>(p), bytes / 16, out);
   return cudaGetLastError();
 }
 cudaError_t read_bulk(const void* p, size_t bytes, float* out, int sms) {

@@ -33,6 +33,14 @@ inline bool g_graph = false;
 // and Qwen3-Next's by default; other counts place the replay kernels'
 // small-batch crossovers (docs/perf).
 inline int g_mamba2_heads = 128;
+// --between MB: after every timed SSM launch a read of that many bytes
+// (read_ld), as a decoder's next GEMV streams its weights, so that what a
+// launch leaves behind (the standard step's written state, dirty in L2)
+// is paid where the decoder pays it; 0: none (the default).
+inline size_t g_between_bytes = 0;
+inline const void* g_between_buf = nullptr;
+inline float* g_between_sink = nullptr;
+inline int g_sms = 0;
 inline int g_gdn_k_heads = 16, g_gdn_v_heads = 32;
 inline cudaStream_t g_stream = nullptr;
 
@@ -282,7 +290,16 @@ std::pair<double, double> time_standard_and_replay(AtFn&& at, const std::vector<
                                                    ReplayFn&& replay) {
   // As many standard launches a timed run as the replay cycles' (4 cycles):
   // a graph's launch latency, in each run's time, is then as much a launch.
-  const double std_us = median_us([&](int i) { CK(step(at(i))); }, 4 * int(plan.size()));
+  auto between = [] {
+    if (g_between_bytes > 0)
+      CK(replayssm::bench::read_ld(g_between_buf, g_between_bytes, g_between_sink, g_sms, g_stream));
+  };
+  const double std_us = median_us(
+      [&](int i) {
+        CK(step(at(i)));
+        between();
+      },
+      4 * int(plan.size()));
   const double cyc_us = median_us(
       [&](int i) {
         for (size_t k = 0; k < plan.size(); ++k) {
@@ -291,6 +308,7 @@ std::pair<double, double> time_standard_and_replay(AtFn&& at, const std::vector<
           // As the decoder plans a step: no fold arrays where none folds.
           r.n_log = p.n_log, r.fold = p.f ? p.fold : nullptr, r.max_fold = p.f ? r.W : 0;
           CK(replay(r, p));
+          between();
         }
       },
       4);

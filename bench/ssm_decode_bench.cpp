@@ -47,14 +47,15 @@
 //        replayssm_ssm_bench --only mamba2|mamba2-ex|gdn|gdn-ex|scan|beams [--gdn-mma 1|0|-1] [--gdn-variant 0..4]
 //                            [--gdn-l2-ahead -1..4] [--gdn-step-variant 0..3] [--mamba2-variant 0..5]
 //                            [--batches B1,B2,...] [--scan-knobs TOKENS_PER_SUM TILE_ROWS] [--graph 0|1]
-//                            [--mamba2-heads H] [--gdn-heads HK,HV]
+//                            [--mamba2-heads H] [--gdn-heads HK,HV] [--between MB]
 //            (one family's rows, no JSON; GdnDecodeArgs::mma, GdnDecodeArgs::variant of the GDN
 //            replay, its l2_ahead (−1 the launcher's), GdnDecodeArgs::variant of its standard
 //            step, Mamba2DecodeArgs::variant or Mamba2ScanArgs'
 //            tokens_per_sum and tile_rows, 0 the launcher's, for A/B runs; --batches: the ar and
 //            verify rows' batches, 1 8 64 256 512 by default; --graph 1: every timed run launched
 //            as one CUDA graph (the default), 0 from the host; --mamba2-heads, --gdn-heads: the
-//            decode rows' head counts, 128 and 16,32 by default)
+//            decode rows' head counts, 128 and 16,32 by default; --between: a read of MB megabytes
+//            after every timed SSM launch, as a decoder's next GEMV streams its weights)
 //        replayssm_ssm_bench --gdn-shapes [--gdn-mma 1|0|-1] [--gdn-variant 0..4] [--gdn-l2-ahead -1..4]
 //                            [--gdn-step-variant 0..3] [--batches B1,B2,...] [--graph 0|1]
 //            (the GDN kernels at each block shape, the same knobs; batch 64, 256, 512 by default)
@@ -554,7 +555,7 @@ int main(int argc, char** argv) {
           "0..4]\n"
           "                           [--gdn-l2-ahead -1..4] [--gdn-step-variant 0..3] [--mamba2-variant 0..5]\n"
           "                           [--batches B1,B2,...] [--scan-knobs TOKENS_PER_SUM TILE_ROWS] [--graph 0|1]\n"
-          "                           [--mamba2-heads H] [--gdn-heads HK,HV]\n"
+          "                           [--mamba2-heads H] [--gdn-heads HK,HV] [--between MB]\n"
           "       replayssm_ssm_bench --gdn-shapes [--gdn-mma 1|0|-1] [--gdn-variant 0..4] [--gdn-l2-ahead -1..4]\n"
           "                           [--gdn-step-variant 0..3] [--batches B1,...] [--graph 0|1]\n");
       return 2;
@@ -575,6 +576,8 @@ int main(int argc, char** argv) {
         g_gdn_step_variant = std::atoi(v);
       else if (k == "--mamba2-variant" && !shapes)
         g_mamba2_variant = std::atoi(v);
+      else if (k == "--between" && !shapes)
+        g_between_bytes = size_t(std::max(0, std::atoi(v))) << 20;
       else if (k == "--mamba2-heads" && !shapes)
         g_mamba2_heads = std::atoi(v);
       else if (k == "--gdn-heads") {
@@ -640,6 +643,17 @@ int main(int argc, char** argv) {
   std::printf("%s: measured copy bandwidth %.0f GB/s (read + write); read-only %.0f GB/s (loads), %.0f GB/s (bulk copy); "
               "one read + %d writes %.0f GB/s\n",
               prop.name, copy_gbs, ld_gbs, bulk_gbs, kT, fan_gbs);
+  if (g_between_bytes > 0) {  // --between: a buffer of its own, past the slots
+    void* buf = nullptr;
+    CK(cudaMalloc(&buf, g_between_bytes));
+    CK(cudaMemset(buf, 0, g_between_bytes));
+    CK(cudaMalloc(reinterpret_cast<void**>(&g_between_sink), 4));
+    g_between_buf = buf, g_sms = prop.multiProcessorCount;
+    const double us =
+        median_us([&](int) { CK(replayssm::bench::read_ld(buf, g_between_bytes, g_between_sink, g_sms)); }, 5);
+    std::printf("(after each timed SSM launch a read of %zu MB: %.1f us alone, in every row's times)\n",
+                g_between_bytes >> 20, us);
+  }
   if (graph != 0) {
     g_graph = true;
     CK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
