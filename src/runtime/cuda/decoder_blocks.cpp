@@ -234,8 +234,8 @@ Status Decoder::Impl::run_gdn(const DeviceBlock& blk, LayerState& L, int T, bool
     // scan, which writes only the scanning sequences' slots): it writes no
     // state this one reads.
     a.early = true;
-    if (!replay ||
-        g_step == 1) {  // one token, or a verify's (or feed's) state per token; replay: the checkpoint stepped
+    // One token, or a verify's (or feed's) state per token; replay: the checkpoint stepped.
+    if (!replay || g_step == 1) {
       a.k = gk, a.g = gg, a.out_slot = field(replay ? kGFoldSlot : kOutSlot);
       RSSM_CU(oc::gdn_step_cuda(a, stream), "GDN step");
     } else {
