@@ -150,11 +150,13 @@ TEST(CudaReplayStepRule, BadOptionsAreRefused) {
 
 using CudaReplayStep = test::DeviceModelTest;
 
-// Two sequences: a 12-token prompt in one chunk, then rounds of plain
-// steps and verifies with random acceptance. Every plain step of the
-// stepped layout folds (folds() + 1) and writes what the standard layout's
-// step writes (each sequence's states and windows); the output-only
-// kernels fold once per window. Every committed row against stepping.
+// Two sequences: a 12-token prompt in one chunk, then 40 rounds — every
+// fifth a verify of 3 tokens accepting 1 and 2 (entries left in both logs
+// for the next plain step to fold), the rest plain steps. Every plain step
+// of the stepped layout folds (folds() + 1) and writes what the standard
+// layout's step writes (each sequence's states and windows); the
+// output-only kernels fold only where a log fills. Every committed row
+// against stepping.
 TEST_P(CudaReplayStep, EveryPlainStepFoldsAndMatchesStepping) {
   const int64_t B = 2, V = dm_->config().vocab_size;
   auto make = [&](DecodeStrategy s, int step) {
