@@ -36,7 +36,9 @@ inline int g_mamba2_heads = 128;
 // --between MB: after every timed SSM launch a read of that many bytes
 // (read_ld), as a decoder's next GEMV streams its weights, so that what a
 // launch leaves behind (the standard step's written state, dirty in L2)
-// is paid where the decoder pays it; 0: none (the default).
+// is paid where the decoder pays it; 0: none (the default). The rows'
+// times, GB/s and shares of copy then hold the reads (the diagnostics
+// beside the rows are left out).
 inline size_t g_between_bytes = 0;
 inline const void* g_between_buf = nullptr;
 inline float* g_between_sink = nullptr;

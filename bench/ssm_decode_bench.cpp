@@ -156,13 +156,14 @@ Row run_mamba2(int batch, bool verify, int variant, bool exact = false, bool ste
   double rep_bytes = 0;
   for (const Plan& p : plan) rep_bytes += S + p.n * entry + T * (G * N * 2.0 + H * P * 2.0) + (p.f ? S : 0);
   if (stepped) rep_bytes = plan.size() * ((1 + T) * S + T * in_tok);  // the standard step's
-  if (variant != 1 && !exact && !stepped) {                           // not the one-kernel rows (mamba2-1k)
+  // Not the one-kernel rows (mamba2-1k); not with --between, whose reads are in the rows' times only.
+  if (variant != 1 && !exact && !stepped && g_between_bytes == 0) {
     auto rep = [](const Mamba2DecodeArgs& r) { return replayssm::ops::cuda::mamba2_replay_cuda(r, g_stream); };
     print_last_steps("mamba2", verify, batch, plan, at, std_us, rep);
     if (variant == 0) print_staggered(ar, "mamba2", verify, batch, plan, at, rep);
   }
-  if (!verify && variant == 0 && !exact && !stepped &&
-      !g_profile) {  // diagnostic: the state stream alone (a log of one entry, no fold)
+  // Diagnostic: the state stream alone (a log of one entry, no fold).
+  if (!verify && variant == 0 && !exact && !stepped && g_between_bytes == 0 && !g_profile) {
     const Plan one = cycle(ar, batch, false, true)[0];
     const double us = median_us(
         [&](int i) {
@@ -329,7 +330,7 @@ Row run_gdn(int batch, bool verify, int slice = 0, int rows = 0, bool exact = fa
         r.variant = g_gdn_variant;
         return replayssm::ops::cuda::gdn_replay_cuda(r, g_stream);
       });
-  if (slice == 0 && rows == 0 && !exact) {
+  if (slice == 0 && rows == 0 && !exact && g_between_bytes == 0) {  // with --between the rows' times hold its reads
     auto rep = [](GdnDecodeArgs r) {
       r.variant = g_gdn_variant;  // the row's kernel
       return replayssm::ops::cuda::gdn_replay_cuda(r, g_stream);

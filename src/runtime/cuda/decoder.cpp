@@ -270,10 +270,11 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
   int64_t& ws2 = mem.workspace_bytes;
   if (any_mamba) {
     const int64_t HP = mc.n_heads * mc.head_dim, GN = mc.n_groups * mc.state_size;
-    // x, B, dt compact only for the standard layout's step kernel (chunk
-    // scans read the conv's rows, replay appends to a log), C for the
-    // decode kernels: a row per row of a step — a ragged step's decoding
-    // sequences' rows lie anywhere among its R.
+    // x, B, dt compact only for the step kernel — the standard layout's, a
+    // row per row of a step; replay's stepped one-token steps (replay_step),
+    // a row per sequence (chunk scans read the conv's rows, replay's other
+    // steps append to a log) — C for the decode kernels: a row per row of a
+    // step — a ragged step's decoding sequences' rows lie anywhere among its R.
     const int64_t compact = replay ? B : R;
     RSSM_RETURN_IF_ERROR(I.alloc(&I.cx, compact * HP, "Mamba2 x", &ws2));
     RSSM_RETURN_IF_ERROR(I.alloc(&I.cB, compact * GN, "Mamba2 B", &ws2));

@@ -140,7 +140,8 @@ struct DecoderOptions {
                                // token folded, the logs left empty — instead of the output-only kernels:
                                // -1 where that measured the faster decode step (Mamba2 layers where
                                // mamba2_replay_steps_faster: at 8B shapes batch 2; GDN layers' output-only
-                               // kernels measured faster at every batch), 1 always, 0 never. Not with exact
+                               // kernels measured faster at every batch), 1 always (fork groups then form
+                               // on no plain step: a stepped token folds), 0 never. Not with exact
                                // or rewind (-1 then never; 1 is refused), and -1 never with fork_groups 1
                                // (a stepped token folds, so it decodes in no group); verifies, chunks and
                                // ragged steps keep the replay kernels, and the first plain step after them
