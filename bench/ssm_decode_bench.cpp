@@ -644,6 +644,13 @@ int main(int argc, char** argv) {
   std::printf("%s: measured copy bandwidth %.0f GB/s (read + write); read-only %.0f GB/s (loads), %.0f GB/s (bulk copy); "
               "one read + %d writes %.0f GB/s\n",
               prop.name, copy_gbs, ld_gbs, bulk_gbs, kT, fan_gbs);
+  // The timed runs' stream and --between's buffers, released on every way out of main.
+  struct Release {
+    ~Release() {
+      if (g_stream != nullptr) cudaStreamDestroy(g_stream);
+      cudaFree(const_cast<void*>(g_between_buf)), cudaFree(g_between_sink);
+    }
+  } release;
   if (g_between_bytes > 0) {  // --between: a buffer of its own, past the slots
     void* buf = nullptr;
     CK(cudaMalloc(&buf, g_between_bytes));
