@@ -33,6 +33,7 @@ inline bool g_graph = false;
 // and Qwen3-Next's by default; other counts place the replay kernels'
 // small-batch crossovers (docs/perf).
 inline int g_mamba2_heads = 128;
+inline int g_gdn_k_heads = 16, g_gdn_v_heads = 32;
 // --between MB: after every timed SSM launch a read of that many bytes
 // (read_ld), as a decoder's next GEMV streams its weights, so that what a
 // launch leaves behind (the standard step's written state, dirty in L2)
@@ -43,7 +44,6 @@ inline size_t g_between_bytes = 0;
 inline const void* g_between_buf = nullptr;
 inline float* g_between_sink = nullptr;
 inline int g_sms = 0;
-inline int g_gdn_k_heads = 16, g_gdn_v_heads = 32;
 inline cudaStream_t g_stream = nullptr;
 
 // Median µs of one call of run(i), over 7 timed runs of `iters` calls.

@@ -122,12 +122,12 @@ TEST_P(CudaFork, ReorderedSequencesMatchSteppingTheirHistories) {
       EXPECT_EQ((*dec)->checkpoint_reads_shared() > 0, fc.fork_groups == 1);
     const test::SteppedCheck r = test::check_against_stepping(*dm_, ids, rows, 6, 0.5);
     std::printf(
-        "  %s %s%s W=%d spec %d: %d reorders, %d ragged steps, %lld checkpoint reads shared, %lld rows, worst ratio vs "
+        "  %s %s W=%d spec %d: %d reorders, %d ragged steps, %lld checkpoint reads shared, %lld rows, worst ratio vs "
         "stepping %.3f, argmax differs at %lld "
         "(%lld of %lld with a top-2 gap >= 0.5); state peak %lld bytes, written %lld\n",
-        GetParam().c_str(), cuda::decode_strategy_name(fc.strategy), fc.replay_step == 1 ? " (stepped)" : "", fc.window,
-        fc.spec_tokens, forks, ragged, (long long)(*dec)->checkpoint_reads_shared(), (long long)r.rows, r.worst,
-        (long long)r.flips, (long long)r.clear_flips, (long long)r.clear, (long long)(*dec)->state_bytes_peak(),
+        GetParam().c_str(), test::layout_name(fc.strategy, fc.replay_step).c_str(), fc.window, fc.spec_tokens, forks,
+        ragged, (long long)(*dec)->checkpoint_reads_shared(), (long long)r.rows, r.worst, (long long)r.flips,
+        (long long)r.clear_flips, (long long)r.clear, (long long)(*dec)->state_bytes_peak(),
         (long long)(*dec)->state_bytes_written());
     EXPECT_LE(r.worst, trained() ? kTrainedRatio : kFixtureRatio);
     EXPECT_EQ(r.clear_flips, 0);

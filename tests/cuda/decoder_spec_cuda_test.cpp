@@ -40,9 +40,7 @@ struct SpecCase {
   DecodeStrategy strategy;
   int window, spec_tokens;
   int replay_step = 0;  // DecoderOptions::replay_step (replay)
-  std::string name() const {
-    return std::string(cuda::decode_strategy_name(strategy)) + (replay_step == 1 ? " (stepped)" : "");
-  }
+  std::string name() const { return test::layout_name(strategy, replay_step); }
 };
 
 class CudaSpec : public test::DeviceModelTest {

@@ -33,6 +33,12 @@ constexpr float kTrainedRatio = 3.0f;
 // another order than single steps).
 constexpr double kGreedyGap = 0.15;
 
+// A layout's name in messages: the strategy's, "(stepped)" for replay with
+// DecoderOptions::replay_step 1 (its plain tokens through the standard step).
+inline std::string layout_name(cuda::DecodeStrategy s, int replay_step) {
+  return std::string(cuda::decode_strategy_name(s)) + (replay_step == 1 ? " (stepped)" : "");
+}
+
 // Tests over models: GetParam() names a tests/data fixture or
 // "models/NAME" (an embedded trained model); SetUp loads it and places it
 // on the device, or skips where no GPU exists.

@@ -47,74 +47,45 @@ namespace oc = replayssm::ops::cuda;
 // row r = b·T + t (a ragged step: cu_rows[b] + t): kTokens, kRowPos,
 // kRowSeq, kMEntry, kGEntry, kOutSlot. Per sequence b: the rest (kCuRows
 // and kCommitRows have B + 1 entries).
+// A comment a group of fields, aligned by hand.
+// clang-format off
 enum PlanField {
-  kTokens,
-  kRowPos,
-  kRowSeq,  // the step's rows
-  kSeqPos,
-  kSeqLen,
-  kCuRows,   // per sequence: first new position, rows attended, first row (b·T)
-  kLastRow,  // a ragged step: each sequence's last row, which the LM head reads
-  kMEntry,
-  kMLog,
-  kMFold,  // Mamba2 layers: log entry (standard, and replay's standard step: compact
-           // row; −1: a ragged step's scan row) of each new row; entries; fold
-  kGEntry,
-  kGLog,
-  kGFold,  // Gated DeltaNet layers, likewise
-  kMSlot,
-  kGSlot,  // state or checkpoint slot each sequence reads (Mamba2, GDN layers)
-  kMFoldSlot,
-  kGFoldSlot,  // where a fold writes (replay: a fresh slot where others read the old one)
-  kOutSlot,
-  kWinSlot,  // where each row's state goes (standard); conv window = b
-  kMMoveFrom,
-  kMMoveCount,  // the post-fold log moves (replay)
-  kGMoveFrom,
-  kGMoveCount,
-  kCommitRows,
-  kCommitCount,  // the last verify's rows b·T and accepted count, rolled into the windows
+  kTokens, kRowPos, kRowSeq,      // the step's rows
+  kSeqPos, kSeqLen, kCuRows,      // per sequence: first new position, rows attended, first row (b·T)
+  kLastRow,                       // a ragged step: each sequence's last row, which the LM head reads
+  kMEntry, kMLog, kMFold,         // Mamba2 layers: log entry (standard, and replay's standard step: compact
+                                  // row; −1: a ragged step's scan row) of each new row; entries; fold
+  kGEntry, kGLog, kGFold,         // Gated DeltaNet layers, likewise
+  kMSlot, kGSlot,                 // state or checkpoint slot each sequence reads (Mamba2, GDN layers)
+  kMFoldSlot, kGFoldSlot,         // where a fold writes (replay: a fresh slot where others read the old one)
+  kOutSlot, kWinSlot,             // where each row's state goes (standard); conv window = b
+  kMMoveFrom, kMMoveCount,        // the post-fold log moves (replay)
+  kGMoveFrom, kGMoveCount,
+  kCommitRows, kCommitCount,      // the last verify's rows b·T and accepted count, rolled into the windows
   // reorder(): per sequence b, the source sequence and what to copy from it
   // (0 where b keeps its own): 1, K/V rows, Mamba2 / GDN log entries; the
   // standard layout's state slots from and to.
-  kForkSrc,
-  kForkDst,
-  kForkOne,
-  kForkKv,
-  kForkMLog,
-  kForkGLog,
-  kForkStFrom,
-  kForkStTo,
+  kForkSrc, kForkDst, kForkOne, kForkKv, kForkMLog, kForkGLog, kForkStFrom, kForkStTo,
   // options.rewind: b·W, where sequence b's log entries start (B + 1
   // entries); rewind()'s log lengths, which the rebuilt windows roll over.
-  kLogBase,
-  kRewindM,
-  kRewindG,
+  kLogBase, kRewindM, kRewindG,
   // recompute: per sequence, a live state ↔ sparse checkpoint copy (1 or
   // 0), its state slots and conv window blocks from and to.
-  kCkOne,
-  kCkFrom,
-  kCkTo,
-  kCkWinFrom,
-  kCkWinTo,
+  kCkOne, kCkFrom, kCkTo, kCkWinFrom, kCkWinTo,
   // How far each sequence's checkpoint advances this step (Mamba2, GDN):
   // its fold, or its family's (options.rewind rolls the checkpoint window so far).
-  kMRoll,
-  kGRoll,
+  kMRoll, kGRoll,
   // Fork groups (replay, plain steps), Mamba2 and GDN: the decode order
   // (position v is sequence kMSeq[v]) and each group's first position
   // (groups + 1 entries; the groups past the step's count are empty).
-  kMSeq,
-  kMGroup,
-  kGSeq,
-  kGGroup,
+  kMSeq, kMGroup, kGSeq, kGGroup,
   // A ragged step: each sequence's first row where the decode kernels take
   // it (one token, room in its log), else −1; and the rows the chunk scans
   // take of each (0 for those).
-  kDecRow,
-  kScanRows,
+  kDecRow, kScanRows,
   kPlanFields
 };
+// clang-format on
 
 // The most sequences a fork group takes (decoder_fork.cpp): a Mamba2
 // block's outputs on tensor cores at T = 1 (Mamba2DecodeArgs::max_group);
@@ -176,8 +147,8 @@ struct Decoder::Impl {
   float* inv_freq = nullptr;
   int32_t* page_table = nullptr;  // (B, pages per sequence): sequence b owns pages b·n .. b·n + n − 1
   int pages_per_seq = 0;
-  std::map<int64_t, cudaGraphExec_t>
-      graphs;  // graph_key(T, fold, verify, commit, scan, m_groups, g_groups, steps) → the captured step
+  // graph_key(T, fold, verify, commit, scan, m_groups, g_groups, steps) → the captured step
+  std::map<int64_t, cudaGraphExec_t> graphs;
   std::set<int64_t> ran_eager;
   int64_t rows_cap = 0;           // rows a step may have: batch × max(max_chunk, spec_tokens)
   int log_limit = 0;              // tokens a step through the decode kernels takes at most (replay: < window)
