@@ -54,9 +54,16 @@ TEST(CliDevice, CudaRefusesWhatItCannotRunByName) {
 TEST(CliDevice, CudaWithoutAGpuSaysSoAndDoesNotFallBack) {
   if (std::filesystem::exists("/dev/nvidia0")) GTEST_SKIP() << "a GPU is present: tests/cuda runs the cuda path";
   const std::string m = " --model " + data_dir("nemotron_h_tiny");
-  for (const std::string& args : {"generate --device cuda --prompt-ids 1,2 --max-new-tokens 2" + m,
-                                  "generate --device cuda --prompt-ids 1,2 --max-new-tokens 2 --exact" + m,
-                                  "logits --device cuda --prompt-ids 1,2" + m}) {
+  const std::string small = " --model " + test::models_dir("nemotron_h_small");
+  // --prompt echoes its text before the first token: the device is asked
+  // before that, so nothing reaches stdout; perplexity and bench likewise.
+  for (const std::string& args :
+       {"generate --device cuda --prompt-ids 1,2 --max-new-tokens 2" + m,
+        "generate --device cuda --prompt-ids 1,2 --max-new-tokens 2 --exact" + m,
+        "generate --device cuda --prompt Hello --max-new-tokens 2" + small,
+        "generate --device cuda --prompt Hello --max-new-tokens 2 --beam 2" + small,
+        "logits --device cuda --prompt-ids 1,2" + m,
+        "perplexity --device cuda --file " + test::models_dir("heldout.txt") + small}) {
     const auto r = run_cli(args);
     EXPECT_NE(r.exit_code, 0) << args;
     const bool no_gpu = r.err.find("--device cuda: no CUDA device") != std::string::npos;

@@ -188,7 +188,7 @@ TEST(Cli, UsageErrorsExitNonZero) {
 namespace replayssm {
 namespace {
 
-std::string models_dir(const std::string& name) { return std::string(REPLAYSSM_TEST_DATA) + "/../../models/" + name; }
+using test::models_dir;
 
 TEST(CliText, TokenizeAndDetokenizeMatchTransformersTokenizer) {
   const auto cases = test::read_json(test::data_dir("tokenizer/expected.json"))["cases"];

@@ -82,6 +82,14 @@ TEST(Config, ErrorsNameTheField) {
       {R"({"architectures": ["Qwen3_5ForConditionalGeneration"]})", StatusCode::kInvalidArgument, "'text_config'"},
       {R"({"architectures": ["Qwen3_5ForCausalLM"], "num_hidden_layers": 2, "layer_types": ["full_attention"]})", StatusCode::kInvalidArgument, "'layer_types'"},
       {R"({"architectures": ["Qwen3_5ForCausalLM"], "rope_parameters": {"rope_type": "yarn"}})", StatusCode::kInvalidArgument, "yarn"},
+      // A legacy rope_scaling replaces rope_parameters; `type` stands for rope_type.
+      {R"({"architectures": ["Qwen3_5ForCausalLM"], "rope_scaling": {"rope_type": "linear", "factor": 8}})", StatusCode::kInvalidArgument, "'rope_scaling.rope_type': 'linear' is not supported"},
+      {R"({"architectures": ["Qwen3_5ForCausalLM"], "rope_parameters": {"rope_type": "default"}, "rope_scaling": {"type": "dynamic", "factor": 2}})", StatusCode::kInvalidArgument, "'rope_scaling.type': 'dynamic'"},
+      {R"({"architectures": ["Qwen3_5ForCausalLM"], "rope_parameters": {"type": "linear", "factor": 8}})", StatusCode::kInvalidArgument, "'rope_parameters.type': 'linear'"},
+      {R"({"architectures": ["Qwen3_5ForCausalLM"], "rope_scaling": [1, 2]})", StatusCode::kInvalidArgument, "'rope_scaling': expected an object"},
+      {R"({"architectures": ["Qwen3_5ForCausalLM"], "rms_norm_eps": 0})", StatusCode::kInvalidArgument, "'rms_norm_eps': must be a positive number"},
+      {"{" + nh + R"(, "hybrid_override_pattern": "M*", "layer_norm_epsilon": -1e-5})", StatusCode::kInvalidArgument, "'layer_norm_epsilon': must be a positive number"},
+      {"{" + nh + R"(, "layer_types": ["linear_attention", "moe"]})", StatusCode::kUnsupported, "field 'layer_types'[1]: MoE"},
       {R"({"architectures": ["Qwen3_5ForCausalLM"], "linear_num_key_heads": 3, "linear_num_value_heads": 4})", StatusCode::kInvalidArgument, "linear_num_key_heads"},
       {R"({"model": 1})", StatusCode::kInvalidArgument, "'architectures'"},
       {"[1, 2]", StatusCode::kCorrupt, "not a JSON object"},
@@ -132,6 +140,44 @@ TEST(Config, QwenLayerTypesFromInterval) {
   for (size_t i = 0; i < c->blocks.size(); i += 2) mixers.push_back(c->blocks[i]);
   const auto G = BlockKind::kGatedDeltaNet, A = BlockKind::kAttention;
   EXPECT_EQ(mixers, (std::vector<BlockKind>{G, G, G, A, G, G, G, A}));
+}
+
+// Valid configs transformers reads, read the same way here.
+TEST(Config, TransformersReadings) {
+  TempDir dir;
+  const std::string qwen = R"("architectures": ["Qwen3_5ForCausalLM"], "num_hidden_layers": 4, "head_dim": 16)";
+  // An empty rope_scaling falls back to rope_parameters; mRoPE is plain RoPE for text.
+  auto c = load_json(dir, "{" + qwen + R"(, "rope_scaling": {}, "rope_parameters": {"rope_type": "default",
+      "rope_theta": 5e5, "partial_rotary_factor": 0.5}})");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_FLOAT_EQ(c->attn.rope_theta, 5e5f);
+  EXPECT_EQ(c->attn.rotary_dim, 8);
+  // A non-empty rope_scaling wins over rope_parameters.
+  c = load_json(dir, "{" + qwen + R"(, "rope_scaling": {"type": "mrope", "mrope_section": [2, 1, 1],
+      "rope_theta": 1e4}, "rope_parameters": {"rope_type": "default", "rope_theta": 5e5}})");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_FLOAT_EQ(c->attn.rope_theta, 1e4f);
+  // Legacy "attention" in layer_types; an interval past the last layer.
+  c = load_json(dir, "{" + qwen + R"(, "layer_types": ["linear_attention", "attention", "linear_attention",
+      "full_attention"]})");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->count(BlockKind::kAttention), 2);
+  c = load_json(dir, "{" + qwen + R"(, "full_attention_interval": 9})");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->count(BlockKind::kAttention), 0);
+  EXPECT_EQ(c->count(BlockKind::kGatedDeltaNet), 4);
+
+  const std::string nh = R"("architectures": ["NemotronHForCausalLM"], "hidden_size": 16, "vocab_size": 10,
+    "mamba_num_heads": 2, "mamba_head_dim": 4, "n_groups": 1, "ssm_state_size": 4,
+    "num_attention_heads": 2, "head_dim": 8)";
+  // `layer_types` is transformers' alias of layers_block_type; a null KV
+  // head count means one per query head; rms_norm_eps is not NemotronH's.
+  c = load_json(dir, "{" + nh + R"(, "layer_types": ["mamba", "attention", "mlp"],
+      "num_key_value_heads": null, "rms_norm_eps": 0.5})");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->blocks, (std::vector<BlockKind>{BlockKind::kMamba2, BlockKind::kAttention, BlockKind::kMlp}));
+  EXPECT_EQ(c->attn.n_kv_heads, 2);
+  EXPECT_FLOAT_EQ(c->norm_eps, 1e-5f);
 }
 
 }  // namespace

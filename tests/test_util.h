@@ -20,6 +20,11 @@ inline std::string data_dir(const std::string& name) {
   return std::string(REPLAYSSM_TEST_DATA) + "/" + name;
 }
 
+// The embedded trained models (models/ at the repository's root).
+inline std::string models_dir(const std::string& name) {
+  return std::string(REPLAYSSM_TEST_DATA) + "/../../models/" + name;
+}
+
 // The fixture models produced by tools/make_fixtures.py.
 inline const std::vector<std::string>& fixture_models() {
   static const std::vector<std::string> names = {

@@ -150,18 +150,26 @@ Status run_search(const GenerateArgs& a, const Model& model, const std::vector<i
 // configure the CPU store and are refused rather than ignored.
 Status check_cuda_request(const GenerateArgs& a) {
   RSSM_RETURN_IF_ERROR(check_cuda_store(a.store));
-  if (a.spec.empty()) return {};
-  SpecOptions spec;
-  std::string dir;
-  RSSM_RETURN_IF_ERROR(parse_spec(a.spec, &spec, &dir));
-  if (spec.tokens > 7)
-    return invalid_argument("--spec: " + std::to_string(spec.tokens) + " drafts per verify; --device cuda verifies 1..7");
-  // A replay log holds a verify's T + 1 entries beside as many committed ones.
-  if (a.store.strategy == "replay" && a.store.window < 2 * (spec.tokens + 1))
-    return invalid_argument("--window: " + std::to_string(a.store.window) + " is too small for " +
-                            std::to_string(spec.tokens) + " drafts on cuda (replay needs a window >= " +
-                            std::to_string(2 * (spec.tokens + 1)) + ")");
+  if (!a.spec.empty()) {
+    SpecOptions spec;
+    std::string dir;
+    RSSM_RETURN_IF_ERROR(parse_spec(a.spec, &spec, &dir));
+    if (spec.tokens > 7)
+      return invalid_argument("--spec: " + std::to_string(spec.tokens) +
+                              " drafts per verify; --device cuda verifies 1..7");
+    // A replay log holds a verify's T + 1 entries beside as many committed ones.
+    if (a.store.strategy == "replay" && a.store.window < 2 * (spec.tokens + 1))
+      return invalid_argument("--window: " + std::to_string(a.store.window) + " is too small for " +
+                              std::to_string(spec.tokens) + " drafts on cuda (replay needs a window >= " +
+                              std::to_string(2 * (spec.tokens + 1)) + ")");
+  }
+#if REPLAYSSM_HAVE_CUDA
+  // The request is valid: now whether it can run at all, before the model
+  // loads and before --prompt's text is echoed to stdout.
+  return cuda::device_visible();
+#else
   return {};
+#endif
 }
 
 Result<GenerateResult> generate_on_cuda(const GenerateArgs& a, const Model& model, const std::vector<int32_t>& ids,

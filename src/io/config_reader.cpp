@@ -9,6 +9,8 @@ namespace replayssm {
 
 bool ConfigReader::has(const char* key) const { return obj_.contains(key) && !obj_[key].is_null(); }
 
+bool ConfigReader::is_null(const char* key) const { return obj_.contains(key) && obj_[key].is_null(); }
+
 const nlohmann::json* ConfigReader::raw(const char* key) const {
   return has(key) ? &obj_[key] : nullptr;
 }

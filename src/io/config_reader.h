@@ -19,7 +19,10 @@ class ConfigReader {
  public:
   ConfigReader(const nlohmann::json& obj, std::string file) : obj_(obj), file_(std::move(file)) {}
 
+  // A key holding JSON null counts as absent for every getter; is_null tells
+  // the two apart where transformers gives null a meaning of its own.
   bool has(const char* key) const;
+  bool is_null(const char* key) const;
   // Required when `def` is nullopt. Values outside [lo, hi] are an error.
   int64_t integer(const char* key, std::optional<int64_t> def = std::nullopt, int64_t lo = 1,
                   int64_t hi = int64_t{1} << 40);

@@ -6,6 +6,7 @@
 // checkpoints (M = Mamba2, * = attention, - = MLP, E = MoE). Every layer is
 // one pre-norm block; attention has no positional encoding and no bias;
 // the MLP is down(relu²(up(x))). Weights live under `backbone.`.
+#include <cmath>
 #include <string>
 
 #include "io/config_reader.h"
@@ -20,12 +21,15 @@ Status layer_kinds(ConfigReader& r, std::vector<BlockKind>* out) {
     return unsupported(r.file() + ": " + where +
                        ": MoE layers are not supported yet (dense NemotronH only)");
   };
-  if (const nlohmann::json* list = r.raw("layers_block_type")) {
-    if (!list->is_array()) return invalid_argument(r.file() + ": field 'layers_block_type': expected a list");
+  // transformers maps `layer_types` onto `layers_block_type` (attribute_map).
+  const char* list_key = r.has("layers_block_type") ? "layers_block_type" : "layer_types";
+  if (const nlohmann::json* list = r.raw(list_key)) {
+    if (!list->is_array())
+      return invalid_argument(r.file() + ": field '" + list_key + "': expected a list");
     for (size_t i = 0; i < list->size(); ++i) {
       const nlohmann::json& v = (*list)[i];
       const std::string s = v.is_string() ? v.get<std::string>() : v.dump();
-      const std::string where = "field 'layers_block_type'[" + std::to_string(i) + "]";
+      const std::string where = "field '" + std::string(list_key) + "'[" + std::to_string(i) + "]";
       if (s == "linear_attention" || s == "mamba") out->push_back(BlockKind::kMamba2);
       else if (s == "full_attention" || s == "attention") out->push_back(BlockKind::kAttention);
       else if (s == "mlp") out->push_back(BlockKind::kMlp);
@@ -82,13 +86,17 @@ Status parse_nemotron_h(ConfigReader& r, ModelConfig* c) {
                                     " but the layer list has " + std::to_string(c->n_layers) + " entries");
   c->vocab_size = r.integer("vocab_size", 131072);
   c->hidden_size = r.integer("hidden_size", 4096);
-  c->norm_eps = static_cast<float>(r.number(pick(r, {"layer_norm_epsilon", "rms_norm_eps"}), 1e-5));
+  // Every NemotronH norm reads layer_norm_epsilon (transformers and the
+  // original model alike); an rms_norm_eps beside it is not used there.
+  c->norm_eps = static_cast<float>(r.number("layer_norm_epsilon", 1e-5));
+  if (!(c->norm_eps > 0.0f && std::isfinite(c->norm_eps))) r.fail("layer_norm_epsilon", "must be a positive number");
   c->norm_unit_offset = false;
   c->tie_embeddings = r.boolean("tie_word_embeddings", false);
 
   AttentionConfig& a = c->attn;
   a.n_heads = r.integer("num_attention_heads", 32);
-  a.n_kv_heads = r.integer("num_key_value_heads", 8);
+  // An explicit null means one KV head per query head (transformers' rule).
+  a.n_kv_heads = r.is_null("num_key_value_heads") ? a.n_heads : r.integer("num_key_value_heads", 8);
   a.head_dim = r.integer(pick(r, {"head_dim", "attention_head_dim"}),
                          a.n_heads > 0 ? c->hidden_size / a.n_heads : 128);
   a.bias = false;  // transformers hard-codes bias-free q/k/v/o for NemotronH

@@ -25,14 +25,15 @@ Status layer_kinds(ConfigReader& r, int64_t n_layers, std::vector<BlockKind>* ki
       const nlohmann::json& v = (*list)[i];
       const std::string s = v.is_string() ? v.get<std::string>() : v.dump();
       if (s == "linear_attention") kinds->push_back(BlockKind::kGatedDeltaNet);
-      else if (s == "full_attention") kinds->push_back(BlockKind::kAttention);
+      else if (s == "full_attention" || s == "attention") kinds->push_back(BlockKind::kAttention);
       else
         return invalid_argument(r.file() + ": field 'layer_types'[" + std::to_string(i) +
                                 "]: unknown layer type '" + s + "'");
     }
     return {};
   }
-  const int64_t interval = r.integer("full_attention_interval", 4, 1, n_layers);
+  // An interval past the last layer leaves every layer linear, as in transformers.
+  const int64_t interval = r.integer("full_attention_interval", 4);
   RSSM_RETURN_IF_ERROR(r.status());
   for (int64_t i = 0; i < n_layers; ++i)
     kinds->push_back((i + 1) % interval == 0 ? BlockKind::kAttention : BlockKind::kGatedDeltaNet);
@@ -46,6 +47,7 @@ Status parse_qwen3_5(ConfigReader& r, ModelConfig* c) {
   c->hidden_size = r.integer("hidden_size", 4096);
   c->n_layers = r.integer("num_hidden_layers", 32);
   c->norm_eps = static_cast<float>(r.number("rms_norm_eps", 1e-6));
+  if (!(c->norm_eps > 0.0f && std::isfinite(c->norm_eps))) r.fail("rms_norm_eps", "must be a positive number");
   c->norm_unit_offset = true;
   c->tie_embeddings = r.boolean("tie_word_embeddings", false);
   RSSM_RETURN_IF_ERROR(r.status());
@@ -66,19 +68,29 @@ Status parse_qwen3_5(ConfigReader& r, ModelConfig* c) {
   a.output_gate = true;
   a.qk_norm = true;
   // RoPE: transformers 5 nests theta and the partial factor in
-  // rope_parameters; older configs keep them at the top level.
+  // rope_parameters; older configs keep them at the top level. A legacy
+  // `rope_scaling` object replaces rope_parameters when it is non-empty
+  // (PreTrainedConfig.convert_rope_params_to_dict), and a dict without
+  // `rope_type` names it `type`. Only default RoPE is implemented (mRoPE's
+  // sections reduce to it for text positions): a scaled RoPE is refused by
+  // name rather than run as plain RoPE.
   double theta = r.number("rope_theta", 10000.0);
   double partial = r.number("partial_rotary_factor", 0.25);
-  if (const nlohmann::json* rp = r.raw("rope_parameters")) {
+  const char* rope_key = "rope_parameters";
+  if (const nlohmann::json* rs = r.raw("rope_scaling"); rs && !(rs->is_object() && rs->empty()))
+    rope_key = "rope_scaling";
+  if (const nlohmann::json* rp = r.raw(rope_key)) {
     if (!rp->is_object()) {
-      r.fail("rope_parameters", "expected an object");
+      r.fail(rope_key, "expected an object");
     } else {
-      ConfigReader rr(*rp, r.file() + " (rope_parameters)");
+      ConfigReader rr(*rp, r.file() + " (" + rope_key + ")");
       theta = rr.number("rope_theta", theta);
       partial = rr.number("partial_rotary_factor", partial);
-      const std::string type = rr.string("rope_type", "default");
-      if (type != "default")
-        r.fail("rope_parameters.rope_type", "'" + type + "' is not supported (only default RoPE)");
+      const char* type_key = rr.has("rope_type") ? "rope_type" : "type";
+      const std::string type = rr.string(type_key, "default");
+      if (type != "default" && type != "mrope")
+        r.fail(std::string(rope_key) + "." + type_key,
+               "'" + type + "' is not supported (only default RoPE; scaled RoPE would change every position)");
       if (!rr.status().ok()) return rr.status();
     }
   }

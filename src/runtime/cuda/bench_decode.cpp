@@ -21,13 +21,9 @@
 namespace replayssm::cuda {
 
 Result<DeviceInfo> device_info() {
-  int n = 0, dev = 0;
-  cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess || n == 0) {
-    cudaGetLastError();
-    return unsupported(std::string("--device cuda: no CUDA device is visible to this process") +
-                       (e != cudaSuccess ? std::string(" (") + cudaGetErrorString(e) + ")" : ""));
-  }
+  RSSM_RETURN_IF_ERROR(device_visible());
+  int dev = 0;
+  cudaError_t e = cudaSuccess;
   DeviceInfo info;
   cudaDeviceProp prop{};
   size_t free_b = 0, total_b = 0;

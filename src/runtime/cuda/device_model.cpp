@@ -94,12 +94,17 @@ DeviceModel::~DeviceModel() {
   for (void* p : allocations_) cudaFree(p);
 }
 
+Status device_visible() {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e == cudaSuccess && n > 0) return {};
+  cudaGetLastError();
+  return unsupported(std::string("--device cuda: no CUDA device is visible to this process") +
+                     (e != cudaSuccess ? std::string(" (") + cudaGetErrorString(e) + ")" : ""));
+}
+
 Result<std::unique_ptr<DeviceModel>> DeviceModel::create(const Model& model, uint64_t seed) {
-  int n_dev = 0;
-  if (cudaGetDeviceCount(&n_dev) != cudaSuccess || n_dev == 0) {
-    cudaGetLastError();
-    return unsupported("--device cuda: no CUDA device is visible to this process");
-  }
+  RSSM_RETURN_IF_ERROR(device_visible());
   std::unique_ptr<DeviceModel> m(new DeviceModel());
   m->config_ = model.config();
   const ModelConfig& c = m->config_;

@@ -49,6 +49,11 @@ struct DeviceBlock {
   const float* k_norm = nullptr;
 };
 
+// OK where the process sees a CUDA device; otherwise unsupported, naming
+// the CUDA error. Cheap: the CLI asks it before loading anything, so a
+// `--device cuda` request on a machine without a GPU fails before any output.
+Status device_visible();
+
 class DeviceModel {
  public:
   // Copies `model` to the current CUDA device. `seed` fills the matrices of a
