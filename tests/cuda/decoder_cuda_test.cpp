@@ -231,7 +231,11 @@ TEST_P(CudaDecoder, ReplayMatchesStandardAndGraphsMatchEager) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, CudaDecoder, ::testing::Values("nemotron_h_tiny", "qwen3_5_tiny"));
+// legacy_f16: in_proj/out_proj and MLP biases, a 3-tap conv, one group, F16
+// weights; vl_tied: the tied head (the embeddings' rows as the LM head) and
+// a rotary factor of 0.5.
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaDecoder,
+                         ::testing::Values("nemotron_h_tiny", "qwen3_5_tiny", "nemotron_h_legacy_f16", "qwen3_5_vl_tied"));
 
 // The embedded trained models are better conditioned: over a 160-token
 // prompt, both layouts (replay folding every 4 tokens) stay within a few
