@@ -73,8 +73,9 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const DeviceModel& model, const
     has_mamba |= k == BlockKind::kMamba2, has_gdn |= k == BlockKind::kGatedDeltaNet, has_attn |= k == BlockKind::kAttention;
   }
   auto over = [&](const std::string& field, int64_t v, int64_t hi) {
-    return unsupported("cuda decode: " + c.dir + ": " + field + " = " + std::to_string(v) + " is over the CUDA kernels' limit " +
-                       std::to_string(hi));
+    const std::string where = c.dir.empty() ? "" : c.dir + ": ";  // presets have no directory
+    return unsupported("cuda decode: " + where + field + " = " + std::to_string(v) +
+                       " is over the CUDA kernels' limit " + std::to_string(hi));
   };
   if (has_mamba && c.mamba.state_size > 256) return over("ssm_state_size", c.mamba.state_size, 256);
   if (has_mamba && c.mamba.conv_width > oc::kConvMaxK) return over("conv_kernel", c.mamba.conv_width, oc::kConvMaxK);
