@@ -10,6 +10,7 @@ namespace replayssm {
 namespace {
 
 using test::data_dir;
+using test::models_dir;
 using test::run_cli;
 
 TEST(Cli, InfoReportsNemotronH8B) {
@@ -166,6 +167,16 @@ TEST(Cli, BadInputIsOneLineAndNonZero) {
       {"generate --model " + m + " --prompt-ids 1 --spec draft:" + data_dir("qwen3_5_tiny") + ":3", "vocabulary"},
       {"generate --model " + m + " --prompt-ids 1 --beam 2 --n 2", "cannot be combined"},
       {"generate --model " + m + " --prompt-ids 1 --beam -1", "--beam"},
+      {"generate --model " + m + " --prompt-ids 1 --beam 0", "--beam: must be in [1, 4096], got 0"},
+      {"generate --model " + m + " --prompt-ids 1 --n 0", "--n: must be in [1, 4096], got 0"},
+      {"generate --model " + m + " --prompt-ids 1 --n 100000000", "--n: must be in [1, 4096]"},
+      {"generate --model " + m + " --prompt-ids 1 --beam 9223372036854775807", "--beam: must be in [1, 4096]"},
+      {"generate --model " + m + " --prompt-ids 1 --beam 200", "200 beams are more than the vocabulary's"},
+      {"logits --model " + m + " --prompt-ids 1 --page-size 100000000", "--page-size: must be in [1, 4096]"},
+      {"generate --model " + m + " --prompt-ids 1 --seed 99999999999999999999", "--seed: 99999999999999999999 is out of range"},
+      {"perplexity --model " + models_dir("nemotron_h_small") + " --file " + data_dir("."), "is a directory"},
+      {"frob --model " + m, "unknown command 'frob'"},
+      {"logits --model " + m + " --prompt-ids 1 --window abc", "--window"},
   };
   for (const BadRun& c : cases) {
     auto r = run_cli(c.args);
@@ -187,8 +198,6 @@ TEST(Cli, UsageErrorsExitNonZero) {
 
 namespace replayssm {
 namespace {
-
-using test::models_dir;
 
 TEST(CliText, TokenizeAndDetokenizeMatchTransformersTokenizer) {
   const auto cases = test::read_json(test::data_dir("tokenizer/expected.json"))["cases"];

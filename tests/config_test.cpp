@@ -77,9 +77,11 @@ TEST(Config, ErrorsNameTheField) {
       {"{" + nh + R"(, "hybrid_override_pattern": "M*", "num_attention_heads": 3, "num_key_value_heads": 2})", StatusCode::kInvalidArgument, "num_key_value_heads"},
       {"{" + nh + R"(, "hybrid_override_pattern": "M*", "num_hidden_layers": 5})", StatusCode::kInvalidArgument, "'num_hidden_layers'"},
       {"{" + nh + R"(, "hybrid_override_pattern": "M*", "time_step_limit": [1, 0]})", StatusCode::kInvalidArgument, "'time_step_limit'"},
+      {"{" + nh + R"(, "hybrid_override_pattern": "M*", "time_step_limit": [NaN, Infinity]})", StatusCode::kInvalidArgument, "'time_step_limit'"},
       {"{" + nh + R"(, "hybrid_override_pattern": "M*", "eos_token_id": 10})", StatusCode::kInvalidArgument, "eos_token_id 10"},
       {"{" + nh + R"(, "hybrid_override_pattern": "M*", "dtype": "int8"})", StatusCode::kInvalidArgument, "'dtype'"},
-      {R"({"architectures": ["Qwen3_5ForConditionalGeneration"]})", StatusCode::kInvalidArgument, "'text_config'"},
+      {R"({"architectures": ["Qwen3_5ForConditionalGeneration"]})", StatusCode::kInvalidArgument, "'text_config': missing"},
+      {R"({"architectures": ["Qwen3_5ForConditionalGeneration"], "text_config": "x"})", StatusCode::kInvalidArgument, "'text_config': expected an object, got \"x\""},
       {R"({"architectures": ["Qwen3_5ForCausalLM"], "num_hidden_layers": 2, "layer_types": ["full_attention"]})", StatusCode::kInvalidArgument, "'layer_types'"},
       {R"({"architectures": ["Qwen3_5ForCausalLM"], "rope_parameters": {"rope_type": "yarn"}})", StatusCode::kInvalidArgument, "yarn"},
       // A legacy rope_scaling replaces rope_parameters; `type` stands for rope_type.

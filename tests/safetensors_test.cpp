@@ -72,7 +72,7 @@ TEST(Safetensors, ReadsF32Bf16F16Exactly) {
   EXPECT_EQ(v[2], std::ldexp(1.0f, -24));  // smallest f16 subnormal
 }
 
-void expect_error(const Status& st, StatusCode code, std::initializer_list<std::string> parts) {
+void expect_error(const Status& st, StatusCode code, const std::vector<std::string>& parts) {
   EXPECT_EQ(st.code(), code) << st.message();
   for (const std::string& p : parts) EXPECT_NE(st.message().find(p), std::string::npos) << st.message();
 }
@@ -120,12 +120,44 @@ TEST(Safetensors, BadEntries) {
       {R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [4, 0]}})", "begin > end"},
       {R"({"w": {"dtype": "F32", "shape": [1]}})", "missing data_offsets"},
       {R"({"w": 3})", "not an object"},
+      {R"({"w": {"dtype": 7, "shape": [1], "data_offsets": [0, 4]}})", "dtype must be a string, got 7"},
+      {R"({"w": {"dtype": "F32", "shape": "1", "data_offsets": [0, 4]}})", "shape must be a list"},
+      {R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [4]}})", "data_offsets must be [begin, end]"},
   };
   for (const auto& [header, what] : cases) {
     TempDir dir;
     write_raw(dir.file("model.safetensors"), header, std::string(4, '\0'));
     expect_error(Checkpoint::open_dir(dir.path()).status(), StatusCode::kCorrupt, {"'w'", what});
   }
+}
+
+// The reference reader's rule: the tensors tile the data exactly. A tensor
+// reading another's bytes, a hole, or bytes past the last tensor is damage.
+TEST(Safetensors, TensorsMustTileTheData) {
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+      {R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+           "b": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})", {"'b' starts at byte 4", "'a' ends at byte 8"}},
+      {R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
+           "b": {"dtype": "F32", "shape": [1], "data_offsets": [8, 12]}})", {"'b' starts at byte 8", "'a' ends at byte 4"}},
+      {R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]},
+           "b": {"dtype": "F32", "shape": [1], "data_offsets": [8, 12]}})", {"'a' starts at byte 4", "the data starts"}},
+      {R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
+           "b": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})", {"4 bytes after the last tensor"}},
+  };
+  for (const auto& [header, what] : cases) {
+    TempDir dir;
+    write_raw(dir.file("model.safetensors"), header, std::string(12, '\0'));
+    expect_error(Checkpoint::open_dir(dir.path()).status(), StatusCode::kCorrupt, what);
+  }
+  // Stored out of name order, and a zero-size tensor anywhere: still a tiling.
+  TempDir dir;
+  write_raw(dir.file("model.safetensors"),
+            R"({"z": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
+                "a": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]},
+                "e": {"dtype": "F32", "shape": [0], "data_offsets": [4, 4]}})",
+            std::string(12, '\0'));
+  auto ck = Checkpoint::open_dir(dir.path());
+  EXPECT_TRUE(ck.ok()) << ck.status().message();
 }
 
 TEST(Safetensors, UnsupportedDtypeIsReportedWhenRead) {
@@ -196,6 +228,16 @@ TEST_F(DamagedModel, ShapeMismatchWithConfig) {
   std::ofstream(dir_.file("config.json")) << cfg.dump();
   expect_error(Model::load(dir_.path()).status(), StatusCode::kCorrupt,
                {"backbone.layers.0.mixer.in_proj.weight", "config expects"});
+}
+
+// A layer list cut short would run the first layers as the whole model.
+TEST_F(DamagedModel, LayersPastTheConfig) {
+  auto cfg = test::read_json(dir_.file("config.json"));
+  cfg.erase("layers_block_type");
+  cfg["hybrid_override_pattern"] = "M*-";
+  std::ofstream(dir_.file("config.json")) << cfg.dump();
+  expect_error(Model::load(dir_.path()).status(), StatusCode::kInvalidArgument,
+               {dir_.path(), "belongs to layer 3 but the config has 3 layers"});
 }
 
 }  // namespace

@@ -47,6 +47,11 @@ const char* eviction_name(EvictionPolicy e);
 Result<EvictionPolicy> parse_eviction(std::string_view name);
 
 struct StoreOptions {
+  // A page is allocated whole (B tokens' KV rows and log entries for every
+  // layer), so B is bounded: 4096 tokens is far past any useful page and
+  // keeps a mistyped size a refusal rather than an allocation failure.
+  static constexpr int64_t kMaxPageSize = 4096;
+
   Strategy strategy = Strategy::kReplay;
   int64_t window = 16;               // W: flush when committed − checkpoint ≥ W (replay)
   int64_t checkpoint_interval = 0;   // K: keep one older checkpoint per K tokens (0: none);

@@ -223,7 +223,9 @@ Status run_bench(const BenchArgs& args) {
                             std::to_string(a.new_tokens));
   if (a.checkpoint_interval < 0)
     return invalid_argument("--checkpoint-interval: must be >= 0, got " + std::to_string(a.checkpoint_interval));
-  if (a.page_size < 1) return invalid_argument("--page-size: must be >= 1, got " + std::to_string(a.page_size));
+  if (a.page_size < 1 || a.page_size > StoreOptions::kMaxPageSize)
+    return invalid_argument("--page-size: must be in [1, " + std::to_string(StoreOptions::kMaxPageSize) + "], got " +
+                            std::to_string(a.page_size));
   opt.runs = a.runs;
   opt.warmup = a.warmup;
   opt.prompt_tokens = a.prompt_tokens;

@@ -29,7 +29,7 @@ struct GenerateArgs {
   uint64_t seed = 0;
   bool json = false, ignore_eos = false;
   std::string spec;
-  int64_t beam = 0, n = 0;
+  std::optional<int64_t> beam, n;  // given (0 is refused), or not
   double length_penalty = 1.0;
   StoreArgs store;
 };
@@ -86,13 +86,13 @@ Status run_search(const GenerateArgs& a, const Model& model, const std::vector<i
   std::vector<Hypothesis> hyps;
   SearchStats stats;
   BeamOptions bo;
-  bo.width = a.beam;
+  bo.width = a.beam.value_or(0);
   bo.max_new_tokens = a.max_new_tokens;
   bo.length_penalty = a.length_penalty;
   bo.stop_at_eos = !a.ignore_eos;
   bo.store = sopt;
   BestOfNOptions no;
-  no.n = a.n;
+  no.n = a.n.value_or(0);
   no.max_new_tokens = a.max_new_tokens;
   no.sampling = {a.temperature, a.top_p, a.seed};
   no.stop_at_eos = !a.ignore_eos;
@@ -101,7 +101,7 @@ Status run_search(const GenerateArgs& a, const Model& model, const std::vector<i
 #if REPLAYSSM_HAVE_CUDA
     RSSM_ASSIGN_OR_RETURN(auto dm, cuda::DeviceModel::create(model));
     const cuda::CudaSearchOptions c{cuda_strategy(a.store), int(a.store.window), true, a.store.exact};
-    if (a.beam > 0) {
+    if (a.beam) {
       RSSM_ASSIGN_OR_RETURN(hyps, cuda::beam_search_cuda(*dm, ids, bo, c, &stats));
     } else {
       RSSM_ASSIGN_OR_RETURN(hyps, cuda::best_of_n_cuda(*dm, ids, no, c, &stats));
@@ -109,7 +109,7 @@ Status run_search(const GenerateArgs& a, const Model& model, const std::vector<i
 #else
     return unsupported("--device cuda: this build has no CUDA backend");
 #endif
-  } else if (a.beam > 0) {
+  } else if (a.beam) {
     RSSM_ASSIGN_OR_RETURN(hyps, beam_search(model, ids, bo, &stats));
   } else {
     RSSM_ASSIGN_OR_RETURN(hyps, best_of_n(model, ids, no, &stats));
@@ -118,16 +118,22 @@ Status run_search(const GenerateArgs& a, const Model& model, const std::vector<i
   for (size_t i = 1; i < hyps.size(); ++i)
     if (hyps[i].score > hyps[best].score) best = i;
   if (!a.json) {
+    // Every line first: a sequence the tokenizer cannot decode fails the
+    // command before anything is printed.
+    std::string out;
     for (const Hypothesis& h : hyps) {
+      char sc[32];
+      std::snprintf(sc, sizeof sc, "%.4f\t", h.score);
       if (tok) {  // with a text prompt, each sequence as text on one line
         RSSM_ASSIGN_OR_RETURN(std::string text, tok->decode(h.tokens));
         for (char& c : text)
           if (c == '\n') c = ' ';
-        std::printf("%.4f\t%s%s\n", h.score, a.prompt.c_str(), text.c_str());
+        out += sc + a.prompt + text + "\n";
       } else {
-        std::printf("%.4f\t%s\n", h.score, token_list(h.tokens).c_str());
+        out += sc + token_list(h.tokens) + "\n";
       }
     }
+    std::fwrite(out.data(), 1, out.size(), stdout);
     return {};
   }
   std::string out = "{\"tokens\": " + (hyps.empty() ? std::string("[]") : token_list(hyps[best].tokens)) +
@@ -215,20 +221,21 @@ Status run_generate(const GenerateArgs& a) {
     RSSM_ASSIGN_OR_RETURN(ids, parse_ids(a.prompt_ids, "--prompt-ids"));
   }
   RSSM_ASSIGN_OR_RETURN(StoreOptions sopt, store_options(a.store));
-  if (a.beam < 0) return invalid_argument("--beam: must be >= 1");
-  if (a.n < 0) return invalid_argument("--n: must be >= 1");
-  if ((a.beam > 0) + (a.n > 0) + !a.spec.empty() > 1)
+  if (bool(a.beam) + bool(a.n) + !a.spec.empty() > 1)
     return invalid_argument("--beam, --n and --spec cannot be combined");
   if (a.device == "cuda") RSSM_RETURN_IF_ERROR(check_cuda_request(a));
   SpecOptions spec;
   std::string draft_dir;
   if (!a.spec.empty()) RSSM_RETURN_IF_ERROR(parse_spec(a.spec, &spec, &draft_dir));
   RSSM_ASSIGN_OR_RETURN(auto model, Model::load(a.model));
+  const int64_t V = model->config().vocab_size;
   for (int32_t t : ids)
-    if (t >= model->config().vocab_size)
-      return invalid_argument("--prompt-ids: token id " + std::to_string(t) + " >= vocab size " +
-                              std::to_string(model->config().vocab_size));
-  if (a.beam > 0 || a.n > 0) return run_search(a, *model, ids, sopt, tok);
+    if (t >= V)
+      return invalid_argument((tok ? "--prompt: the tokenizer's id " : "--prompt-ids: token id ") +
+                              std::to_string(t) + " >= vocab size " + std::to_string(V));
+  if (a.beam) RSSM_RETURN_IF_ERROR(check_search_size(*a.beam, V, true, "--beam"));
+  if (a.n) RSSM_RETURN_IF_ERROR(check_search_size(*a.n, V, false, "--n"));
+  if (a.beam || a.n) return run_search(a, *model, ids, sopt, tok);
   std::unique_ptr<Model> draft;
   if (spec.kind == SpecOptions::kDraft) {
     RSSM_ASSIGN_OR_RETURN(draft, Model::load(draft_dir));
@@ -245,6 +252,7 @@ Status run_generate(const GenerateArgs& a) {
   std::function<void(int32_t)> stream;
   std::vector<int32_t> so_far;
   std::string printed;
+  Status stream_status;  // a token the tokenizer cannot decode ends the run with its error
   if (!a.json && !tok)
     stream = [](int32_t t) {
       std::printf("%d ", t);
@@ -256,8 +264,12 @@ Status run_generate(const GenerateArgs& a) {
       // Decode everything so far and print what is new; a trailing U+FFFD
       // is a character whose bytes are still arriving, so it waits.
       so_far.push_back(t);
+      if (!stream_status.ok()) return;
       auto text = tok->decode(so_far);
-      if (!text.ok()) return;
+      if (!text.ok()) {
+        stream_status = text.status();
+        return;
+      }
       std::string full = std::move(*text);
       if (full.size() >= 3 && full.compare(full.size() - 3, 3, "\xEF\xBF\xBD") == 0) full.resize(full.size() - 3);
       if (full.size() > printed.size() && full.compare(0, printed.size(), printed) == 0) {
@@ -273,6 +285,7 @@ Status run_generate(const GenerateArgs& a) {
   } else {
     RSSM_ASSIGN_OR_RETURN(r, generate(*model, ids, opt, stream));
   }
+  RSSM_RETURN_IF_ERROR(stream_status);
   const int64_t n = static_cast<int64_t>(r.tokens.size());
   const int64_t steps = n > 1 ? n - 1 : 0;  // the first token comes from the prefill
   const double tpot = steps ? r.decode_s / steps : 0.0;

@@ -5,8 +5,6 @@
 // is what tools/train_tiny.py reports, so the numbers can be checked.
 #include <cmath>
 #include <cstdio>
-#include <fstream>
-#include <iterator>
 #include <string>
 
 #include "cli/commands.h"
@@ -16,6 +14,7 @@
 #if REPLAYSSM_HAVE_CUDA
 #include "runtime/cuda/prompt_logits.h"
 #endif
+#include "io/read_file.h"
 #include "io/tokenizer.h"
 
 namespace replayssm::cli {
@@ -34,9 +33,7 @@ struct PplArgs {
 Status run_perplexity(const PplArgs& a) {
   if (a.context < 2) return invalid_argument("--context: must be >= 2");
   RSSM_RETURN_IF_ERROR(check_device(a.device));
-  std::ifstream in(a.file, std::ios::binary);
-  if (!in) return not_found(a.file + ": cannot read");
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  RSSM_ASSIGN_OR_RETURN(const std::string text, read_whole_file(a.file));
   RSSM_ASSIGN_OR_RETURN(Tokenizer tok, load_tokenizer("", a.model));
   RSSM_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tok.encode(text));
   RSSM_ASSIGN_OR_RETURN(auto model, Model::load(a.model));

@@ -94,11 +94,21 @@ std::vector<Hypothesis> beam_results(std::vector<Hypothesis> finished, std::span
   return finished;
 }
 
+Status check_search_size(int64_t count, int64_t vocab_size, bool beam, const std::string& what) {
+  if (count < 1 || count > kMaxSearchSequences)
+    return invalid_argument(what + ": must be in [1, " + std::to_string(kMaxSearchSequences) + "], got " +
+                            std::to_string(count));
+  if (beam && count > vocab_size)
+    return invalid_argument(what + ": " + std::to_string(count) + " beams are more than the vocabulary's " +
+                            std::to_string(vocab_size) + " tokens");
+  return {};
+}
+
 Result<std::vector<Hypothesis>> beam_search(const Model& model, std::span<const int32_t> prompt,
                                             const BeamOptions& opt, SearchStats* stats) {
   const ModelConfig& cfg = model.config();
   const int64_t V = cfg.vocab_size, w = opt.width;
-  if (w < 1) return invalid_argument("beam search: width must be >= 1");
+  RSSM_RETURN_IF_ERROR(check_search_size(w, V, true, "beam search: width"));
   if (prompt.empty()) return invalid_argument("beam search: the prompt is empty");
   RSSM_ASSIGN_OR_RETURN(auto session, Session::create(model, opt.store));
   ReplayStore& st = session->store();
@@ -153,7 +163,7 @@ Result<std::vector<Hypothesis>> best_of_n(const Model& model, std::span<const in
                                           const BestOfNOptions& opt, SearchStats* stats) {
   const ModelConfig& cfg = model.config();
   const int64_t V = cfg.vocab_size;
-  if (opt.n < 1) return invalid_argument("best-of-n: n must be >= 1");
+  RSSM_RETURN_IF_ERROR(check_search_size(opt.n, V, false, "best-of-n: n"));
   if (prompt.empty()) return invalid_argument("best-of-n: the prompt is empty");
   RSSM_ASSIGN_OR_RETURN(auto session, Session::create(model, opt.store));
   ReplayStore& st = session->store();

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "decode/sampler.h"
@@ -14,6 +15,16 @@
 #include "replayssm/replay_store.h"
 
 namespace replayssm {
+
+// Most hypotheses one search holds at once (beams, or best-of-n samples):
+// each is a sequence stepped every token, so a mistyped width is refused
+// up front rather than run until memory gives out.
+inline constexpr int64_t kMaxSearchSequences = 4096;
+
+// OK where `count` hypotheses fit: 1 ≤ count ≤ kMaxSearchSequences, and a
+// beam (`beam`) no wider than the vocabulary (its first step ranks that
+// many distinct tokens). The message names `what` (e.g. "--beam").
+Status check_search_size(int64_t count, int64_t vocab_size, bool beam, const std::string& what);
 
 struct Hypothesis {
   std::vector<int32_t> tokens;  // new tokens only

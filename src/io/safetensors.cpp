@@ -3,10 +3,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
+
+#include "io/read_file.h"
 
 namespace replayssm {
 
@@ -42,10 +44,12 @@ Status parse_entry(const std::string& path, const std::string& name, const json&
                    const uint8_t* data, uint64_t data_size, TensorInfo* t) {
   const std::string where = path + ": tensor '" + name + "': ";
   if (!e.is_object()) return corrupt(where + "header entry is not an object");
-  if (!e.contains("dtype") || !e["dtype"].is_string()) return corrupt(where + "missing dtype");
-  if (!e.contains("shape") || !e["shape"].is_array()) return corrupt(where + "missing shape");
-  if (!e.contains("data_offsets") || !e["data_offsets"].is_array() || e["data_offsets"].size() != 2)
-    return corrupt(where + "missing data_offsets");
+  for (const char* key : {"dtype", "shape", "data_offsets"})
+    if (!e.contains(key)) return corrupt(where + "missing " + key);
+  if (!e["dtype"].is_string()) return corrupt(where + "dtype must be a string, got " + e["dtype"].dump());
+  if (!e["shape"].is_array()) return corrupt(where + "shape must be a list, got " + e["shape"].dump());
+  if (!e["data_offsets"].is_array() || e["data_offsets"].size() != 2)
+    return corrupt(where + "data_offsets must be [begin, end], got " + e["data_offsets"].dump());
   t->name = name;
   t->dtype_name = e["dtype"].get<std::string>();
   t->dtype = dtype_from_safetensors(t->dtype_name);
@@ -101,6 +105,27 @@ Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string
     RSSM_RETURN_IF_ERROR(parse_entry(path, it.key(), it.value(), data, data_size, &t));
     f->tensors_.emplace(it.key(), std::move(t));
   }
+  // As the format requires (and its reference reader checks): the tensors
+  // tile the data exactly, in some order — no overlap (a tensor reading
+  // another's bytes), no gap, no bytes past the last one.
+  std::vector<const TensorInfo*> order;
+  for (const auto& [name, t] : f->tensors_) order.push_back(&t);
+  std::sort(order.begin(), order.end(), [](const TensorInfo* x, const TensorInfo* y) {
+    return x->data != y->data ? x->data < y->data : x->nbytes < y->nbytes;
+  });
+  const uint8_t* at = data;
+  const std::string* before = nullptr;
+  for (const TensorInfo* t : order) {
+    if (t->data != at)
+      return corrupt(path + ": tensor '" + t->name + "' starts at byte " + std::to_string(t->data - data) + " but " +
+                     (before ? "'" + *before + "' ends" : std::string("the data starts")) + " at byte " +
+                     std::to_string(at - data) + " (tensors must tile the data, without overlap or gaps)");
+    at += t->nbytes;
+    before = &t->name;
+  }
+  if (at != data + data_size)
+    return corrupt(path + ": " + std::to_string(data + data_size - at) +
+                   " bytes after the last tensor's end (tensors must tile the data)");
   for (auto& [name, t] : f->tensors_) t.file = &f->file_.path();
   return f;
 }
@@ -118,8 +143,8 @@ Result<Checkpoint> Checkpoint::open_dir(const std::string& dir) {
   }
   if (!fs::exists(index, ec))
     return not_found(dir + ": no model.safetensors or model.safetensors.index.json");
-  std::ifstream in(index);
-  json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  RSSM_ASSIGN_OR_RETURN(const std::string index_text, read_whole_file(index.string()));
+  json j = json::parse(index_text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
     return corrupt(index.string() + ": not a JSON object with a 'weight_map'");
   std::map<std::string, SafetensorsFile*> shards;

@@ -7,21 +7,18 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <memory>
-#include <sstream>
 
 #include "io/added_tokens.h"
 #include "io/bpe.h"
 #include "io/byte_level.h"
 #include "io/normalizer.h"
 #include "io/pre_tokenizer.h"
+#include "io/read_file.h"
 #include "io/utf8.h"
 
 namespace replayssm {
 
-namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 struct Tokenizer::Impl {
@@ -56,18 +53,10 @@ Status check_decoder(const json& d, const std::string& path) {
 }  // namespace
 
 Result<Tokenizer> Tokenizer::load(const std::string& path) {
-  std::error_code ec;
-  if (!fs::exists(path, ec)) return not_found(path + ": no such file");
-  if (fs::is_directory(path, ec)) return invalid_argument(path + ": is a directory, expected tokenizer.json");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return io_error(path + ": cannot open for reading");
-  std::stringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) return io_error(path + ": read failed");
-
+  RSSM_ASSIGN_OR_RETURN(const std::string text, read_whole_file(path));
   json root;
   try {
-    root = json::parse(buf.str());
+    root = json::parse(text);
   } catch (const json::parse_error& e) {
     return corrupt(path + ": not valid JSON: " + e.what());
   }

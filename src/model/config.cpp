@@ -5,10 +5,9 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 
 #include "io/config_reader.h"
+#include "io/read_file.h"
 #include "model/program.h"
 #include "replayssm/model_config.h"
 
@@ -84,9 +83,7 @@ Result<ModelConfig> load_model_config(const std::string& dir) {
   const std::string file = (fs::path(dir) / "config.json").string();
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return not_found(dir + ": no such model directory");
-  std::ifstream in(file);
-  if (!in) return not_found(file + ": no such file");
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  RSSM_ASSIGN_OR_RETURN(const std::string text, read_whole_file(file));
   RSSM_ASSIGN_OR_RETURN(ModelConfig c, parse_model_config(text, file));
   c.dir = dir;
   return c;
@@ -122,8 +119,10 @@ Result<ModelConfig> parse_model_config(const std::string& text, const std::strin
     // The text model of a vision-language checkpoint: fields under
     // text_config, weights under model.language_model., tying decided at the
     // top level (as transformers does).
-    if (!top.contains("text_config") || !top["text_config"].is_object())
+    if (!top.contains("text_config") || top["text_config"].is_null())
       return invalid_argument(file + ": field 'text_config': missing for " + arch);
+    if (!top["text_config"].is_object())
+      return invalid_argument(file + ": field 'text_config': expected an object, got " + top["text_config"].dump());
     c.arch = Architecture::kQwen3_5;
     c.weight_prefix = "model.language_model.";
     ConfigReader r(top["text_config"], file + " (text_config)");

@@ -1,6 +1,8 @@
 // Model loading and the architecture-neutral size accounting (see model.h).
 #include "replayssm/model.h"
 
+#include <string>
+
 #include "io/safetensors.h"
 #include "model/program.h"
 
@@ -116,6 +118,30 @@ CacheSpec cache_spec(const ModelConfig& c) {
 
 Model::~Model() = default;
 
+namespace {
+
+// A checkpoint holding layers the config does not list (a layer pattern cut
+// short, num_hidden_layers too small) would otherwise run as a shallower
+// model without a word: the first tensor of a layer past the last is an
+// error naming it. Tensors outside `prefix + "layers."` (a vision tower,
+// MTP heads) are not the text model's and are left alone.
+Status check_no_extra_layers(const ModelConfig& c, const Checkpoint& ckpt) {
+  const std::string layers = c.weight_prefix + "layers.";
+  for (auto it = ckpt.tensors().lower_bound(layers); it != ckpt.tensors().end(); ++it) {
+    const std::string& name = it->first;
+    if (name.compare(0, layers.size(), layers) != 0) break;
+    const size_t end = name.find('.', layers.size());
+    const std::string idx = name.substr(layers.size(), end == std::string::npos ? std::string::npos : end - layers.size());
+    if (idx.empty() || idx.find_first_not_of("0123456789") != std::string::npos || idx.size() > 9) continue;
+    if (std::stoll(idx) >= c.n_layers)
+      return invalid_argument("tensor '" + name + "' belongs to layer " + idx + " but the config has " +
+                              std::to_string(c.n_layers) + " layers (its layer list or num_hidden_layers is short)");
+  }
+  return {};
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Model>> Model::load(const std::string& dir) {
   RSSM_ASSIGN_OR_RETURN(ModelConfig cfg, load_model_config(dir));
   RSSM_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::open_dir(dir));
@@ -124,6 +150,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir) {
   m->program_ = std::make_unique<Program>();
   CheckpointBinder b(ckpt, &m->storage_);
   bind_program(m->config_, b, m->program_.get());
+  if (b.status.ok()) b.status = check_no_extra_layers(m->config_, ckpt);
   if (!b.status.ok()) return Status(b.status.code(), dir + ": " + b.status.message());
   return m;
 }

@@ -116,7 +116,7 @@ Status parse_nemotron_h(ConfigReader& r, ModelConfig* c) {
       lo = ConfigReader::as_number((*lim)[0]);
       hi = ConfigReader::as_number((*lim)[1]);
     }
-    if (!lo || !hi || *lo < 0 || *hi < *lo)
+    if (!lo || !hi || !(*lo >= 0) || !(*hi >= *lo))  // NaN fails both
       r.fail(limit_key, "expected [min, max] with 0 <= min <= max, got " + lim->dump());
     else {
       m.dt_min = static_cast<float>(*lo);

@@ -42,7 +42,9 @@ Status StoreOptions::validate() const {
   if (window < 1) return invalid_argument("--window: must be >= 1, got " + std::to_string(window));
   if (checkpoint_interval < 0)
     return invalid_argument("--checkpoint-interval: must be >= 0, got " + std::to_string(checkpoint_interval));
-  if (page_size < 1) return invalid_argument("page size must be >= 1, got " + std::to_string(page_size));
+  if (page_size < 1 || page_size > kMaxPageSize)
+    return invalid_argument("--page-size: must be in [1, " + std::to_string(kMaxPageSize) + "], got " +
+                            std::to_string(page_size));
   if (log_retention < -1)
     return invalid_argument("--log-retention: must be >= -1, got " + std::to_string(log_retention));
   if (state_budget < 0) return invalid_argument("--state-budget: must be >= 0, got " + std::to_string(state_budget));

@@ -65,7 +65,7 @@ Result<std::vector<Hypothesis>> beam_search_cuda(Decoder& dec, std::span<const i
                                                  SearchStats* stats) {
   const ModelConfig& cfg = dec.model().config();
   const int64_t V = cfg.vocab_size, w = opt.width;
-  if (w < 1) return invalid_argument("beam search: width must be >= 1");
+  RSSM_RETURN_IF_ERROR(check_search_size(w, V, true, "beam search: width"));
   const int64_t written0 = dec.state_bytes_written();
   RSSM_RETURN_IF_ERROR(start(dec, prompt, w, opt.max_new_tokens, "beam search", nullptr));
   const double t0 = now_seconds();
@@ -108,7 +108,7 @@ Result<std::vector<Hypothesis>> best_of_n_cuda(Decoder& dec, std::span<const int
                                                const BestOfNOptions& opt, SearchStats* stats) {
   const ModelConfig& cfg = dec.model().config();
   const int64_t n = opt.n;
-  if (n < 1) return invalid_argument("best-of-n: n must be >= 1");
+  RSSM_RETURN_IF_ERROR(check_search_size(n, cfg.vocab_size, false, "best-of-n: n"));
   const int64_t written0 = dec.state_bytes_written();
   RSSM_RETURN_IF_ERROR(start(dec, prompt, n, opt.max_new_tokens, "best-of-n", nullptr));
   const double t0 = now_seconds();
@@ -152,9 +152,9 @@ Result<std::vector<Hypothesis>> best_of_n_cuda(Decoder& dec, std::span<const int
 
 namespace {
 // A decoder of `batch` sequences with forks for one search (`who` names it in errors).
-Result<std::unique_ptr<Decoder>> decoder_for(const DeviceModel& model, int64_t batch, const char* who, size_t prompt,
-                                             int64_t max_new_tokens, const CudaSearchOptions& cuda) {
-  if (batch < 1) return invalid_argument(std::string(who) + " must be >= 1");
+Result<std::unique_ptr<Decoder>> decoder_for(const DeviceModel& model, int64_t batch, bool beam, const char* who,
+                                             size_t prompt, int64_t max_new_tokens, const CudaSearchOptions& cuda) {
+  RSSM_RETURN_IF_ERROR(check_search_size(batch, model.config().vocab_size, beam, who));
   return Decoder::create(model, search_decoder(batch, prompt, max_new_tokens, cuda));
 }
 }  // namespace
@@ -162,7 +162,7 @@ Result<std::unique_ptr<Decoder>> decoder_for(const DeviceModel& model, int64_t b
 Result<std::vector<Hypothesis>> beam_search_cuda(const DeviceModel& model, std::span<const int32_t> prompt,
                                                  const BeamOptions& opt, const CudaSearchOptions& cuda,
                                                  SearchStats* stats) {
-  RSSM_ASSIGN_OR_RETURN(auto dec, decoder_for(model, opt.width, "beam search: width", prompt.size(),
+  RSSM_ASSIGN_OR_RETURN(auto dec, decoder_for(model, opt.width, true, "beam search: width", prompt.size(),
                                               opt.max_new_tokens, cuda));
   return beam_search_cuda(*dec, prompt, opt, stats);
 }
@@ -170,7 +170,7 @@ Result<std::vector<Hypothesis>> beam_search_cuda(const DeviceModel& model, std::
 Result<std::vector<Hypothesis>> best_of_n_cuda(const DeviceModel& model, std::span<const int32_t> prompt,
                                                const BestOfNOptions& opt, const CudaSearchOptions& cuda,
                                                SearchStats* stats) {
-  RSSM_ASSIGN_OR_RETURN(auto dec, decoder_for(model, opt.n, "best-of-n: n", prompt.size(), opt.max_new_tokens, cuda));
+  RSSM_ASSIGN_OR_RETURN(auto dec, decoder_for(model, opt.n, false, "best-of-n: n", prompt.size(), opt.max_new_tokens, cuda));
   return best_of_n_cuda(*dec, prompt, opt, stats);
 }
 
