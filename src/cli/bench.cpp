@@ -117,6 +117,40 @@ Status prepare_out(const std::string& dir) {
   return {};
 }
 
+// What one run adds to --out, taken away again unless the run finishes:
+// a failed bench (a write refused half-way, an error during the sweep)
+// leaves the directory as it found it, not a partial set of outputs.
+class OutScope {
+ public:
+  explicit OutScope(std::string dir) : dir_(std::move(dir)) {
+    std::error_code ec;
+    existed_ = std::filesystem::exists(dir_, ec);
+    if (existed_ && std::filesystem::is_directory(dir_, ec))
+      for (const auto& e : std::filesystem::directory_iterator(dir_, ec)) before_.push_back(e.path().filename());
+  }
+  OutScope(const OutScope&) = delete;
+  OutScope& operator=(const OutScope&) = delete;
+  ~OutScope() {
+    if (kept_) return;
+    std::error_code ec;
+    if (!existed_) {
+      std::filesystem::remove_all(dir_, ec);
+      return;
+    }
+    if (!std::filesystem::is_directory(dir_, ec)) return;
+    std::vector<std::filesystem::path> added;
+    for (const auto& e : std::filesystem::directory_iterator(dir_, ec))
+      if (std::find(before_.begin(), before_.end(), e.path().filename()) == before_.end()) added.push_back(e.path());
+    for (const auto& p : added) std::filesystem::remove_all(p, ec);
+  }
+  void keep() { kept_ = true; }
+
+ private:
+  std::string dir_;
+  bool existed_ = false, kept_ = false;
+  std::vector<std::filesystem::path> before_;
+};
+
 std::string utc_now() {
   const std::time_t t = std::time(nullptr);
   std::tm tm{};
@@ -239,12 +273,14 @@ Status run_bench(const BenchArgs& args) {
   opt.fork_groups = a.no_fork_groups ? 0 : a.all_fork_groups ? 1 : -1;
   // The budget's keyword is the memory a real out-of-memory would hit.
   const std::string budget_keyword = cuda ? "device" : "host";
+  if (cuda && a.memory_budget == "host")
+    return invalid_argument("--memory-budget: 'host' does not apply to --device cuda (device, or a byte count)");
+  // A budget given is checked even where --no-concurrency leaves it unused.
+  if (a.memory_budget != budget_keyword) {
+    RSSM_ASSIGN_OR_RETURN(const int64_t budget, parse_bytes(a.memory_budget, "--memory-budget"));
+    if (opt.concurrency) opt.memory_budget = budget;
+  }
   if (opt.concurrency) {
-    if (cuda && a.memory_budget == "host")
-      return invalid_argument("--memory-budget: 'host' does not apply to --device cuda (device, or a byte count)");
-    if (a.memory_budget != budget_keyword) {
-      RSSM_ASSIGN_OR_RETURN(opt.memory_budget, parse_bytes(a.memory_budget, "--memory-budget"));
-    }
     if (!(a.latency_target_ms > 0.0) || !std::isfinite(a.latency_target_ms))
       return invalid_argument("--latency-target: must be a positive number of ms");
     opt.latency_target = a.latency_target_ms * 1e-3;
@@ -285,6 +321,7 @@ Status run_bench(const BenchArgs& args) {
     RSSM_RETURN_IF_ERROR(check_host_memory(cfg, configs, opt, who, avail, a.dry_run));
   }
   if (a.dry_run) return {};
+  OutScope out_scope(a.out);
   RSSM_RETURN_IF_ERROR(prepare_out(a.out));
   // "host": what a real out-of-memory would hit — the memory left once the
   // weights are in (0 = unlimited where /proc cannot tell).
@@ -344,10 +381,14 @@ Status run_bench(const BenchArgs& args) {
   RSSM_RETURN_IF_ERROR(write_json(json_path, header, results));
   const std::string table = format_table(results);
   {
-    std::ofstream t(fs::path(a.out) / "table.txt");
+    const std::string table_path = (fs::path(a.out) / "table.txt").string();
+    std::ofstream t(table_path);
     t << header["command"].get<std::string>() << "\n" << header["date"].get<std::string>() << "\n\n" << table;
+    t.flush();
+    if (!t) return io_error(table_path + ": cannot write");
   }
   RSSM_ASSIGN_OR_RETURN(PlotOutcome plots, write_plots(a.out, results, a.gnuplot));
+  out_scope.keep();
   std::fwrite(table.data(), 1, table.size(), stdout);
   std::printf("\n%lld runs in %.1f s", static_cast<long long>(cost.runs), cost.sweep_s);
   if (opt.concurrency)
