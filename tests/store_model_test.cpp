@@ -4,6 +4,7 @@
 // budget changes nothing but the restore counts; nothing leaks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -308,6 +309,48 @@ TEST_P(StoreModel, PerRequestBudget) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, StoreModel, ::testing::Values("nemotron_h_tiny", "qwen3_5_tiny", "qwen3_5_vl_tied"));
+
+// A model of attention and MLPs alone holds no SSM state: every position is
+// its own checkpoint, so it decodes under every strategy (its first decode
+// step had asked for a re-prefill that could never satisfy it), each token
+// the argmax of a whole-sequence prefill.
+TEST(StoreModelNoSsm, AttentionOnlyModelsDecodeUnderEveryStrategy) {
+  const std::string nh = R"({"architectures": ["NemotronHForCausalLM"], "hidden_size": 16, "vocab_size": 41,
+      "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 8, "intermediate_size": 24,
+      "hybrid_override_pattern": "*-*-"})";
+  const std::string qwen = R"({"architectures": ["Qwen3_5ForCausalLM"], "hidden_size": 16, "vocab_size": 41,
+      "num_hidden_layers": 2, "full_attention_interval": 1, "num_attention_heads": 2, "num_key_value_heads": 1,
+      "head_dim": 8, "intermediate_size": 24})";
+  for (const std::string& text : {nh, qwen}) {
+    auto cfg = parse_model_config(text, "config.json");
+    ASSERT_TRUE(cfg.ok()) << cfg.status().message();
+    auto model = Model::random(*cfg, 7);
+    ASSERT_TRUE(model.ok()) << model.status().message();
+    const std::vector<int32_t> prompt = {3, 17, 5, 29, 11};
+    std::vector<int32_t> first;
+    for (const StoreCase& sc : store_cases()) {
+      GenerateOptions opt;
+      opt.max_new_tokens = 12;
+      opt.stop_at_eos = false;
+      opt.store = sc.opt;
+      auto r = generate(**model, prompt, opt);
+      ASSERT_TRUE(r.ok()) << cfg->arch_name << " " << sc.name << ": " << r.status().message();
+      ASSERT_EQ(r->tokens.size(), 12u) << sc.name;
+      if (first.empty()) first = r->tokens;
+      EXPECT_EQ(r->tokens, first) << cfg->arch_name << " " << sc.name;
+    }
+    std::vector<int32_t> seen = prompt;
+    for (int32_t t : first) {  // each token from a fresh prefill of everything before it
+      auto s = Session::create(**model, StoreOptions{});
+      ASSERT_TRUE(s.ok()) << s.status().message();
+      const StepInput in{(*s)->store().add_sequence(), seen};
+      std::vector<float> logits;
+      ASSERT_TRUE((*s)->step({&in, 1}, &logits).ok());
+      EXPECT_EQ(std::max_element(logits.begin(), logits.end()) - logits.begin(), t) << cfg->arch_name;
+      seen.push_back(t);
+    }
+  }
+}
 
 }  // namespace
 }  // namespace replayssm

@@ -171,7 +171,9 @@ const Seq* ReplayStore::Impl::find(int64_t id) const {
 }
 
 bool ReplayStore::Impl::log_covers(const Seq& s, int64_t from, int64_t to) const {
-  if (from >= to) return true;
+  // A model without SSM layers (attention and MLPs only) has no state to
+  // rebuild: any checkpoint, the zero one too, is already every position's.
+  if (from >= to || n_ssm == 0) return true;
   if (!logs) return false;
   for (int64_t pi = from / B; pi <= (to - 1) / B; ++pi) {
     const Page& p = pages.at(s.pages[pi]);
