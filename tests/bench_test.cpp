@@ -437,6 +437,27 @@ TEST(BenchCli, MissingGnuplotWarnsAndKeepsTheScripts) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("tokens_per_s_vs_batch_ar.png")));
 }
 
+// A run that fails after the sweep (its table cannot be written: a
+// directory stands at table.txt) takes back what it added to --out and
+// leaves what was there; a refused option creates no --out at all.
+TEST(BenchCli, AFailedRunLeavesOutAsItWas) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.file("table.txt"));
+  std::ofstream(dir.file("notes.txt")) << "mine";
+  const std::string run = std::string("bench --workload ar --strategy replay --batch 1 --no-concurrency") + kQuick;
+  auto r = run_cli(run + "--out " + dir.path());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("table.txt: cannot write"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  std::vector<std::string> left;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) left.push_back(e.path().filename());
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"notes.txt", "table.txt"}));
+  r = run_cli(run + "--page-size 0 --out " + dir.file("fresh"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_FALSE(std::filesystem::exists(dir.file("fresh")));
+}
+
 struct BadBench {
   std::string args, needle;
 };
@@ -468,6 +489,8 @@ TEST(BenchCli, BadInputIsOneLineNamingTheFlag) {
       {"--workload spec --out " + file + "/sub", "--out: cannot create directory '" + file + "/sub'"},
       {"--out " + dir.file("o"), "--workload: missing"},
       {"--workload spec", "--out: missing"},
+      {"--workload spec --page-size 5000" + out, "--page-size: must be in [1, 4096], got 5000"},
+      {"--workload spec --no-concurrency --memory-budget 12Q" + out, "--memory-budget: '12Q'"},
   };
   for (const BadBench& c : cases) {
     auto r = run_cli("bench " + c.args);

@@ -125,8 +125,12 @@ class OutScope {
   explicit OutScope(std::string dir) : dir_(std::move(dir)) {
     std::error_code ec;
     existed_ = std::filesystem::exists(dir_, ec);
-    if (existed_ && std::filesystem::is_directory(dir_, ec))
-      for (const auto& e : std::filesystem::directory_iterator(dir_, ec)) before_.push_back(e.path().filename());
+    if (!existed_ || !std::filesystem::is_directory(dir_, ec)) return;
+    // Anything short of a complete listing turns the clean-up off: it must
+    // never take a file that was there before.
+    std::filesystem::directory_iterator it(dir_, ec), end;
+    for (; !ec && it != end; it.increment(ec)) before_.push_back(it->path().filename());
+    if (ec) kept_ = true;
   }
   OutScope(const OutScope&) = delete;
   OutScope& operator=(const OutScope&) = delete;
