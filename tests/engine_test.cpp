@@ -3,6 +3,7 @@
 // under a state budget, cancellation, bad requests.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 
 #include "decode/generate.h"
@@ -141,6 +142,36 @@ TEST_P(EngineTest, CancelAndBadRequests) {
   EngineOptions bad;
   bad.prefill_chunk = 0;
   EXPECT_FALSE(Engine::create(*model_, bad).ok());
+}
+
+// A callback may cancel another running request mid-step: that request's
+// finished event is its last, and its output stops there.
+TEST_P(EngineTest, CancelFromACallbackEndsTheOtherRequest) {
+  auto e = Engine::create(*model_, EngineOptions{});
+  ASSERT_TRUE(e.ok());
+  RequestParams p;
+  p.prompt = {1, 2, 3};
+  p.max_new_tokens = 20;
+  p.stop_at_eos = false;
+  std::vector<TokenEvent> b_events;
+  Engine::RequestId b = -1;
+  int a_tokens = 0;
+  const Engine::RequestId a = *(*e)->submit(p, [&](const TokenEvent&) {
+    if (++a_tokens == 3) {
+      EXPECT_TRUE((*e)->cancel(b).ok());
+    }
+  });
+  b = *(*e)->submit(p, [&](const TokenEvent& ev) { b_events.push_back(ev); });
+  ASSERT_TRUE((*e)->run().ok());
+  ASSERT_FALSE(b_events.empty());
+  EXPECT_TRUE(b_events.back().finished);
+  for (size_t i = 0; i + 1 < b_events.size(); ++i) EXPECT_FALSE(b_events[i].finished) << i;
+  const size_t b_out = (*e)->output(b)->size();
+  EXPECT_EQ(b_out + 1, b_events.size());  // every token event, then the cancel's
+  EXPECT_EQ((*e)->output(a)->size(), 20u);
+  RequestParams bad = p;
+  bad.temperature = std::nanf("");
+  EXPECT_FALSE((*e)->submit(bad).ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, EngineTest, ::testing::Values("nemotron_h_tiny", "qwen3_5_tiny"));

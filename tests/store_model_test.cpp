@@ -8,7 +8,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "decode/beam_search.h"
 #include "decode/generate.h"
+#include "decode/speculative.h"
 #include "decode/session.h"
 #include "store/dense_cache.h"
 #include "test_util.h"
@@ -309,6 +311,55 @@ TEST_P(StoreModel, PerRequestBudget) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, StoreModel, ::testing::Values("nemotron_h_tiny", "qwen3_5_tiny", "qwen3_5_vl_tied"));
+
+// Misuse through the library's own calls is a Status, not a crash: steps
+// at negative positions or with rows outside the step's tokens, a commit
+// that would overflow the cursor, sampling outside its domain, a custom
+// draft whose probabilities do not match its tokens, a NaN length penalty.
+TEST(LibraryMisuse, BadArgumentsAreRefused) {
+  const Fixture& f = fixture("nemotron_h_tiny");
+  ReplayStore st(cache_spec(f.model->config()), StoreOptions{});
+  const int64_t a = st.add_sequence();
+  const std::vector<int32_t> tokens = {1, 2, 3};
+  for (const SeqSlice& bad : {SeqSlice{a, -1, 3, 0}, SeqSlice{a, 0, 3, 1}, SeqSlice{a, 0, 2, -1},
+                              SeqSlice{a, 0, 4, 0}}) {
+    EXPECT_FALSE(st.begin_step({&bad, 1}, tokens).ok()) << bad.pos << " " << bad.n << " " << bad.row;
+    EXPECT_EQ(st.length(a), 0);
+  }
+  EXPECT_FALSE(st.commit(a, INT64_MAX).ok());
+  EXPECT_EQ(st.committed(a), 0);
+
+  const std::vector<int32_t> prompt = {1, 2, 3};
+  GenerateOptions g;
+  for (const SamplingParams& sp : {SamplingParams{std::nanf(""), 1.0f}, SamplingParams{-1.0f, 1.0f},
+                                   SamplingParams{1.0f, 0.0f}, SamplingParams{1.0f, std::nanf("")}}) {
+    g.sampling = sp;
+    EXPECT_FALSE(generate(*f.model, prompt, g).ok()) << sp.temperature << " " << sp.top_p;
+    BestOfNOptions n;
+    n.sampling = sp;
+    EXPECT_FALSE(best_of_n(*f.model, prompt, n).ok());
+  }
+  g = GenerateOptions{};
+  g.spec.kind = static_cast<SpecOptions::Kind>(9);
+  EXPECT_FALSE(generate(*f.model, prompt, g).ok());
+  struct OneRowShort final : DraftSource {
+    Result<Draft> propose(std::span<const int32_t>, int64_t) override { return Draft{{5, 6}, {{1.0}}}; }
+  };
+  g.spec.kind = SpecOptions::kCustom;
+  g.spec.make_source = [](int64_t) -> Result<std::unique_ptr<DraftSource>> {
+    return std::unique_ptr<DraftSource>(new OneRowShort());
+  };
+  g.sampling.temperature = 1.0f;
+  auto r = generate(*f.model, prompt, g);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("probability rows"), std::string::npos) << r.status().message();
+  BeamOptions b;
+  b.length_penalty = std::nan("");
+  EXPECT_FALSE(beam_search(*f.model, prompt, b).ok());
+  b.length_penalty = 1.0;
+  b.max_new_tokens = -5;
+  EXPECT_FALSE(beam_search(*f.model, prompt, b).ok());
+}
 
 // A model of attention and MLPs alone holds no SSM state: every position is
 // its own checkpoint, so it decodes under every strategy (its first decode

@@ -93,6 +93,10 @@ struct StoreStats {
 
 class ReplayStore final : public StateCache {
  public:
+  // `opt` must pass StoreOptions::validate() (Session::create and the CLI
+  // check it and return its Status): a constructor has no Status to return,
+  // so options that fail it abort here with validate()'s message — a bug in
+  // the caller, not a division by a zero page size later.
   ReplayStore(CacheSpec spec, StoreOptions opt);
   ~ReplayStore() override;
   ReplayStore(const ReplayStore&) = delete;

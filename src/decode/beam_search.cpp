@@ -104,11 +104,25 @@ Status check_search_size(int64_t count, int64_t vocab_size, bool beam, const std
   return {};
 }
 
+Status check_beam_options(const BeamOptions& opt, int64_t vocab_size) {
+  RSSM_RETURN_IF_ERROR(check_search_size(opt.width, vocab_size, true, "beam search: width"));
+  if (opt.max_new_tokens < 0) return invalid_argument("beam search: max_new_tokens must be >= 0");
+  if (!std::isfinite(opt.length_penalty))  // scores sort by it: NaN would break the order
+    return invalid_argument("beam search: length_penalty must be finite");
+  return {};
+}
+
+Status check_best_of_n_options(const BestOfNOptions& opt, int64_t vocab_size) {
+  RSSM_RETURN_IF_ERROR(check_search_size(opt.n, vocab_size, false, "best-of-n: n"));
+  if (opt.max_new_tokens < 0) return invalid_argument("best-of-n: max_new_tokens must be >= 0");
+  return check_sampling(opt.sampling, "best-of-n");
+}
+
 Result<std::vector<Hypothesis>> beam_search(const Model& model, std::span<const int32_t> prompt,
                                             const BeamOptions& opt, SearchStats* stats) {
   const ModelConfig& cfg = model.config();
-  const int64_t V = cfg.vocab_size, w = opt.width;
-  RSSM_RETURN_IF_ERROR(check_search_size(w, V, true, "beam search: width"));
+  const int64_t V = cfg.vocab_size;
+  RSSM_RETURN_IF_ERROR(check_beam_options(opt, V));
   if (prompt.empty()) return invalid_argument("beam search: the prompt is empty");
   RSSM_ASSIGN_OR_RETURN(auto session, Session::create(model, opt.store));
   ReplayStore& st = session->store();
@@ -163,7 +177,7 @@ Result<std::vector<Hypothesis>> best_of_n(const Model& model, std::span<const in
                                           const BestOfNOptions& opt, SearchStats* stats) {
   const ModelConfig& cfg = model.config();
   const int64_t V = cfg.vocab_size;
-  RSSM_RETURN_IF_ERROR(check_search_size(opt.n, V, false, "best-of-n: n"));
+  RSSM_RETURN_IF_ERROR(check_best_of_n_options(opt, V));
   if (prompt.empty()) return invalid_argument("best-of-n: the prompt is empty");
   RSSM_ASSIGN_OR_RETURN(auto session, Session::create(model, opt.store));
   ReplayStore& st = session->store();

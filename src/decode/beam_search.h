@@ -95,6 +95,12 @@ struct BestOfNOptions {
   StoreOptions store;
 };
 
+// What beam_search and best_of_n (and their CUDA versions) refuse before
+// anything runs: a size outside check_search_size, a negative
+// max_new_tokens, a NaN length penalty, sampling outside check_sampling.
+Status check_beam_options(const BeamOptions& opt, int64_t vocab_size);
+Status check_best_of_n_options(const BestOfNOptions& opt, int64_t vocab_size);
+
 // n samples sharing the prompt's prefill (forks of one sequence), in the
 // order of their seeds; score = mean log-probability per token.
 Result<std::vector<Hypothesis>> best_of_n(const Model& model, std::span<const int32_t> prompt,

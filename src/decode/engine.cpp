@@ -49,8 +49,7 @@ Result<Engine::RequestId> Engine::submit(RequestParams params, Callback on_token
     if (t < 0 || t >= V)
       return invalid_argument("request: token id " + std::to_string(t) + " out of range [0, " + std::to_string(V) + ")");
   if (params.max_new_tokens < 1) return invalid_argument("request: max_new_tokens must be >= 1");
-  if (!(params.temperature >= 0.0f)) return invalid_argument("request: temperature must be >= 0");
-  if (!(params.top_p > 0.0f && params.top_p <= 1.0f)) return invalid_argument("request: top_p must be in (0, 1]");
+  RSSM_RETURN_IF_ERROR(check_sampling({params.temperature, params.top_p, 0}, "request"));
   const RequestId id = static_cast<RequestId>(requests_.size());
   requests_.push_back(std::make_unique<Request>(std::move(params), std::move(on_token)));
   waiting_.push_back(id);
@@ -171,6 +170,9 @@ Status Engine::step() {
     }
     const std::span<const float> lrow(logits.data() + row * V, V);
     ++row;
+    // An earlier request's callback may have cancelled this one during
+    // this loop: its finished event was its last.
+    if (r.done) continue;
     const int32_t t = r.sampler.sample(lrow);
     r.out.push_back(t);
     const bool end = static_cast<int64_t>(r.out.size()) >= r.p.max_new_tokens ||

@@ -54,6 +54,10 @@ Result<BatchResult> generate_batch(const Model& model, std::span<const std::vect
   for (const auto& p : prompts)
     if (p.empty()) return invalid_argument("generate: the prompt is empty");
   if (opt.max_new_tokens < 0) return invalid_argument("generate: max_new_tokens must be >= 0");
+  RSSM_RETURN_IF_ERROR(check_sampling(opt.sampling, "generate"));
+  if (opt.spec.kind != SpecOptions::kNone && opt.spec.kind != SpecOptions::kNgram &&
+      opt.spec.kind != SpecOptions::kDraft && opt.spec.kind != SpecOptions::kCustom)
+    return invalid_argument("generate: spec.kind " + std::to_string(int(opt.spec.kind)) + " is not a SpecOptions kind");
   if (opt.spec.kind != SpecOptions::kNone && opt.spec.tokens < 1)
     return invalid_argument("generate: speculative draft length must be >= 1");
   RSSM_ASSIGN_OR_RETURN(auto session, Session::create(model, opt.store));
@@ -92,6 +96,13 @@ Result<BatchResult> generate_batch(const Model& model, std::span<const std::vect
       if (l.drafts) {
         const int64_t room = opt.max_new_tokens - static_cast<int64_t>(l.out.size());
         RSSM_ASSIGN_OR_RETURN(l.d, l.drafts->propose(l.context, std::min(opt.spec.tokens, room)));
+        // Acceptance reads probs[i][token]: a row per token, V entries each.
+        bool shaped = l.d.probs.empty() || l.d.probs.size() == l.d.tokens.size();
+        for (const std::vector<double>& p : l.d.probs) shaped &= static_cast<int64_t>(p.size()) == V;
+        if (!shaped)
+          return invalid_argument("generate: a draft of " + std::to_string(l.d.tokens.size()) + " tokens came with " +
+                                  std::to_string(l.d.probs.size()) + " probability rows (one of " + std::to_string(V) +
+                                  " per token, or none)");
       }
       if (l.d.tokens.empty()) {  // plain AR step
         in.push_back({l.seq, {&l.tok, 1}});

@@ -8,6 +8,14 @@
 
 namespace replayssm {
 
+Status check_sampling(const SamplingParams& p, const std::string& who) {
+  if (!(p.temperature >= 0.0f && std::isfinite(p.temperature)))
+    return invalid_argument(who + ": temperature must be a finite number >= 0, got " + std::to_string(p.temperature));
+  if (!(p.top_p > 0.0f && p.top_p <= 1.0f))
+    return invalid_argument(who + ": top_p must be in (0, 1], got " + std::to_string(p.top_p));
+  return {};
+}
+
 int32_t argmax(std::span<const float> logits) {
   int32_t best = 0;
   for (size_t i = 1; i < logits.size(); ++i)

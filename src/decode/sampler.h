@@ -8,7 +8,10 @@
 #include <cstdint>
 #include <random>
 #include <span>
+#include <string>
 #include <vector>
+
+#include "replayssm/status.h"
 
 namespace replayssm {
 
@@ -17,6 +20,10 @@ struct SamplingParams {
   float top_p = 1.0f;        // keep the smallest set of tokens with mass ≥ top_p
   uint64_t seed = 0;
 };
+
+// OK for a finite temperature >= 0 and top_p in (0, 1]; the message starts
+// with `who` ("request", "generate").
+Status check_sampling(const SamplingParams& p, const std::string& who);
 
 int32_t argmax(std::span<const float> logits);
 

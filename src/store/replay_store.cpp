@@ -2,6 +2,8 @@
 // commit, restore, release) and the restore planner. Steps are in
 // store_step.cpp, eviction in store_evict.cpp.
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/check.h"
@@ -351,8 +353,20 @@ void ReplayStore::Impl::release_seq(int64_t id) {
 
 // ---------------------------------------------------------------------------
 
+namespace {
+
+StoreOptions valid_or_abort(const StoreOptions& o) {
+  if (const Status st = o.validate(); !st.ok()) {
+    std::fprintf(stderr, "ReplayStore: invalid StoreOptions (validate() them first): %s\n", st.message().c_str());
+    std::abort();
+  }
+  return o;
+}
+
+}  // namespace
+
 ReplayStore::ReplayStore(CacheSpec spec, StoreOptions opt)
-    : impl_(std::make_unique<Impl>(std::move(spec), opt)) {}
+    : impl_(std::make_unique<Impl>(std::move(spec), valid_or_abort(opt))) {}
 
 ReplayStore::~ReplayStore() = default;
 
@@ -434,7 +448,7 @@ Status ReplayStore::commit(int64_t seq, int64_t n) {
   Seq* s = impl_->find(seq);
   if (s == nullptr) return invalid_argument("commit: no sequence " + std::to_string(seq));
   const int64_t len = static_cast<int64_t>(s->tokens.size());
-  if (n < 0 || s->committed + n > len)
+  if (n < 0 || n > len - s->committed)
     return invalid_argument("commit: " + std::to_string(n) + " tokens but only " +
                             std::to_string(len - s->committed) + " are uncommitted");
   s->committed += n;

@@ -39,6 +39,10 @@ const char* restore_path_name(RestorePath p) {
 }
 
 Status StoreOptions::validate() const {
+  if (strategy != Strategy::kReplay && strategy != Strategy::kSnapshot && strategy != Strategy::kRecompute)
+    return invalid_argument("strategy: " + std::to_string(int(strategy)) + " is not a Strategy");
+  if (eviction != EvictionPolicy::kCostAware && eviction != EvictionPolicy::kLru)
+    return invalid_argument("eviction: " + std::to_string(int(eviction)) + " is not an EvictionPolicy");
   if (window < 1) return invalid_argument("--window: must be >= 1, got " + std::to_string(window));
   if (checkpoint_interval < 0)
     return invalid_argument("--checkpoint-interval: must be >= 0, got " + std::to_string(checkpoint_interval));

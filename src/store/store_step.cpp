@@ -34,6 +34,11 @@ Status ReplayStore::begin_step(std::span<const SeqSlice> step, std::span<const i
     if (s == nullptr) return invalid_argument("step: no " + seq_str(sl.seq));
     if (!seen.insert(sl.seq).second) return invalid_argument("step: " + seq_str(sl.seq) + " appears twice");
     if (sl.n <= 0) return invalid_argument("step: empty slice for " + seq_str(sl.seq));
+    if (sl.pos < 0) return invalid_argument("step: " + seq_str(sl.seq) + " at position " + std::to_string(sl.pos));
+    if (sl.row < 0 || sl.row > static_cast<int64_t>(tokens.size()) - sl.n)
+      return invalid_argument("step: " + seq_str(sl.seq) + "'s rows [" + std::to_string(sl.row) + ", +" +
+                              std::to_string(sl.n) + ") are outside the step's " + std::to_string(tokens.size()) +
+                              " tokens");
     const int64_t len = static_cast<int64_t>(s->tokens.size()), end = sl.pos + sl.n;
     SlicePlan sp;
     sp.s = sl;

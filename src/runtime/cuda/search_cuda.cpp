@@ -65,7 +65,7 @@ Result<std::vector<Hypothesis>> beam_search_cuda(Decoder& dec, std::span<const i
                                                  SearchStats* stats) {
   const ModelConfig& cfg = dec.model().config();
   const int64_t V = cfg.vocab_size, w = opt.width;
-  RSSM_RETURN_IF_ERROR(check_search_size(w, V, true, "beam search: width"));
+  RSSM_RETURN_IF_ERROR(check_beam_options(opt, V));
   const int64_t written0 = dec.state_bytes_written();
   RSSM_RETURN_IF_ERROR(start(dec, prompt, w, opt.max_new_tokens, "beam search", nullptr));
   const double t0 = now_seconds();
@@ -108,7 +108,7 @@ Result<std::vector<Hypothesis>> best_of_n_cuda(Decoder& dec, std::span<const int
                                                const BestOfNOptions& opt, SearchStats* stats) {
   const ModelConfig& cfg = dec.model().config();
   const int64_t n = opt.n;
-  RSSM_RETURN_IF_ERROR(check_search_size(n, cfg.vocab_size, false, "best-of-n: n"));
+  RSSM_RETURN_IF_ERROR(check_best_of_n_options(opt, cfg.vocab_size));
   const int64_t written0 = dec.state_bytes_written();
   RSSM_RETURN_IF_ERROR(start(dec, prompt, n, opt.max_new_tokens, "best-of-n", nullptr));
   const double t0 = now_seconds();
