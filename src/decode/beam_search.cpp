@@ -14,6 +14,7 @@ namespace {
 
 // log-softmax of a whole row.
 std::vector<double> log_softmax(std::span<const float> row) {
+  if (row.empty()) return {};
   const float mx = *std::max_element(row.begin(), row.end());
   double sum = 0.0;
   for (float x : row) sum += std::exp(static_cast<double>(x - mx));
@@ -33,7 +34,7 @@ std::vector<TokenLogprob> top_logprobs(std::span<const float> row, int64_t k) {
   const std::vector<double> lp = log_softmax(row);
   std::vector<int32_t> ids(row.size());
   std::iota(ids.begin(), ids.end(), 0);
-  k = std::min<int64_t>(k, static_cast<int64_t>(row.size()));
+  k = std::clamp<int64_t>(k, 0, static_cast<int64_t>(row.size()));
   std::partial_sort(ids.begin(), ids.begin() + k, ids.end(),
                     [&](int32_t a, int32_t c) { return lp[a] != lp[c] ? lp[a] > lp[c] : a < c; });
   std::vector<TokenLogprob> out;

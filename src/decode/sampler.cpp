@@ -6,6 +6,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "core/check.h"
+
 namespace replayssm {
 
 Status check_sampling(const SamplingParams& p, const std::string& who) {
@@ -60,6 +62,7 @@ std::vector<double> sampling_probs(std::span<const float> logits, const Sampling
 }
 
 double log_prob(std::span<const float> logits, int32_t token) {
+  RSSM_CHECK(token >= 0 && static_cast<size_t>(token) < logits.size());
   const float mx = *std::max_element(logits.begin(), logits.end());
   double sum = 0.0;
   for (float l : logits) sum += std::exp(static_cast<double>(l - mx));

@@ -32,7 +32,8 @@ int32_t argmax(std::span<const float> logits);
 // renormalised.
 std::vector<double> sampling_probs(std::span<const float> logits, const SamplingParams& p);
 
-// log-softmax of one row at `token` (temperature 1), for scores.
+// log-softmax of one row at `token` (temperature 1), for scores. `token`
+// must index the row (a caller's bug otherwise: checked, aborts).
 double log_prob(std::span<const float> logits, int32_t token);
 
 // The token Sampler::sample draws when its uniform is r ∈ [0, 1): the

@@ -61,6 +61,10 @@ Status Session::step(std::span<const StepInput> inputs, std::vector<float>* logi
     if (in.logits == StepInput::kAll)
       for (int64_t i = 0; i < n; ++i) rows.push_back(row + i);
   }
+  if (!rows.empty() && logits == nullptr)
+    return invalid_argument("step: logits rows asked for (StepInput::logits) but no vector to write them to");
+  std::vector<float> none;
+  if (logits == nullptr) logits = &none;
   store_->pin(ids);
   Status st = rebuild(ids);
   if (st.ok()) {

@@ -33,7 +33,8 @@ class Session {
   const ReplayStore& store() const { return *store_; }
 
   // One batched step. Logits rows (vocab floats each) for the inputs that
-  // ask for them, in input order, are written to *logits (resized).
+  // ask for them, in input order, are written to *logits (resized);
+  // `logits` may be null only where no input asks for a row.
   Status step(std::span<const StepInput> inputs, std::vector<float>* logits);
   // restore(p) on the store; a re-prefill plan is carried out now.
   Result<RestorePlan> restore(int64_t seq, int64_t pos);
