@@ -461,7 +461,7 @@ Runner add_bench(CLI::App& app) {
   app.add_option("--checkpoint-interval", a->checkpoint_interval,
                  "K: keep an older checkpoint every K tokens (0: none; recompute: W)")
       ->capture_default_str();
-  app.add_option("--page-size", a->page_size, "B: tokens per store page")->capture_default_str();
+  app.add_option("--page-size", a->page_size, "B: tokens per store page (1-4096)")->capture_default_str();
   app.add_option("--seed", a->seed, "Seed of prompts, oracle drafts and best-of-n sampling")->capture_default_str();
   app.add_option("--gnuplot", a->gnuplot, "gnuplot executable for the PNGs")->capture_default_str();
   return [a] { return run_bench(*a); };

@@ -77,7 +77,7 @@ void add_store_options(CLI::App& app, StoreArgs* a) {
   app.add_option("--checkpoint-interval", a->checkpoint_interval,
                  "K: keep an older checkpoint every K tokens (recompute: sparse interval; 0 = W)")
       ->capture_default_str();
-  app.add_option("--page-size", a->page_size, "B: tokens per page")->capture_default_str();
+  app.add_option("--page-size", a->page_size, "B: tokens per page (1-4096)")->capture_default_str();
   app.add_option("--log-retention", a->log_retention,
                  "Log tokens kept below the live checkpoint, for cheap far restores (-1 = all)")
       ->capture_default_str();

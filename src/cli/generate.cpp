@@ -332,9 +332,9 @@ Runner add_generate(CLI::App& app) {
   app.add_flag("--ignore-eos", a->ignore_eos, "Do not stop at the config's EOS token");
   app.add_flag("--json", a->json, "Print {\"tokens\": [...], \"stats\": {...}}");
   app.add_option("--spec", a->spec, "Speculative decoding: ngram:T (prompt lookup) or draft:DIR:T (draft model)");
-  app.add_option("--beam", a->beam, "Beam search of width W (tokens = the best beam)");
+  app.add_option("--beam", a->beam, "Beam search of width W, 1-4096 and at most the vocabulary (tokens = the best beam)");
   app.add_option("--length-penalty", a->length_penalty, "Beam score = logprob / length^P")->capture_default_str();
-  app.add_option("--n", a->n, "Best-of-n: N samples sharing the prompt (seeds seed..seed+N-1)");
+  app.add_option("--n", a->n, "Best-of-n: N samples (1-4096) sharing the prompt (seeds seed..seed+N-1)");
   app.add_option("--device", a->device, "Device: cpu or cuda (cuda: AR, --spec, --beam and --n; snapshot = the standard in-place state)")->capture_default_str();
   add_store_options(app, &a->store);
   return [a] { return run_generate(*a); };
