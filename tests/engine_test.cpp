@@ -172,6 +172,9 @@ TEST_P(EngineTest, CancelFromACallbackEndsTheOtherRequest) {
   RequestParams bad = p;
   bad.temperature = std::nanf("");
   EXPECT_FALSE((*e)->submit(bad).ok());
+  bad = p;
+  bad.state_budget = -100;
+  EXPECT_FALSE((*e)->submit(bad).ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, EngineTest, ::testing::Values("nemotron_h_tiny", "qwen3_5_tiny"));

@@ -50,6 +50,9 @@ Result<Engine::RequestId> Engine::submit(RequestParams params, Callback on_token
       return invalid_argument("request: token id " + std::to_string(t) + " out of range [0, " + std::to_string(V) + ")");
   if (params.max_new_tokens < 1) return invalid_argument("request: max_new_tokens must be >= 1");
   RSSM_RETURN_IF_ERROR(check_sampling({params.temperature, params.top_p, 0}, "request"));
+  if (params.state_budget < 0)
+    return invalid_argument("request: state_budget must be >= 0 (0: no cap), got " +
+                            std::to_string(params.state_budget));
   const RequestId id = static_cast<RequestId>(requests_.size());
   requests_.push_back(std::make_unique<Request>(std::move(params), std::move(on_token)));
   waiting_.push_back(id);
