@@ -309,6 +309,19 @@ TEST(Tokenizer, BadFilesNameFileAndField) {
       {"added id taken", [](json& j) { j["added_tokens"][0]["id"] = 5; }, {"added_tokens[0]", "<|endoftext|>", "id 5"}},
       {"added id repeated", [](json& j) { j["added_tokens"][1]["id"] = 500; }, {"added_tokens[1].id", "500"}},
       {"dropout", [](json& j) { j["model"]["dropout"] = 0.1; }, {"model.dropout"}},
+      {"unknown post-processor", [](json& j) { j["post_processor"] = {{"type", "Mystery"}}; },
+       {"post_processor", "'Mystery'", "not supported"}},
+      {"template token without ids",
+       [](json& j) {
+         j["post_processor"] = {{"type", "TemplateProcessing"},
+                                {"single", {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
+                                            {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+                                {"special_tokens", json::object()}};
+       },
+       {"post_processor", "single[0]", "'<s>'"}},
+      {"special id past the vocabulary",
+       [](json& j) { j["post_processor"] = {{"type", "BertProcessing"}, {"cls", {"[CLS]", 900}}, {"sep", {"[SEP]", 1}}}; },
+       {"post_processor", "900", "outside the vocabulary"}},
   };
   for (const Case& c : cases) {
     json j = qwen2_style();
@@ -330,6 +343,41 @@ TEST(Tokenizer, BadFilesNameFileAndField) {
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
   EXPECT_NE(missing.status().message().find("absent.json"), std::string::npos);
+}
+
+// The post-processor's tokens go around the ids on request only: a
+// template's BOS (and an EOS after), Bert's and Roberta's cls/sep, a
+// Sequence (Llama 3: ByteLevel, then a template), its first one innermost.
+TEST(Tokenizer, PostProcessorTokensOnRequest) {
+  auto special = [](const char* name) {
+    return json{{"SpecialToken", {{"id", name}, {"type_id", 0}}}};
+  };
+  const json seq = {{"Sequence", {{"id", "A"}, {"type_id", 0}}}};
+  const json tmpl = {{"type", "TemplateProcessing"},
+                     {"single", {special("<|im_start|>"), seq, special("<|endoftext|>")}},
+                     {"pair", json::array()},
+                     {"special_tokens",
+                      {{"<|im_start|>", {{"id", "<|im_start|>"}, {"ids", {501}}, {"tokens", {"<|im_start|>"}}}},
+                       {"<|endoftext|>", {{"id", "<|endoftext|>"}, {"ids", {500}}, {"tokens", {"<|endoftext|>"}}}}}}};
+  const json bert = {{"type", "BertProcessing"}, {"cls", {"<|im_start|>", 501}}, {"sep", {"<|endoftext|>", 500}}};
+  const json seq_of = {{"type", "Sequence"},
+                       {"processors", {{{"type", "ByteLevel"}, {"trim_offsets", false}}, tmpl, bert}}};
+  const std::vector<std::pair<json, std::vector<int32_t>>> cases = {
+      {tmpl, {501}}, {bert, {501}}, {seq_of, {501, 501}}, {{{"type", "ByteLevel"}}, {}}};
+  const std::vector<std::vector<int32_t>> suffixes = {{500}, {500}, {500, 500}, {}};
+  for (size_t c = 0; c < cases.size(); ++c) {
+    json j = qwen2_style();
+    j["post_processor"] = cases[c].first;
+    TempDir dir;
+    LOAD_OR_FAIL(t, dir, j);
+    const std::vector<int32_t> plain = must_encode(t, "hello world");
+    auto with = t.encode("hello world", /*add_special_tokens=*/true);
+    ASSERT_TRUE(with.ok()) << with.status().message();
+    std::vector<int32_t> want = cases[c].second;
+    want.insert(want.end(), plain.begin(), plain.end());
+    want.insert(want.end(), suffixes[c].begin(), suffixes[c].end());
+    EXPECT_EQ(*with, want) << cases[c].first.dump();
+  }
 }
 
 // Parity with Hugging Face tokenizers: tests/data/tokenizer holds a

@@ -215,7 +215,9 @@ Status run_generate(const GenerateArgs& a) {
   std::vector<int32_t> ids;
   if (!a.prompt.empty()) {
     RSSM_ASSIGN_OR_RETURN(tok, load_tokenizer("", a.model));
-    RSSM_ASSIGN_OR_RETURN(ids, tok->encode(a.prompt));
+    // As transformers' tokenizer(prompt): with the post-processor's special
+    // tokens (a BOS where the tokenizer's template puts one).
+    RSSM_ASSIGN_OR_RETURN(ids, tok->encode(a.prompt, /*add_special_tokens=*/true));
     if (ids.empty()) return invalid_argument("--prompt: the text has no tokens");
   } else {
     RSSM_ASSIGN_OR_RETURN(ids, parse_ids(a.prompt_ids, "--prompt-ids"));

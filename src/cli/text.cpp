@@ -46,12 +46,12 @@ namespace {
 
 struct TextArgs {
   std::string tokenizer, model, text, ids;
-  bool json = false;
+  bool json = false, special = false;
 };
 
 Status run_tokenize(const TextArgs& a) {
   RSSM_ASSIGN_OR_RETURN(Tokenizer tok, load_tokenizer(a.tokenizer, a.model));
-  RSSM_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tok.encode(a.text));
+  RSSM_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tok.encode(a.text, a.special));
   std::string out = a.json ? "{\"ids\": [" : "";
   for (size_t i = 0; i < ids.size(); ++i) out += (i ? (a.json ? ", " : " ") : "") + std::to_string(ids[i]);
   out += a.json ? "]}\n" : "\n";
@@ -83,6 +83,8 @@ Runner add_tokenize(CLI::App& app) {
   auto a = std::make_shared<TextArgs>();
   add_source(app, a.get());
   app.add_option("--text", a->text, "UTF-8 text to encode")->required();
+  app.add_flag("--add-special-tokens", a->special,
+               "Put the tokenizer's post-processor tokens around the ids (e.g. a BOS), as generate --prompt does");
   return [a] { return run_tokenize(*a); };
 }
 

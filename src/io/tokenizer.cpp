@@ -13,6 +13,7 @@
 #include "io/bpe.h"
 #include "io/byte_level.h"
 #include "io/normalizer.h"
+#include "io/post_processor.h"
 #include "io/pre_tokenizer.h"
 #include "io/read_file.h"
 #include "io/utf8.h"
@@ -26,6 +27,7 @@ struct Tokenizer::Impl {
   PreTokenizer pre_tokenizer;
   BpeModel model;
   AddedVocabulary added;
+  PostProcessor post;
   int64_t vocab_size = 0;
 };
 
@@ -89,10 +91,16 @@ Result<Tokenizer> Tokenizer::load(const std::string& path) {
     max_id = std::max<int64_t>(max_id, t.id);
   }
   impl->vocab_size = max_id + 1;
+  RSSM_ASSIGN_OR_RETURN(impl->post,
+                        PostProcessor::from_json(field_or_null(root, "post_processor"), path, "post_processor"));
+  for (int32_t id : impl->post.added_ids())
+    if (id >= impl->vocab_size)
+      return corrupt(path + ": field 'post_processor': special token id " + std::to_string(id) +
+                     " is outside the vocabulary (" + std::to_string(impl->vocab_size) + " ids)");
   return Tokenizer(std::move(impl));
 }
 
-Result<std::vector<int32_t>> Tokenizer::encode(std::string_view text) const {
+Result<std::vector<int32_t>> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {
   const size_t bad = utf8_first_invalid(text);
   if (bad != std::string_view::npos) {
     char hex[8];
@@ -124,7 +132,7 @@ Result<std::vector<int32_t>> Tokenizer::encode(std::string_view text) const {
       for (const std::string& word : pre_tokens) m.model.tokenize(word, &ids);
     }
   }
-  return ids;
+  return add_special_tokens ? impl_->post.apply(ids) : ids;
 }
 
 Result<std::string> Tokenizer::decode(std::span<const int32_t> ids) const {

@@ -15,11 +15,10 @@
 // name, any type it does not implement, so an unsupported file is an error
 // rather than different ids.
 //
-// Not reproduced: the post_processor, truncation and padding are ignored, so
-// encode() equals tokenizers' encode with add_special_tokens=False and no
-// truncation or padding (for ByteLevel or null post-processors, which add no
-// tokens, that is the default encode). decode() keeps special tokens
-// (skip_special_tokens=False).
+// The post_processor's special tokens are added on request (post_processor.h;
+// encode equals tokenizers' encode with that add_special_tokens, for one
+// sequence). Not reproduced: truncation and padding. decode() keeps special
+// tokens (skip_special_tokens=False).
 //
 // Thread safety: a Tokenizer is immutable; copies share the loaded tables and
 // every method may be called concurrently.
@@ -46,8 +45,10 @@ class Tokenizer {
   static Result<Tokenizer> load(const std::string& path);
 
   // Token ids of UTF-8 `text`. Ill-formed UTF-8 is an error naming the byte
-  // offset; so is a regex engine limit hit on a pathological input.
-  Result<std::vector<int32_t>> encode(std::string_view text) const;
+  // offset; so is a regex engine limit hit on a pathological input. With
+  // add_special_tokens, the post-processor's tokens go around them (a BOS,
+  // say: tokenizers' default, and transformers' `tokenizer(text)`).
+  Result<std::vector<int32_t>> encode(std::string_view text, bool add_special_tokens = false) const;
 
   // Text of `ids`. An id that is neither in the vocab nor an added token is
   // an error naming it.
