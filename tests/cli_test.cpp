@@ -177,6 +177,7 @@ TEST(Cli, BadInputIsOneLineAndNonZero) {
       {"perplexity --model " + models_dir("nemotron_h_small") + " --file " + data_dir("."), "is a directory"},
       {"frob --model " + m, "unknown command 'frob'"},
       {"logits --model " + m + " --prompt-ids 1 --window abc", "--window"},
+      {"generate --model " + m + " --prompt-ids 1 --seed -1", "--seed: must be >= 0, got -1"},
   };
   for (const BadRun& c : cases) {
     auto r = run_cli(c.args);

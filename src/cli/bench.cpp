@@ -27,6 +27,7 @@
 #include "bench/sweep.h"
 #include "cli/bench_cuda.h"
 #include "cli/commands.h"
+#include "cli/common.h"
 
 namespace replayssm::cli {
 
@@ -462,7 +463,9 @@ Runner add_bench(CLI::App& app) {
                  "K: keep an older checkpoint every K tokens (0: none; recompute: W)")
       ->capture_default_str();
   app.add_option("--page-size", a->page_size, "B: tokens per store page (1-4096)")->capture_default_str();
-  app.add_option("--seed", a->seed, "Seed of prompts, oracle drafts and best-of-n sampling")->capture_default_str();
+  app.add_option("--seed", a->seed, "Seed of prompts, oracle drafts and best-of-n sampling")
+      ->check(non_negative())
+      ->capture_default_str();
   app.add_option("--gnuplot", a->gnuplot, "gnuplot executable for the PNGs")->capture_default_str();
   return [a] { return run_bench(*a); };
 }

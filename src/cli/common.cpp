@@ -70,6 +70,12 @@ cuda::DecodeStrategy cuda_strategy(const StoreArgs& a) {
 }
 #endif
 
+CLI::Validator non_negative() {
+  return CLI::Validator(
+      [](const std::string& v) { return !v.empty() && v[0] == '-' ? std::string("must be >= 0, got " + v) : std::string(); },
+      "NONNEGATIVE");
+}
+
 void add_store_options(CLI::App& app, StoreArgs* a) {
   app.add_option("--strategy", a->strategy, "State storage: replay, snapshot or recompute")->capture_default_str();
   app.add_option("--window", a->window, "W: fold committed log entries into a checkpoint every W tokens")

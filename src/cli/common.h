@@ -30,6 +30,10 @@ struct StoreArgs {
   int64_t replay_limit = 0;
   bool exact = false;
 };
+// Refuses a leading minus: CLI11 wraps "-1" into an unsigned option's
+// largest value.
+CLI::Validator non_negative();
+
 void add_store_options(CLI::App& app, StoreArgs* a);
 // --device cuda: only --strategy replay|snapshot (snapshot = the decoder's
 // standard in-place layout) and --window apply; the CPU store's other

@@ -330,7 +330,7 @@ Runner add_generate(CLI::App& app) {
   app.add_option("--max-new-tokens", a->max_new_tokens, "Tokens to generate")->capture_default_str();
   app.add_option("--temperature", a->temperature, "0 = greedy")->capture_default_str();
   app.add_option("--top-p", a->top_p, "Nucleus sampling mass")->capture_default_str();
-  app.add_option("--seed", a->seed, "Sampling seed")->capture_default_str();
+  app.add_option("--seed", a->seed, "Sampling seed")->check(non_negative())->capture_default_str();
   app.add_flag("--ignore-eos", a->ignore_eos, "Do not stop at the config's EOS token");
   app.add_flag("--json", a->json, "Print {\"tokens\": [...], \"stats\": {...}}");
   app.add_option("--spec", a->spec, "Speculative decoding: ngram:T (prompt lookup) or draft:DIR:T (draft model)");
