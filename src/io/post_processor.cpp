@@ -94,10 +94,4 @@ std::vector<int32_t> PostProcessor::apply(const std::vector<int32_t>& ids) const
   return out;
 }
 
-std::vector<int32_t> PostProcessor::added_ids() const {
-  std::vector<int32_t> all(before_);
-  all.insert(all.end(), after_.begin(), after_.end());
-  return all;
-}
-
 }  // namespace replayssm

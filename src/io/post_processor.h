@@ -28,10 +28,8 @@ class PostProcessor {
   // none. Errors name the file and field.
   static Result<PostProcessor> from_json(const nlohmann::json& j, const std::string& file, const std::string& field);
 
-  // `ids` with the special tokens around them.
+  // `ids` with the special tokens around them (apply({}): every id it adds).
   std::vector<int32_t> apply(const std::vector<int32_t>& ids) const;
-  // Every id it may add (for checks against the vocabulary).
-  std::vector<int32_t> added_ids() const;
 
  private:
   static Status parse_into(const nlohmann::json& j, const std::string& file, const std::string& field,

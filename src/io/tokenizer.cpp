@@ -93,7 +93,7 @@ Result<Tokenizer> Tokenizer::load(const std::string& path) {
   impl->vocab_size = max_id + 1;
   RSSM_ASSIGN_OR_RETURN(impl->post,
                         PostProcessor::from_json(field_or_null(root, "post_processor"), path, "post_processor"));
-  for (int32_t id : impl->post.added_ids())
+  for (int32_t id : impl->post.apply({}))
     if (id >= impl->vocab_size)
       return corrupt(path + ": field 'post_processor': special token id " + std::to_string(id) +
                      " is outside the vocabulary (" + std::to_string(impl->vocab_size) + " ids)");

@@ -151,10 +151,10 @@ Result<std::vector<Hypothesis>> best_of_n_cuda(Decoder& dec, std::span<const int
 }
 
 namespace {
-// A decoder of `batch` sequences with forks for one search (`who` names it in errors).
-Result<std::unique_ptr<Decoder>> decoder_for(const DeviceModel& model, int64_t batch, bool beam, const char* who,
-                                             size_t prompt, int64_t max_new_tokens, const CudaSearchOptions& cuda) {
-  RSSM_RETURN_IF_ERROR(check_search_size(batch, model.config().vocab_size, beam, who));
+// A decoder of `batch` sequences with forks for one search, whose options
+// the caller checked (check_beam_options, check_best_of_n_options).
+Result<std::unique_ptr<Decoder>> decoder_for(const DeviceModel& model, int64_t batch, size_t prompt,
+                                             int64_t max_new_tokens, const CudaSearchOptions& cuda) {
   return Decoder::create(model, search_decoder(batch, prompt, max_new_tokens, cuda));
 }
 }  // namespace
@@ -162,15 +162,16 @@ Result<std::unique_ptr<Decoder>> decoder_for(const DeviceModel& model, int64_t b
 Result<std::vector<Hypothesis>> beam_search_cuda(const DeviceModel& model, std::span<const int32_t> prompt,
                                                  const BeamOptions& opt, const CudaSearchOptions& cuda,
                                                  SearchStats* stats) {
-  RSSM_ASSIGN_OR_RETURN(auto dec, decoder_for(model, opt.width, true, "beam search: width", prompt.size(),
-                                              opt.max_new_tokens, cuda));
+  RSSM_RETURN_IF_ERROR(check_beam_options(opt, model.config().vocab_size));  // before a decoder of that width
+  RSSM_ASSIGN_OR_RETURN(auto dec, decoder_for(model, opt.width, prompt.size(), opt.max_new_tokens, cuda));
   return beam_search_cuda(*dec, prompt, opt, stats);
 }
 
 Result<std::vector<Hypothesis>> best_of_n_cuda(const DeviceModel& model, std::span<const int32_t> prompt,
                                                const BestOfNOptions& opt, const CudaSearchOptions& cuda,
                                                SearchStats* stats) {
-  RSSM_ASSIGN_OR_RETURN(auto dec, decoder_for(model, opt.n, false, "best-of-n: n", prompt.size(), opt.max_new_tokens, cuda));
+  RSSM_RETURN_IF_ERROR(check_best_of_n_options(opt, model.config().vocab_size));
+  RSSM_ASSIGN_OR_RETURN(auto dec, decoder_for(model, opt.n, prompt.size(), opt.max_new_tokens, cuda));
   return best_of_n_cuda(*dec, prompt, opt, stats);
 }
 
