@@ -4,7 +4,7 @@
 // × 128) and Qwen3.5-27B (24 / 4 × 256, gated) by default — for batch 1, 8,
 // 64, 256 and contexts of 128, 1,024 and 4,096 rows (every sequence the same
 // length). At batch 256 and 129 rows the 8B step's four attention layers were
-// its fifth-largest kernel class (docs/perf, session 30); at long contexts
+// its fifth-largest kernel class (H200, 2026-12-03, 332d983); at long contexts
 // the K and V rows outweigh the weights, so this kernel's rate is the step's.
 //
 //   replayssm_attn_bench [--preset nemotron-h-8b,qwen3.5-27b] [--batches 1,8,64,256]

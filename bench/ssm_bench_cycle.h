@@ -24,7 +24,7 @@ namespace replayssm::bench::ssm {
 // --profile: each workload runs twice, untimed, for a profiler.
 inline bool g_profile = false;
 // Every timed run captured as one CUDA graph and launched so, as the
-// decoder's steps are (no host launch between kernels: H200, session 37,
+// decoder's steps are (no host launch between kernels: H200, fc5a5de,
 // the GDN standard step at batch 1 2.6 µs a launch in graphs, 4.0–5.3
 // from the host); the launches go to g_stream, a stream of its own.
 // --graph 0: launched from the host, on the default stream.
@@ -160,7 +160,7 @@ inline Slots make_slots(Arena& ar, int batch, double state_bytes) {
 // Rotation i's log: each rotation of slots has a log of its own, as it has
 // states of its own (in the decoder a layer's log, like its states, is
 // evicted from L2 between its steps; one log for every launch let the
-// replay reread it from L2 at small batch before session 37's last fix).
+// replay reread it from L2 at small batch before fce6dd6).
 // The args' log arrays hold `sets` logs of batch·W entries.
 inline void rotate_log(replayssm::ops::cuda::Mamba2DecodeArgs& r, int i, int sets) {
   const size_t e = size_t(i % sets) * r.batch * r.W;
@@ -285,7 +285,7 @@ replayssm::ops::cuda::Mamba2DecodeArgs mamba2_args(Arena& ar, int batch, int T, 
 // rest of the model's reads evict a layer's states between its steps, so
 // a checkpoint read again by the next step of its cycle must not come
 // from L2 here either (one rotation a cycle let batch 1–8's replay reread
-// its checkpoints from L2 before session 37), and no launch reads the
+// its checkpoints from L2 before ffa8936), and no launch reads the
 // slots the one before folded into.
 template <typename AtFn, typename StepFn, typename ReplayFn>
 std::pair<double, double> time_standard_and_replay(AtFn&& at, const std::vector<Plan>& plan, StepFn&& step,

@@ -11,7 +11,7 @@
 //    softmax (running max m, sum l, l-weighted V) in one update per row
 //    chunk. At batch 256 the per-row loop below kept ~8 KB a SM in flight:
 //    at 8B shapes and 129-row contexts a layer took 401 µs for 137 MB
-//    (0.34 TB/s), this one 115 (docs/perf, session 30) — a warp has 8 rows
+//    (0.34 TB/s), this one 115 (H200, 2026-12-03, 5ece048) — a warp has 8 rows
 //    (D = 128) in flight. The groups' partials are merged by shuffles.
 //  - attention_decode_kernel, any D: each warp walks every nw-th row (the
 //    next row's K and V loaded while the current one is used), lane l

@@ -45,7 +45,7 @@ constexpr int kAttnMaxSplitRows = 512;
 // A split's rows: a multiple of kAttnSplitRowsStep (the tensor-core
 // kernel's chunk), at least kAttnMinSplitRows. Shorter splits left each
 // block too little to do beside its partials and their combine: at batch
-// 1 (H200, docs/perf session 32) 1,024 rows took 15.8 µs at the 8B heads
+// 1 (H200, 2026-12-04, 22196db) 1,024 rows took 15.8 µs at the 8B heads
 // in 64 splits of 16 against 12.0 in 16 of 64, and 4,096 rows at the 27B
 // heads 39.8 µs in 128 splits of 32 against 29.7 in 64 of 64.
 constexpr int kAttnSplitRowsStep = 16;
@@ -139,7 +139,7 @@ RSSM_ATTN_HOST_DEVICE inline int attention_split_rows_of(const AttentionSplits& 
 // the end at the longest split — a length's rows are either
 // kAttnMaxSplitRows or at least ⌈L / want⌉, so from split `want` on this
 // is exact. Most of a grid sized for a large bound is such blocks. (H200,
-// docs/perf sessions 32–33: at batch 64 under a 32,768-row bound, where
+// 2026-12-04, d02e924: at batch 64 under a 32,768-row bound, where
 // 56–63 of a head's 64 blocks are empty, rows from each length took 2–9 µs
 // a launch more than fixed rows with the first test alone.)
 RSSM_ATTN_HOST_DEVICE inline bool attention_split_past_end(const AttentionSplits& s, int sp, int L) {
@@ -175,7 +175,7 @@ inline bool attention_decode_mma_ok(int D, int64_t row_stride) {
 // of its blocks or more (3 an SM) and each walks ≥ 256 rows, else 2 — with
 // fewer rows a block's extra warps idle, with fewer blocks an SM's last
 // slots stay empty. At D = 256 always 2 (234 registers a lane). H200
-// trials (docs/perf, session 31): at 8B shapes 2 warps took 0.64–0.84× the
+// trials (2026-12-04, 8cfd453): at 8B shapes 2 warps took 0.64–0.84× the
 // time of 4 at batch 1–8 (1.05× at batch 1 and 128 rows), 4 warps 0.89–0.92×
 // of 2's at batch 64–256 and 1,024–4,096 rows; at D = 256, 2 warps within
 // 8% of the best of 1, 2 and 4.

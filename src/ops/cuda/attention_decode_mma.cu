@@ -6,7 +6,7 @@
 // mma_bf16_16816_top), updates one online softmax per head in the log2
 // domain, splits P into two bf16 terms (hi + lo, 16 bits of mantissa: with
 // P rounded to bf16 alone, the embedded model's greedy decode parted from
-// its speculative verify's within 40 tokens — docs/perf, session 31) —
+// its speculative verify's within 40 tokens — H200, 2026-12-04) —
 // S's accumulator layout is P's operand layout, as in attention_prefill.cu
 // — and adds P·V to fp32 output fragments, one product a term.
 // K and V come straight from global memory into fragments, no shared
@@ -22,7 +22,7 @@
 // the step was bound by its instructions — ~700 a lane for 8 rows at
 // 8B shapes, 146 registers, 4.65 cycles between a warp's issues — at
 // 1.7–1.8 TB/s, 40% of the read bandwidth, however long the context
-// (docs/perf, session 31); here 16 rows take 40 HMMA (24 with P as one
+// (H200, 2026-12-04, c64f132); here 16 rows take 40 HMMA (24 with P as one
 // term), 32 PRMT and 16 loads a lane. H200, batch 256 and 4,096 rows: 1,312
 // against 2,397 µs a layer at 8B shapes (3.3 TB/s, 74% of the read
 // bandwidth), 1,384 against 4,098 at Qwen3.5-27B's (D = 256).

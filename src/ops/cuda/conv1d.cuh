@@ -67,7 +67,7 @@ __device__ __forceinline__ uint16_t conv_step_channel(const Conv1dArgs& a, int c
 
 // Channels a thread where the rows allow (conv_step_channels): two, as
 // one 4-byte access per row. Measured end to end at 8B shapes, batch 256,
-// on the H200 (docs/perf, session 29): 2 made 14,725–14,762 tok/s under
+// on the H200 (2026-12-03, d30accf): 2 made 14,725–14,762 tok/s under
 // replay, 1 made 14,625–14,633, 4 14,578–14,610, 8 14,211–14,247 — at 8 a
 // warp's weight loads (8·K floats a thread) touch 32 lines each.
 constexpr int kConvVec = 2;

@@ -152,7 +152,7 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ, kM
     // Whole passes without bounds (tile.cuh), but not with the fold's
     // rows: there they raised the spills (ptxas 12/8 → 40/28 B a thread)
     // and made the staggered cycle, whose launches all fold, 1.5–3% slower
-    // on the H200 (docs/perf, session 36).
+    // on the H200 (2026-12-04, a3e08b2).
     else if (!kFoldRows && cw == TileT::kCols && dk - p0 >= pass_rows)
       tile.load_whole(S + int64_t(p0) * dv, dv, w, nw, lane);
     else tile.load(S + int64_t(p0) * dv, min(pass_rows, dk - p0), cw, dv, w, nw, lane);
@@ -195,7 +195,7 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ, kM
   // Several tokens: passes stream one ahead in registers, and L2 is asked
   // for the pass after that too (whole rows: contiguous). H200: a verify
   // 3–5% faster at batch 64–512; one token 1–3% slower, so not there; two
-  // or three passes ahead slower for both (docs/perf, session 35).
+  // or three passes ahead slower for both (2026-12-04, 5d8f93b).
   const int ahead = a.l2_ahead >= 0 ? a.l2_ahead : T > 1 ? 1 : 0;
   const bool pf = ahead > 0 && cw == dv && dv % 4 == 0;
   auto prefetch_pass = [&](int p0) {
@@ -539,19 +539,19 @@ cudaError_t gdn_replay_cuda(const GdnDecodeArgs& a, cudaStream_t stream) {
   // And the launcher's choice where those blocks are one wave (at
   // Qwen3-Next shapes batch ≤ 6 on the H200): the older entries staged and
   // applied before the PDL wait, the state in registers with no passes,
-  // the entries in the dual form on tensor cores. H200 (docs/perf,
-  // sessions 27–28): one token at batch 1–6 4.0–6.4 µs against the
+  // the entries in the dual form on tensor cores. H200 (2026-12-03,
+  // 50211f1 and f5da664): one token at batch 1–6 4.0–6.4 µs against the
   // sequential recurrence's 4.5–7.0 there and the column slices' or
   // streaming blocks' 5.9–9.8, a verify 4.4–9.1 against 4.8–9.8 and
   // 9.9–11.5; at batch 8 (two waves) 10.8 against the streaming 10.2 and
-  // 15.0 against 11.8. Swept again in session 37, each launch on its own
+  // 15.0 against 11.8. Swept again at fce6dd6, each launch on its own
   // slots: still the fastest variant at batch 1–6 (4.3–8.0 µs one token),
   // yet slower than the standard step at 1–4 (docs/perf).
   if (a.variant == 0 && a.dk <= kGdnStepWarpsMaxDk && gdn_step_warps_one_wave(a, sms))
     return gdn_replay_warps(a, stream);
   // One token's step over at most half as many (head, sequence) blocks as
   // SMs, or values wider than a streaming tile: the column-sliced variant.
-  // H200 at Qwen3-Next shapes (docs/perf, session 27): one token at batch
+  // H200 at Qwen3-Next shapes (2026-12-03, 15b63c3): one token at batch
   // 1–2 5.9 / 6.8 µs sliced against 8.4 / 8.6 streaming, at batch 3–4
   // 11.8 / 12.9 against 8.8 / 8.9; a verify streams faster at every batch
   // (9.9 against 10.7 µs at batch 1, 10.3 against 25.5 at 4).

@@ -4,7 +4,7 @@
 // device (measured on the H200: 1.19× the column-sliced standard step at
 // batch 1, where the streaming kernel's 32 blocks give 0.64×; docs/perf).
 // Where dk ≤ 128 the register-resident warps (gdn_step_warps.cu) now take
-// small batches, fast replay and standard step alike (session 27); this
+// small batches, fast replay and standard step alike (50211f1); this
 // kernel stands for taller keys and values too wide for one wave of
 // those warps. Dual form, with
 // G_s = Σ_{r≤s} g_r from the checkpoint:

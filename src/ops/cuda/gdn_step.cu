@@ -246,9 +246,9 @@ cudaError_t gdn_step_launch(const GdnDecodeArgs& a, bool log, cudaStream_t strea
   if (cudaError_t e = device_sms(&sms); e != cudaSuccess) return e;
   // With dk ≤ 128 the register-resident warps at every batch, whatever dv
   // (H200, docs/perf: 72 against the streaming blocks' 81 µs at batch 64,
-  // 275 against 294 at 256, 546 against 566 at 512, sessions 22–23; at
+  // 275 against 294 at 256, 546 against 566 at 512, 551758c and 09680ff; at
   // batch 1–4 one token 3.7–6.9 against the column slices' 6.9–11.7 µs, a
-  // verify 7.1–17.0 against 15.6–28.2, session 27 — one rule for both,
+  // verify 7.1–17.0 against 15.6–28.2, 50211f1 — one rule for both,
   // since exact replay must pick what stepping picks); else column slices
   // where (head, sequence) pairs are fewer than SMs or heads too large for
   // shared memory, streaming blocks otherwise.

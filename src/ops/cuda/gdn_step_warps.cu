@@ -7,8 +7,8 @@
 // No shared memory and no barrier: a warp is 16 loads in flight, a few
 // hundred FMAs and 16 stores, so the SM's warps stream the state
 // continuously instead of in the phase-locked rounds of blocks that stage
-// a slice and wait on one another. H200, Qwen3-Next shapes (docs/perf, "A
-// warp per 16 columns" and session 23): against the streaming blocks'
+// a slice and wait on one another. H200, Qwen3-Next shapes (2026-12-02,
+// 551758c and 09680ff): against the streaming blocks'
 // 81.2 / 294 / 566 µs at batch 64 / 256 / 512, 72 / 275 / 546 since the
 // rows' loads go through load_cols; batch 8 15.6 → 14.0. A warp per 8
 // columns (16 row groups, 6–8 blocks an SM) measured slower, 83–88 µs at
@@ -26,8 +26,8 @@
 // (as the Mamba2 wide blocks, mamba2_replay_wide.cu). The fast replay takes
 // this kernel too at small batch (gdn_replay.cu), with kDual: the older
 // entries in the dual form, one product of 16 entries on tensor cores in
-// place of 16 updates (apply_dual) — H200, Qwen3-Next shapes (docs/perf,
-// session 28): one token at batch 1 4.0–4.2 µs against the sequential
+// place of 16 updates (apply_dual) — H200, Qwen3-Next shapes (2026-12-03,
+// f5da664): one token at batch 1 4.0–4.2 µs against the sequential
 // 4.5–4.6, at batch 6 6.4 against 7.0.
 #include "ops/cuda/gdn_decode.h"
 

@@ -159,7 +159,7 @@ cudaError_t mamba2_replay_cuda(const Mamba2DecodeArgs& a, cudaStream_t stream);
 // (Nemotron-H-8B and -4B shapes at batch 1, 128 and 96 blocks: 1.02× and
 // 1.01× standard's tokens/s, stepped 1.00×) and lose only past it (8B at
 // batch 2, 256 blocks: 0.99×, stepped 1.00×; 4B at batch 2, 192 blocks:
-// 1.00× either way; from 288 blocks 1.01–1.07×): docs/perf, session 38.
+// 1.00× either way; from 288 blocks 1.01–1.07×): H200, 2026-12-04, d14a59a.
 // What the decoder's replay layout follows by default
 // (DecoderOptions::replay_step). False when the device cannot be asked.
 bool mamba2_replay_steps_faster(const Mamba2DecodeArgs& a);

@@ -350,7 +350,7 @@ cudaError_t mamba2_replay_cuda(const Mamba2DecodeArgs& a, cudaStream_t stream) {
   // the PDL wait — faster there than the dual form and than the standard
   // step. Not at twice that: H200 at batch 2, AR 8.8 µs against the fused
   // kernel's 6.8 and the standard step's 7.8–8.1, verify 11.6 against 8.5
-  // (docs/perf, session 27) — but exact replay, which the fused kernel
+  // (2026-12-03, 15b63c3) — but exact replay, which the fused kernel
   // cannot give, keeps them to twice the SMs (at batch 2: AR 8.8 against
   // the 4-warp exact kernel's 12.5 µs, verify 11.6 against 16.9).
   const int64_t wide_blocks = int64_t(a.exact ? 2 : 1) * sms;
@@ -366,7 +366,7 @@ cudaError_t mamba2_replay_cuda(const Mamba2DecodeArgs& a, cudaStream_t stream) {
     return mamba2_replay_mma(a, stream);
   // Past the wide blocks' batches, the fused kernel where it applies
   // (mamba2_replay_fused.cu; H200 at batch 8: AR 11.5 against the one
-  // kernel's 13.3 µs, verify 14.6 against 26.6; session 25). Elsewhere the
+  // kernel's 13.3 µs, verify 14.6 against 26.6; 9d9784c). Elsewhere the
   // split path when there are enough (head, sequence) blocks that its
   // second launch pays back (H = 128: slower at batch 8, faster from 64;
   // docs/perf) and scratch, else one kernel.

@@ -8,7 +8,7 @@
 // tiles, T ≤ 4 and no fork groups; elsewhere the split path and the one
 // kernel (mamba2_replay.cu) stand. It needs no scratch.
 //
-// Why (H200, batch 256, ncu and variant timings; docs/perf, session 25):
+// Why (H200, batch 256, ncu and variant timings; 2026-12-02, 43b682d):
 //   - the split path's log kernel ran before its pass almost wholly, not
 //     beside it: its blocks filled the SMs first and the pass's blocks,
 //     which wait for that whole grid before their last pass, came after.
@@ -101,7 +101,7 @@ __device__ __forceinline__ void unstage_rows(float* dst, const uint16_t* stage, 
 // spills;
 // a fold's entries four at a time instead of two spilled 8–16 bytes and
 // made fold steps 2–4% slower; an L2 prefetch of later passes was no
-// faster: session 25).
+// faster: 2026-12-02, af625d3).
 template <int kJ, int kT, bool kFold>
 constexpr int kFusedBlocks = kJ == 1 ? (kFold ? 7 : kT == 1 ? 10 : 8) : 4;
 template <int kJ, int kT, bool kFold>

@@ -146,7 +146,7 @@ __global__ void __launch_bounds__(kTpg == kNormThreadsWide ? kNormThreadsWide : 
 // start on 16 bytes (the real models' rows do). The 2-byte and 4-byte
 // element loops before it made the Mamba2 gated norm and the residual norm
 // the slowest of a batch-256 step's row kernels for their bytes (ncu,
-// H200: 19 and 14 µs for 12 MB; docs/perf, session 29). Its sums run over
+// H200: 19 and 14 µs for 12 MB; 2026-12-03, b56a768). Its sums run over
 // a thread's pieces in order, then the group's warp or block sum: an order
 // of its own, so the residual stream takes it only where rownorm_kernel
 // uses 256-thread groups — the GEMV's fused norm (norm_order.cuh) keeps the
@@ -339,7 +339,7 @@ int norm_pieces_threads(int64_t n, int64_t n_groups, bool residual) {
   // thread: a thread's chain of loads, gates and sums stays short where the
   // groups are few. A warp per Mamba2 group of 1,024 (4 pieces a lane) made
   // the 8B step 2% slower at batch 1 and 8 and 0.5% at 64, and 2.5–3%
-  // faster at 256 (H200, docs/perf session 32).
+  // faster at 256 (H200, 2026-12-04, 2f25e2b).
   int tpg = 32;
   while (tpg < kNormThreads && (tpg < (pieces + 3) / 4 || (tpg < pieces && n_groups * tpg < kPiecesThreads))) tpg *= 2;
   return tpg;

@@ -149,7 +149,7 @@ struct Tile {
 
   // As load, for a whole tile (rows ≥ nw·kR, cols ≥ kCols: the caller's
   // block-uniform test): no bounds, and each row one add past the last.
-  // H200 (ncu, GDN replay's one-token pass, docs/perf session 36): load's
+  // H200 (ncu, GDN replay's one-token pass, 2026-12-04, 0ed4a48): load's
   // bounds and 64-bit row products were 123 of a pass's 196 instructions.
   __device__ void load_whole(const float* m, int64_t ld, int w, int nw, int lane) {
     const float* p = m + w * ld + col(lane, 0, 0);
