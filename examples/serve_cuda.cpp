@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
   auto submit = [&](const std::string& p, float temperature) -> Status {
     RequestParams r;
     RSSM_ASSIGN_OR_RETURN(r.prompt, tok->encode(p));
-    r.max_new_tokens = 24, r.temperature = temperature, r.seed = 1;
+    r.max_new_tokens = 24, r.sampling.temperature = temperature, r.sampling.seed = 1;
     RSSM_ASSIGN_OR_RETURN(const int64_t id, (*engine)->submit(std::move(r), [&](const TokenEvent& e) {
       if (e.token >= 0) std::printf("  request %lld: token %d\n", (long long)e.request, e.token);
       if (e.finished) std::printf("  request %lld: finished%s\n", (long long)e.request, e.error.ok() ? "" : " (error)");

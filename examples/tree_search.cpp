@@ -1,10 +1,10 @@
 // A small best-first tree search over a hybrid model with replayssm's
 // TreeSearch: repeatedly take the highest-scoring unexpanded node, expand
 // its two most likely next tokens, then print the tree. Every expansion
-// forks a store sequence; under the replay strategy siblings share their
-// parent's pages and checkpoints.
+// forks a sequence of the state manager; under the replay strategy
+// siblings share their parent's pages and checkpoints.
 //
-// Usage: replayssm_tree_example [MODEL_DIR] [EXPANSIONS]
+// Usage: replayssm_tree_example [MODEL_DIR] [EXPANSIONS] [DEVICE]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +13,7 @@
 #include <set>
 #include <string>
 
+#include "replayssm/make_backend.h"
 #include "replayssm/model.h"
 #include "replayssm/tree_search.h"
 
@@ -21,16 +22,25 @@ using replayssm::TreeSearch;
 int main(int argc, char** argv) {
   const std::string dir = argc > 1 ? argv[1] : "tests/data/nemotron_h_tiny";
   const int expansions = argc > 2 ? std::atoi(argv[2]) : 6;
+  const std::string device = argc > 3 ? argv[3] : "cpu";
   auto model = replayssm::Model::load(dir);
   if (!model.ok()) {
     std::fprintf(stderr, "error: %s\n", model.status().message().c_str());
     return 1;
   }
-  replayssm::StoreOptions store;
-  store.window = 4;
-  store.page_size = 4;
-  auto tree = TreeSearch::create(**model, store);
-  if (!tree.ok()) return 1;
+  auto backend = replayssm::make_backend(device, **model);
+  if (!backend.ok()) {
+    std::fprintf(stderr, "error: %s\n", backend.status().message().c_str());
+    return 1;
+  }
+  replayssm::StateOptions state;
+  state.window = 4;
+  state.page_size = 4;
+  auto tree = TreeSearch::create(**backend, state);
+  if (!tree.ok()) {
+    std::fprintf(stderr, "error: %s\n", tree.status().message().c_str());
+    return 1;
+  }
   TreeSearch& t = **tree;
   const std::vector<int32_t> prompt = {11, 22, 33, 44};
   const TreeSearch::NodeId root = *t.root(prompt);
@@ -61,7 +71,7 @@ int main(int argc, char** argv) {
     for (TreeSearch::NodeId c : kids) show(c, depth + 1);
   };
   show(root, 0);
-  const auto& st = t.store().stats();
+  const auto& st = t.state().stats();
   std::printf("nodes %zu; state bytes peak %lld; kv bytes peak %lld; checkpoint writes %lld bytes\n",
               static_cast<size_t>(2 * expansions + 1), (long long)st.state_bytes_peak, (long long)st.kv_bytes_peak,
               (long long)st.state_writes_bytes);

@@ -135,8 +135,8 @@ class FakeDeviceRunner : public Runner {
     Measurement m;
     m.decode_s = 0.001 * static_cast<double>(c.batch);
     m.emitted = 10 * c.batch;
-    m.store.state_bytes_peak = 1000 * c.batch;
-    m.store.kv_bytes_peak = 100 * c.batch;
+    m.state.state_bytes_peak = 1000 * c.batch;
+    m.state.kv_bytes_peak = 100 * c.batch;
     m.device_strategy = "standard";
     m.device_bytes = 5000 + 1100 * c.batch + 77;
     if (c.strategy == Strategy::kReplay) m.device_strategy = "replay", m.folds = 3, m.reads_shared = 7 * c.batch;

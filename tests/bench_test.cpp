@@ -18,8 +18,8 @@
 #include "bench/oracle_draft.h"
 #include "bench/presets.h"
 #include "bench/sweep.h"
-#include "decode/generate.h"
-#include "store/dense_cache.h"
+#include "workloads/generate.h"
+#include "backend/cpu/dense_cache.h"
 #include "test_util.h"
 
 namespace replayssm {
@@ -139,15 +139,17 @@ TEST(RandomModel, RejectsAnEmptyConfig) {
 
 struct Tiny {
   std::unique_ptr<Model> model;
+  std::unique_ptr<cpu::CpuBackend> backend;  // the tests' sessions take it in turn
   Tiny() {
     auto c = preset_config("tiny");
     model = std::move(Model::random(*c, kPresetSeed).value());
+    backend = test::cpu_backend(*model);
   }
 };
 
-const Model& tiny() {
+Backend& tiny() {
   static Tiny t;
-  return *t.model;
+  return *t.backend;
 }
 
 TEST(GenerateBatch, EachPromptGetsItsOwnGreedyTokens) {
@@ -156,7 +158,7 @@ TEST(GenerateBatch, EachPromptGetsItsOwnGreedyTokens) {
     GenerateOptions g;
     g.max_new_tokens = 12;
     g.stop_at_eos = false;
-    g.store.strategy = s;
+    g.state.strategy = s;
     auto batch = generate_batch(tiny(), prompts, g);
     ASSERT_TRUE(batch.ok()) << batch.status().message();
     ASSERT_EQ(batch->tokens.size(), 3u);
@@ -267,15 +269,15 @@ TEST(BenchSweep, MaxConcurrencyStopsAtTheMemoryBudget) {
   opt.warmup = 0;
   opt.latency_target = 10.0;  // seconds: never the limit here
   opt.concurrency_limit = 64;
-  BenchContext ctx(tiny(), opt);
+  BenchContext ctx(tiny().config(), &tiny(), opt);
   Config c;
   c.workload = Workload::kAr;
   auto one = run_once(ctx, c);
   ASSERT_TRUE(one.ok()) << one.status().message();
-  const int64_t per_seq = one->store.state_bytes_peak + one->store.kv_bytes_peak;
+  const int64_t per_seq = one->state.state_bytes_peak + one->state.kv_bytes_peak;
   SweepOptions tight = opt;
   tight.memory_budget = per_seq * 7 / 2;
-  BenchContext ctx1(tiny(), tight);
+  BenchContext ctx1(tiny().config(), &tiny(), tight);
   auto r = search_max_concurrency(ctx1, c, {});
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->value, 3);
@@ -284,7 +286,7 @@ TEST(BenchSweep, MaxConcurrencyStopsAtTheMemoryBudget) {
   // straight at the answer: one probe there, one just above it.
   SweepOptions five = opt;
   five.memory_budget = per_seq * 11 / 2;
-  BenchContext ctx5(tiny(), five);
+  BenchContext ctx5(tiny().config(), &tiny(), five);
   std::vector<ConfigResult> sweep;
   for (int64_t b : {1, 2}) {
     Config cb = c;
@@ -302,7 +304,7 @@ TEST(BenchSweep, MaxConcurrencyStopsAtTheMemoryBudget) {
   SweepOptions wide = opt;
   wide.memory_budget = 0;
   wide.concurrency_limit = 4;
-  BenchContext ctx2(tiny(), wide);
+  BenchContext ctx2(tiny().config(), &tiny(), wide);
   auto l = search_max_concurrency(ctx2, c, {});
   ASSERT_TRUE(l.ok());
   EXPECT_EQ(l->value, 4);
@@ -313,7 +315,7 @@ TEST(BenchSweep, RestoreMeasuresBothPathsAtEqualDistances) {
   SweepOptions opt;
   opt.prompt_tokens = 8;
   opt.new_tokens = 24;
-  BenchContext ctx(tiny(), opt);
+  BenchContext ctx(tiny().config(), &tiny(), opt);
   Config c;
   c.workload = Workload::kRestore;
   c.window = 4;
@@ -332,8 +334,8 @@ TEST(BenchSweep, RestoreMeasuresBothPathsAtEqualDistances) {
     EXPECT_EQ(k.distance, k.position) << "no older checkpoint kept: from position 0";
     EXPECT_GT(k.seconds, 0.0);
   }
-  EXPECT_GT(kept->store.restores_log_replay, 0);
-  EXPECT_GT(dropped->store.restores_reprefill, 0);
+  EXPECT_GT(kept->state.restores_log_replay, 0);
+  EXPECT_GT(dropped->state.restores_reprefill, 0);
 }
 
 TEST(BenchMemory, EstimatesRefuseWhatCannotFit) {

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "replayssm/model.h"
-#include "store/dense_cache.h"
+#include "backend/cpu/dense_cache.h"
 #include "test_util.h"
 
 namespace replayssm {

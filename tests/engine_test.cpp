@@ -6,20 +6,21 @@
 #include <cmath>
 #include <map>
 
-#include "decode/generate.h"
+#include "workloads/generate.h"
 #include "replayssm/engine.h"
 #include "test_util.h"
 
 namespace replayssm {
 namespace {
 
-std::vector<int32_t> reference(const Model& m, const RequestParams& p, const StoreOptions& so) {
+// generate() on its own backend (the engine holds the other).
+std::vector<int32_t> reference(Backend& b, const RequestParams& p, const StateOptions& so) {
   GenerateOptions g;
   g.max_new_tokens = p.max_new_tokens;
-  g.sampling = {p.temperature, p.top_p, p.seed};
+  g.sampling = p.sampling;
   g.stop_at_eos = p.stop_at_eos;
-  g.store = so;
-  auto r = generate(m, p.prompt, g);
+  g.state = so;
+  auto r = generate(b, p.prompt, g);
   EXPECT_TRUE(r.ok());
   return r->tokens;
 }
@@ -30,6 +31,8 @@ class EngineTest : public ::testing::TestWithParam<std::string> {
     auto m = Model::load(test::data_dir(GetParam()));
     ASSERT_TRUE(m.ok());
     model_ = std::move(m).value();
+    backend_ = test::cpu_backend(*model_);
+    ref_ = test::cpu_backend(*model_);
   }
   std::vector<RequestParams> requests(int n) {
     std::vector<RequestParams> out;
@@ -39,25 +42,26 @@ class EngineTest : public ::testing::TestWithParam<std::string> {
       p.max_new_tokens = 3 + i % 9;
       p.stop_at_eos = i % 2 == 0;
       if (i % 3 == 1) {
-        p.temperature = 0.9f;
-        p.seed = 100 + i;
+        p.sampling.temperature = 0.9f;
+        p.sampling.seed = 100 + i;
       }
       out.push_back(p);
     }
     return out;
   }
   std::unique_ptr<Model> model_;
+  std::unique_ptr<cpu::CpuBackend> backend_, ref_;
 };
 
 TEST_P(EngineTest, ContinuousBatchingKeepsEveryRequestsTokens) {
   EngineOptions eo;
-  eo.store.exact = true;
-  eo.store.window = 4;
-  eo.store.page_size = 4;
+  eo.state.exact = true;
+  eo.state.window = 4;
+  eo.state.page_size = 4;
   eo.max_batch_tokens = 9;
   eo.prefill_chunk = 4;
   eo.max_running = 5;
-  auto e = Engine::create(*model_, eo);
+  auto e = Engine::create(*backend_, eo);
   ASSERT_TRUE(e.ok());
   const std::vector<RequestParams> reqs = requests(12);
   std::map<int64_t, std::vector<int32_t>> streamed;
@@ -74,7 +78,7 @@ TEST_P(EngineTest, ContinuousBatchingKeepsEveryRequestsTokens) {
   ASSERT_TRUE((*e)->run().ok());
   EXPECT_TRUE((*e)->idle());
   for (int i = 0; i < 12; ++i) {
-    EXPECT_EQ(streamed[ids[i]], reference(*model_, reqs[i], eo.store)) << "request " << i;
+    EXPECT_EQ(streamed[ids[i]], reference(*ref_, reqs[i], eo.state)) << "request " << i;
     EXPECT_EQ(*(*e)->output(ids[i]), streamed[ids[i]]);
     EXPECT_EQ(finished[ids[i]], 1);
   }
@@ -86,24 +90,24 @@ TEST_P(EngineTest, ContinuousBatchingKeepsEveryRequestsTokens) {
   EXPECT_LT(st.prefill_steps, st.steps);  // the last steps only decode
   EXPECT_GT(st.prefill_step_s, 0.0);
   EXPECT_GT(st.decode_step_s, 0.0);
-  EXPECT_EQ((*e)->store().n_sequences(), 0);
-  EXPECT_EQ((*e)->store().n_pages(), 0);
-  EXPECT_EQ((*e)->store().n_checkpoints(), 0);
+  EXPECT_EQ((*e)->state().n_sequences(), 0);
+  EXPECT_EQ((*e)->state().n_pages(), 0);
+  EXPECT_EQ((*e)->state().n_checkpoints(), 0);
 }
 
 TEST_P(EngineTest, AdmissionWaitsForTheBudget) {
   EngineOptions eo;
-  eo.store.exact = true;
-  eo.store.window = 4;
-  eo.store.page_size = 4;
+  eo.state.exact = true;
+  eo.state.window = 4;
+  eo.state.page_size = 4;
   eo.prefill_chunk = 4;
   // Room for one request and the start of another.
   {
-    auto probe = Engine::create(*model_, eo);
+    auto probe = Engine::create(*backend_, eo);
     ASSERT_TRUE(probe.ok());
-    eo.store.state_budget = (*probe)->store().checkpoint_bytes() + 8 * (*probe)->store().page_log_bytes();
+    eo.state.state_budget = (*probe)->state().checkpoint_bytes() + 8 * (*probe)->state().page_log_bytes();
   }
-  auto e = Engine::create(*model_, eo);
+  auto e = Engine::create(*backend_, eo);
   ASSERT_TRUE(e.ok());
   const std::vector<RequestParams> reqs = requests(6);
   std::vector<int64_t> ids;
@@ -114,13 +118,13 @@ TEST_P(EngineTest, AdmissionWaitsForTheBudget) {
       if (ev.token >= 0) streamed[ev.request].push_back(ev.token);
     }));
   ASSERT_TRUE((*e)->run().ok());
-  for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(streamed[ids[i]], reference(*model_, reqs[i], eo.store));
+  for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(streamed[ids[i]], reference(*ref_, reqs[i], eo.state));
   EXPECT_LT((*e)->stats().max_running, 6);  // some waited
-  EXPECT_LE((*e)->store().stats().state_bytes_peak, eo.store.state_budget);
+  EXPECT_LE((*e)->state().stats().state_bytes_peak, eo.state.state_budget);
 }
 
 TEST_P(EngineTest, CancelAndBadRequests) {
-  auto e = Engine::create(*model_, EngineOptions{});
+  auto e = Engine::create(*backend_, EngineOptions{});
   ASSERT_TRUE(e.ok());
   RequestParams p;
   EXPECT_FALSE((*e)->submit(p).ok());  // empty prompt
@@ -138,16 +142,16 @@ TEST_P(EngineTest, CancelAndBadRequests) {
   EXPECT_EQ(ends, 1);
   EXPECT_TRUE((*e)->idle());
   EXPECT_EQ((*e)->output(id)->size(), 2u);
-  EXPECT_EQ((*e)->store().n_sequences(), 0);
+  EXPECT_EQ((*e)->state().n_sequences(), 0);
   EngineOptions bad;
   bad.prefill_chunk = 0;
-  EXPECT_FALSE(Engine::create(*model_, bad).ok());
+  EXPECT_FALSE(Engine::create(*backend_, bad).ok());
 }
 
 // A callback may cancel another running request mid-step: that request's
 // finished event is its last, and its output stops there.
 TEST_P(EngineTest, CancelFromACallbackEndsTheOtherRequest) {
-  auto e = Engine::create(*model_, EngineOptions{});
+  auto e = Engine::create(*backend_, EngineOptions{});
   ASSERT_TRUE(e.ok());
   RequestParams p;
   p.prompt = {1, 2, 3};
@@ -170,7 +174,7 @@ TEST_P(EngineTest, CancelFromACallbackEndsTheOtherRequest) {
   EXPECT_EQ(b_out + 1, b_events.size());  // every token event, then the cancel's
   EXPECT_EQ((*e)->output(a)->size(), 20u);
   RequestParams bad = p;
-  bad.temperature = std::nanf("");
+  bad.sampling.temperature = std::nanf("");
   EXPECT_FALSE((*e)->submit(bad).ok());
   bad = p;
   bad.state_budget = -100;

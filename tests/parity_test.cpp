@@ -5,9 +5,9 @@
 
 #include <cmath>
 
-#include "decode/generate.h"
+#include "workloads/generate.h"
 #include "replayssm/model.h"
-#include "store/dense_cache.h"
+#include "backend/cpu/dense_cache.h"
 #include "test_util.h"
 
 namespace replayssm {
@@ -87,7 +87,8 @@ TEST_P(Parity, GreedyTokensMatchTransformers) {
     GenerateOptions opt;
     opt.max_new_tokens = 12;
     opt.stop_at_eos = false;
-    auto r = generate(*model_, prompt(p), opt);
+    auto backend = test::cpu_backend(*model_);
+    auto r = generate(*backend, prompt(p), opt);
     ASSERT_TRUE(r.ok()) << r.status().message();
     const auto& want = expected_["greedy"][p]["tokens"];
     const auto& gaps = expected_["greedy"][p]["gaps"];

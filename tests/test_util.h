@@ -14,7 +14,19 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/cpu_backend.h"
+
 namespace replayssm::test {
+
+// The CPU reference backend of a model (which must outlive it).
+inline std::unique_ptr<cpu::CpuBackend> cpu_backend(const Model& m) {
+  auto b = cpu::CpuBackend::create(m);
+  if (!b.ok()) {
+    std::fprintf(stderr, "cpu backend: %s\n", b.status().message().c_str());
+    std::abort();
+  }
+  return std::move(b).value();
+}
 
 inline std::string data_dir(const std::string& name) {
   return std::string(REPLAYSSM_TEST_DATA) + "/" + name;

@@ -7,9 +7,9 @@
 #include <cmath>
 #include <random>
 
-#include "decode/sampler.h"
+#include "workloads/sampler.h"
 #include "replayssm/tree_search.h"
-#include "store/dense_cache.h"
+#include "backend/cpu/dense_cache.h"
 #include "test_util.h"
 
 namespace replayssm {
@@ -35,14 +35,15 @@ TEST_P(Tree, RestoresToAnyNode) {
   auto m = Model::load(test::data_dir("nemotron_h_tiny"));
   ASSERT_TRUE(m.ok());
   const Model& model = **m;
-  StoreOptions o;
+  StateOptions o;
   o.strategy = GetParam();
   o.window = 3;
   o.page_size = 4;
   o.log_retention = -1;
   // About three nodes' worth of state: most nodes get evicted.
   o.state_budget = 3 * ssm_state_bytes_per_sequence(model.config(), 4) + 20000;
-  auto t = TreeSearch::create(model, o);
+  auto backend = test::cpu_backend(model);
+  auto t = TreeSearch::create(*backend, o);
   ASSERT_TRUE(t.ok());
   TreeSearch& tree = **t;
   const std::vector<int32_t> prompt = {7, 3, 9, 27, 81};
@@ -65,25 +66,26 @@ TEST_P(Tree, RestoresToAnyNode) {
     // Its score is the path's log-probability after the prompt.
     double want = 0;
     for (size_t j = prompt.size(); j < path.size(); ++j)
-      want += log_prob(from_scratch(model, path.subspan(0, j)), path[j]);
+      want += ops::cpu::log_prob(from_scratch(model, path.subspan(0, j)), path[j]);
     EXPECT_NEAR(*tree.score(*child), want, 1e-3);
   }
-  const StoreStats& st = tree.store().stats();
+  const StateStats& st = tree.state().stats();
   EXPECT_GT(st.evictions, 0);
   EXPECT_GT(st.restores_log_replay + st.restores_reprefill, 0);
   EXPECT_LE(st.state_bytes_peak, o.state_budget);
   // Releasing the root frees everything.
   ASSERT_TRUE(tree.release(nodes[0]).ok());
-  EXPECT_EQ(tree.store().n_sequences(), 0);
-  EXPECT_EQ(tree.store().n_pages(), 0);
-  EXPECT_EQ(tree.store().n_checkpoints(), 0);
+  EXPECT_EQ(tree.state().n_sequences(), 0);
+  EXPECT_EQ(tree.state().n_pages(), 0);
+  EXPECT_EQ(tree.state().n_checkpoints(), 0);
   EXPECT_FALSE(tree.expand(nodes[1], std::vector<int32_t>{1}).ok());
 }
 
 TEST(TreeErrors, BadCalls) {
   auto m = Model::load(test::data_dir("qwen3_5_tiny"));
   ASSERT_TRUE(m.ok());
-  auto t = TreeSearch::create(**m, StoreOptions{});
+  auto backend = test::cpu_backend(**m);
+  auto t = TreeSearch::create(*backend, StateOptions{});
   ASSERT_TRUE(t.ok());
   EXPECT_FALSE((*t)->root(std::vector<int32_t>{}).ok());
   const auto r = (*t)->root(std::vector<int32_t>{1, 2});
@@ -92,7 +94,7 @@ TEST(TreeErrors, BadCalls) {
   EXPECT_FALSE((*t)->expand(*r, std::vector<int32_t>{}).ok());
   EXPECT_FALSE((*t)->expand(*r, std::vector<int32_t>{500}).ok());
   EXPECT_FALSE((*t)->expand(42, std::vector<int32_t>{1}).ok());
-  EXPECT_EQ((*t)->store().n_sequences(), 1);
+  EXPECT_EQ((*t)->state().n_sequences(), 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Strategies, Tree, ::testing::Values(Strategy::kReplay, Strategy::kSnapshot, Strategy::kRecompute),

@@ -1,4 +1,4 @@
-// Branching workloads on the store: speculative decoding reproduces greedy
+// Branching workloads over the state manager and the CPU backend: speculative decoding reproduces greedy
 // decoding under every strategy; rejection sampling preserves the target's
 // distribution; beam search equals a brute-force beam search and beam 1 is
 // greedy; best-of-n is reproducible.
@@ -10,10 +10,10 @@
 #include <set>
 #include <random>
 
-#include "decode/beam_search.h"
-#include "decode/generate.h"
-#include "decode/speculative.h"
-#include "store/dense_cache.h"
+#include "workloads/beam_search.h"
+#include "workloads/generate.h"
+#include "workloads/speculative.h"
+#include "backend/cpu/dense_cache.h"
 #include "test_util.h"
 
 namespace replayssm {
@@ -25,17 +25,17 @@ std::unique_ptr<Model> load(const std::string& name) {
   return std::move(m).value();
 }
 
-std::vector<StoreOptions> strategies() {
-  std::vector<StoreOptions> out;
+std::vector<StateOptions> strategies() {
+  std::vector<StateOptions> out;
   for (Strategy s : {Strategy::kReplay, Strategy::kSnapshot, Strategy::kRecompute}) {
-    StoreOptions o;
+    StateOptions o;
     o.strategy = s;
     o.window = 5;
     o.page_size = 4;
     out.push_back(o);
   }
   out[0].exact = true;
-  StoreOptions fast = out[0];
+  StateOptions fast = out[0];
   fast.exact = false;
   out.push_back(fast);
   return out;
@@ -52,26 +52,29 @@ class Speculative : public ::testing::TestWithParam<Pair> {};
 // accepts everything, a different model mostly nothing — both paths run.
 TEST_P(Speculative, GreedyEqualsGreedyDecoding) {
   auto target = load(GetParam().target), other = load(GetParam().draft);
+  // The target, itself as a draft (a second backend over it: one session
+  // each) and another model, each on the CPU backend.
+  auto tb = test::cpu_backend(*target), self = test::cpu_backend(*target), ob = test::cpu_backend(*other);
   // A repetitive prompt so that n-gram lookup finds drafts.
   const std::vector<int32_t> prompt = {5, 9, 13, 5, 9, 13, 5, 9, 13, 5, 9};
-  for (const StoreOptions& so : strategies()) {
+  for (const StateOptions& so : strategies()) {
     GenerateOptions plain;
     plain.max_new_tokens = 24;
     plain.stop_at_eos = false;
-    plain.store = so;
-    auto ref = generate(*target, prompt, plain);
+    plain.state = so;
+    auto ref = generate(*tb, prompt, plain);
     ASSERT_TRUE(ref.ok()) << ref.status().message();
     struct Case {
       const char* name;
       SpecOptions spec;
     };
     std::vector<Case> cases = {{"ngram", {SpecOptions::kNgram, 4}},
-                               {"self-draft", {SpecOptions::kDraft, 3, 3, target.get()}},
-                               {"other-draft", {SpecOptions::kDraft, 4, 3, other.get()}}};
+                               {"self-draft", {SpecOptions::kDraft, 3, 3, self.get()}},
+                               {"other-draft", {SpecOptions::kDraft, 4, 3, ob.get()}}};
     for (const Case& c : cases) {
       GenerateOptions o = plain;
       o.spec = c.spec;
-      auto r = generate(*target, prompt, o);
+      auto r = generate(*tb, prompt, o);
       ASSERT_TRUE(r.ok()) << c.name << ": " << r.status().message();
       EXPECT_EQ(r->tokens, ref->tokens) << c.name << " under " << strategy_name(so.strategy);
       EXPECT_GT(r->spec.drafted, 0) << c.name;
@@ -86,12 +89,13 @@ TEST_P(Speculative, GreedyEqualsGreedyDecoding) {
 
 TEST_P(Speculative, SampledSpeculationIsReproducible) {
   auto target = load(GetParam().target), other = load(GetParam().draft);
+  auto tb = test::cpu_backend(*target), ob = test::cpu_backend(*other);
   GenerateOptions o;
   o.max_new_tokens = 16;
   o.stop_at_eos = false;
   o.sampling = {0.8f, 0.95f, 7};
-  o.spec = {SpecOptions::kDraft, 3, 3, other.get()};
-  auto a = generate(*target, std::vector<int32_t>{1, 2, 3}, o), b = generate(*target, std::vector<int32_t>{1, 2, 3}, o);
+  o.spec = {SpecOptions::kDraft, 3, 3, ob.get()};
+  auto a = generate(*tb, std::vector<int32_t>{1, 2, 3}, o), b = generate(*tb, std::vector<int32_t>{1, 2, 3}, o);
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ(a->tokens, b->tokens);
 }
@@ -99,9 +103,10 @@ TEST_P(Speculative, SampledSpeculationIsReproducible) {
 TEST_P(Speculative, DraftVocabularyMustMatch) {
   auto target = load(GetParam().target);
   auto foreign = load(GetParam().target.rfind("nemotron", 0) == 0 ? "qwen3_5_tiny" : "nemotron_h_tiny");
+  auto tb = test::cpu_backend(*target), fb = test::cpu_backend(*foreign);
   GenerateOptions o;
-  o.spec = {SpecOptions::kDraft, 2, 3, foreign.get()};
-  auto r = generate(*target, std::vector<int32_t>{1, 2}, o);
+  o.spec = {SpecOptions::kDraft, 2, 3, fb.get()};
+  auto r = generate(*tb, std::vector<int32_t>{1, 2}, o);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("vocabulary"), std::string::npos);
 }
@@ -120,7 +125,7 @@ TEST(SpeculativeSampling, PreservesTheTargetDistribution) {
   std::vector<float> rows;
   for (int i = 0; i < 3; ++i) rows.insert(rows.end(), (i == 0 ? l1 : l2).begin(), (i == 0 ? l1 : l2).end());
   const SamplingParams sp{1.0f, 1.0f, 0};
-  const std::vector<double> p1 = sampling_probs(l1, sp), p2 = sampling_probs(l2, sp);
+  const std::vector<double> p1 = ops::cpu::sampling_probs(l1, sp), p2 = ops::cpu::sampling_probs(l2, sp);
   const std::vector<double> q1 = {0.1, 0.5, 0.1, 0.2, 0.1}, q2 = {0.3, 0.1, 0.4, 0.1, 0.1};
   Sampler s({1.0f, 1.0f, 12345});
   std::mt19937_64 g(99);
@@ -171,7 +176,7 @@ TEST(SpeculativeSampling, SampleAtIsTheSamplersDraw) {
       std::vector<float> row(50);
       for (float& x : row) x = std::round(logit(g) * 2.0f) / 2.0f;  // ties in the nucleus' edge too
       const double u = p.temperature > 0.0f ? std::uniform_real_distribution<double>(0.0, 1.0)(twin) : 0.0;
-      ASSERT_EQ(s.sample(row), sample_at(row, p, u)) << "draw " << k;
+      ASSERT_EQ(s.sample(row), ops::cpu::sample_at(row, p, u)) << "draw " << k;
     }
   }
 }
@@ -199,7 +204,7 @@ std::vector<Hypothesis> brute_force_beam(const Model& m, const std::vector<int32
     std::vector<float> l(V);
     EXPECT_TRUE(m.forward({&s, 1}, toks, c, {&last, 1}, l.data()).ok());
     std::vector<double> lp(V);
-    for (int64_t v = 0; v < V; ++v) lp[v] = log_prob(l, static_cast<int32_t>(v));
+    for (int64_t v = 0; v < V; ++v) lp[v] = ops::cpu::log_prob(l, static_cast<int32_t>(v));
     return lp;
   };
   struct B {
@@ -243,19 +248,20 @@ class Beam : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Beam, WidthOneIsGreedy) {
   auto m = load(GetParam());
+  auto be = test::cpu_backend(*m);
   const std::vector<int32_t> prompt = {3, 1, 4, 1, 5};
-  for (const StoreOptions& so : strategies()) {
+  for (const StateOptions& so : strategies()) {
     GenerateOptions g;
     g.max_new_tokens = 10;
     g.stop_at_eos = false;
-    g.store = so;
-    auto greedy = generate(*m, prompt, g);
+    g.state = so;
+    auto greedy = generate(*be, prompt, g);
     BeamOptions b;
     b.width = 1;
     b.max_new_tokens = 10;
     b.stop_at_eos = false;
-    b.store = so;
-    auto beam = beam_search(*m, prompt, b);
+    b.state = so;
+    auto beam = beam_search(*be, prompt, b);
     ASSERT_TRUE(greedy.ok() && beam.ok());
     ASSERT_EQ(beam->size(), 1u);
     EXPECT_EQ((*beam)[0].tokens, greedy->tokens) << strategy_name(so.strategy);
@@ -267,14 +273,15 @@ TEST_P(Beam, EqualsBruteForceUnderEveryStrategy) {
   const std::vector<int32_t> prompt = {2, 7, 1, 8};
   const int64_t w = 3, steps = 5;
   const std::vector<Hypothesis> want = brute_force_beam(*m, prompt, w, steps, 1.0);
-  for (const StoreOptions& so : strategies()) {
+  auto be = test::cpu_backend(*m);
+  for (const StateOptions& so : strategies()) {
     BeamOptions b;
     b.width = w;
     b.max_new_tokens = steps;
     b.stop_at_eos = false;
-    b.store = so;
+    b.state = so;
     SearchStats stats;
-    auto got = beam_search(*m, prompt, b, &stats);
+    auto got = beam_search(*be, prompt, b, &stats);
     ASSERT_TRUE(got.ok()) << got.status().message();
     ASSERT_EQ(got->size(), static_cast<size_t>(w));
     for (int64_t i = 0; i < w; ++i) {
@@ -294,8 +301,9 @@ TEST_P(Beam, BestOfNIsReproducibleAndSharesThePrompt) {
   o.max_new_tokens = 8;
   o.stop_at_eos = false;
   o.sampling = {1.0f, 1.0f, 21};
-  o.store.exact = true;
-  auto a = best_of_n(*m, prompt, o), b = best_of_n(*m, prompt, o);
+  o.state.exact = true;
+  auto be = test::cpu_backend(*m);
+  auto a = best_of_n(*be, prompt, o), b = best_of_n(*be, prompt, o);
   ASSERT_TRUE(a.ok() && b.ok());
   ASSERT_EQ(a->size(), 4u);
   std::set<std::vector<int32_t>> distinct;
@@ -309,8 +317,8 @@ TEST_P(Beam, BestOfNIsReproducibleAndSharesThePrompt) {
     g.max_new_tokens = 8;
     g.stop_at_eos = false;
     g.sampling = {1.0f, 1.0f, 21 + i};
-    g.store.exact = true;
-    auto single = generate(*m, prompt, g);
+    g.state.exact = true;
+    auto single = generate(*be, prompt, g);
     ASSERT_TRUE(single.ok());
     EXPECT_EQ(single->tokens, (*a)[i].tokens) << "sample " << i;
   }
@@ -321,12 +329,13 @@ TEST_P(Beam, BestOfNIsReproducibleAndSharesThePrompt) {
 BeamOptions beam_options(int64_t width, int64_t new_tokens, Strategy s, bool exact, int64_t window, int64_t page) {
   BeamOptions b;
   b.width = width, b.max_new_tokens = new_tokens, b.stop_at_eos = false;
-  b.store.strategy = s, b.store.exact = exact, b.store.window = window, b.store.page_size = page;
+  b.state.strategy = s, b.state.exact = exact, b.state.window = window, b.state.page_size = page;
   return b;
 }
 // Its hypotheses, or none (with a failure recorded).
 std::vector<Hypothesis> beams_or_none(const Model& m, const std::vector<int32_t>& prompt, const BeamOptions& b) {
-  auto r = beam_search(m, prompt, b);
+  auto be = test::cpu_backend(m);
+  auto r = beam_search(*be, prompt, b);
   EXPECT_TRUE(r.ok()) << r.status().message();
   return r.ok() ? *r : std::vector<Hypothesis>{};
 }
@@ -339,7 +348,7 @@ TEST_P(Beam, LongSearchUnderReplayIsBitIdenticalToSnapshot) {
   const std::vector<int32_t> prompt = {4, 8, 15, 16};
   auto search = [&](Strategy s, int64_t page, int64_t limit) {
     BeamOptions b = beam_options(8, 48, s, true, 4, page);
-    b.store.replay_limit = limit;
+    b.state.replay_limit = limit;
     return beams_or_none(*m, prompt, b);
   };
   const std::vector<Hypothesis> want = search(Strategy::kSnapshot, 4, 0);
@@ -394,17 +403,18 @@ namespace {
 TEST(WorkloadMemory, SpeculationUnderReplayStaysNearPlainDecoding) {
   auto m = Model::load(test::data_dir("nemotron_h_ratio"));
   ASSERT_TRUE(m.ok()) << m.status().message();
+  auto be = test::cpu_backend(**m), self = test::cpu_backend(**m);
   const std::vector<int32_t> prompt = {4, 8, 15, 16, 23, 42, 4, 8, 15};
   auto peak = [&](Strategy s, bool spec) {
     GenerateOptions o;
     o.max_new_tokens = 96;
     o.stop_at_eos = false;
-    o.store.strategy = s;
-    if (spec) o.spec = {SpecOptions::kDraft, 4, 3, m->get()};  // self-draft: every draft kept
-    auto r = generate(**m, prompt, o);
+    o.state.strategy = s;
+    if (spec) o.spec = {SpecOptions::kDraft, 4, 3, self.get()};  // self-draft: every draft kept
+    auto r = generate(*be, prompt, o);
     EXPECT_TRUE(r.ok());
     if (spec) EXPECT_DOUBLE_EQ(r->spec.acceptance_rate(), 1.0);
-    return static_cast<double>(r->store.state_bytes_peak);
+    return static_cast<double>(r->state.state_bytes_peak);
   };
   const double replay_plain = peak(Strategy::kReplay, false), replay_spec = peak(Strategy::kReplay, true);
   const double snap_plain = peak(Strategy::kSnapshot, false), snap_spec = peak(Strategy::kSnapshot, true);
@@ -492,7 +502,8 @@ TEST_P(BeamMemory, FamiliesHoldTheTreeNotOneStatePerBeam) {
   auto m = Model::load(test::data_dir(c.model));
   ASSERT_TRUE(m.ok()) << m.status().message();
   const int64_t w = 8;
-  ReplayStore probe(cache_spec((*m)->config()), StoreOptions{});
+  StateManager probe(cache_spec((*m)->config()), StateOptions{}, cpu::PlanCache::units(cache_spec((*m)->config())));
+  auto be = test::cpu_backend(**m);
   const double S = static_cast<double>(probe.checkpoint_bytes());
   const double e = static_cast<double>(probe.page_log_bytes()) / probe.options().page_size;
   // floor_8b: were an entry S/101, as in Nemotron-H-8B (a layer's state
@@ -503,8 +514,8 @@ TEST_P(BeamMemory, FamiliesHoldTheTreeNotOneStatePerBeam) {
     b.width = w;
     b.max_new_tokens = 256;
     b.stop_at_eos = false;
-    b.store.strategy = s;
-    b.store.page_size = c.page_size;
+    b.state.strategy = s;
+    b.state.page_size = c.page_size;
     if (floor)
       b.on_step = [&](const std::vector<std::vector<int32_t>>& beams) {
         TrieFloor t{{TrieFloor::Node{}}, S, e};
@@ -518,9 +529,9 @@ TEST_P(BeamMemory, FamiliesHoldTheTreeNotOneStatePerBeam) {
         floor_8b = std::max(floor_8b, t.floor_bytes());
       };
     SearchStats st;
-    auto r = beam_search(**m, c.prompt, b, &st);
+    auto r = beam_search(*be, c.prompt, b, &st);
     EXPECT_TRUE(r.ok()) << r.status().message();
-    return std::make_pair(r.ok() ? *r : std::vector<Hypothesis>{}, st.store);
+    return std::make_pair(r.ok() ? *r : std::vector<Hypothesis>{}, st.state);
   };
   const auto [replay_hyps, replay] = run(Strategy::kReplay, true);
   const auto [snap_hyps, snap] = run(Strategy::kSnapshot, false);

@@ -1,54 +1,27 @@
-// StateCache: the only way a forward pass reaches per-sequence state.
+// StateCache: the only way the CPU reference's forward pass reaches
+// per-sequence state.
 //
 // A forward step runs a batch of sequence slices (each: n new tokens of one
 // sequence, at rows [row, row+n) of the step's activation matrices). Every
 // GEMM is done by the model over all rows at once; the parts of a layer that
 // read or write history — attention over the KV rows, the conv window and
 // the recurrence of an SSM layer — are delegated to the cache. That is the
-// seam the storage strategies plug into: the dense cache reads and writes a
-// state per sequence (the standard path); the replay store (DESIGN.md §1)
-// logs inputs and computes outputs from a checkpoint; neither changes the
-// model code. The cache knows layer shapes (CacheSpec), not architectures.
+// seam state storage plugs into: the dense cache reads and writes a state
+// per sequence (the standard path, the parity tests' reference); the CPU
+// backend's plan cache runs the state manager's plan (a checkpoint and a
+// log, docs/architecture.md); neither changes the model code. The cache
+// knows layer shapes (CacheSpec), not architectures.
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <vector>
 
+#include "replayssm/cache_spec.h"
 #include "replayssm/op_params.h"
 #include "replayssm/status.h"
 
 namespace replayssm {
-
-// Shapes of the stateful layers, in forward order. Layer indices passed to
-// StateCache are indices into `layers`.
-struct CacheLayerSpec {
-  enum Kind { kAttention, kMamba2, kGatedDeltaNet } kind;
-  int64_t n_kv_heads = 0, head_dim = 0;          // attention: K/V rows of Hkv·D
-  int64_t conv_channels = 0, conv_width = 0;     // SSM: conv window (K-1, C)
-  int64_t n_heads = 0, state_rows = 0, state_cols = 0;  // SSM state (H, rows, cols)
-};
-
-struct CacheSpec {
-  std::vector<CacheLayerSpec> layers;
-  // Model FLOPs to re-run one token (≈ 2 × parameters): the cost model's
-  // price of a re-prefill, against replaying the log.
-  double prefill_flops_per_token = 0.0;
-};
-
-// One sequence's part of a step: n tokens at positions [pos, pos+n), rows
-// [row, row+n) of the step. Normally pos is the number of tokens the
-// sequence holds (new tokens); a cache may also accept pos < length for a
-// rebuild of positions it already holds (ReplayStore's re-prefill).
-// `commit`: the new tokens are committed on arrival (a prompt, a plain AR
-// step), rather than drafts that may be rolled back.
-struct SeqSlice {
-  int64_t seq = 0;
-  int64_t pos = 0;
-  int64_t n = 0;
-  int64_t row = 0;
-  bool commit = true;
-};
 
 // Not thread-safe: one step at a time. A step is begin_step, then the
 // layer calls in forward order, then end_step; a failed begin_step leaves

@@ -1,13 +1,14 @@
 // TreeSearch: a tree of continuations of one prompt, for MCTS,
 // tree-of-thought or any search that expands nodes and comes back to them.
 //
-// Each node is a store sequence: expanding forks the parent (under the
-// replay strategy the child shares the parent's pages and checkpoints, so a
-// node costs its own log and, after W tokens, a checkpoint); a node's state
-// is rebuilt on demand if the store evicted it (restore). Every node keeps
-// its next-token logits and its score, the sum of log-probabilities of its
-// tokens after the prompt. Not thread-safe; node ids stay valid until
-// released.
+// Each node is a sequence of the state manager: expanding forks the parent
+// (under the replay strategy the child shares the parent's pages and
+// checkpoints, so a node costs its own log and, after W tokens, a
+// checkpoint); a node's state is rebuilt on demand if the manager evicted
+// it (restore: checkpoint + log replay, or a re-prefill where the cost
+// model says so). Every node keeps its next-token logits (on the host) and
+// its score, the sum of log-probabilities of its tokens after the prompt.
+// Runs on any backend. Not thread-safe; node ids stay valid until released.
 #pragma once
 
 #include <cstdint>
@@ -15,8 +16,8 @@
 #include <span>
 #include <vector>
 
-#include "replayssm/model.h"
-#include "replayssm/replay_store.h"
+#include "replayssm/backend.h"
+#include "replayssm/state.h"
 
 namespace replayssm {
 
@@ -26,7 +27,8 @@ class TreeSearch {
  public:
   using NodeId = int64_t;
 
-  static Result<std::unique_ptr<TreeSearch>> create(const Model& model, const StoreOptions& store);
+  // The backend must outlive the tree.
+  static Result<std::unique_ptr<TreeSearch>> create(Backend& backend, const StateOptions& state);
   ~TreeSearch();
 
   // The root node: the prompt, prefilled. Only one root per tree.
@@ -47,7 +49,7 @@ class TreeSearch {
   // Frees the node and its whole subtree.
   Status release(NodeId node);
 
-  const ReplayStore& store() const;
+  const StateManager& state() const;
 
  private:
   struct Node {

@@ -12,8 +12,8 @@
 #include <string_view>
 #include <vector>
 
-#include "decode/generate.h"
-#include "replayssm/replay_store.h"
+#include "replayssm/state.h"
+#include "workloads/generate.h"
 #include "replayssm/status.h"
 
 namespace replayssm::bench {
@@ -38,13 +38,13 @@ struct SweepOptions {
   int64_t warmup = 1;              // discarded runs before them
   uint64_t seed = 0;               // prompts, oracle drafts, best-of-n sampling
   DraftKind draft = DraftKind::kOracle;
-  int64_t checkpoint_interval = 0; // K for every store (restore: older checkpoints kept)
-  int64_t page_size = 4;           // B of the store's pages
+  int64_t checkpoint_interval = 0; // K for every state manager (restore: older checkpoints kept)
+  int64_t page_size = 4;           // B of the state manager's pages
   float bon_temperature = 1.0f;    // best-of-n sampling temperature
   int fork_groups = -1;            // cuda replay: DecoderOptions::fork_groups (0: every forked sequence alone, 1: any group)
   // max_concurrency search; a disabled search reports null.
   bool concurrency = true;
-  int64_t memory_budget = 0;       // bytes of store (state + KV) at the searched batch
+  int64_t memory_budget = 0;       // bytes of state + KV at the searched batch
   double latency_target = 0.0;     // seconds per output token
   int64_t concurrency_limit = 0;   // the search stops here
 };
@@ -76,7 +76,7 @@ struct RestoreSample {
 struct Measurement {
   double decode_s = 0.0;
   int64_t emitted = 0;             // tokens appended during decode, whole batch
-  StoreStats store;
+  StateStats state;
   SpecStats spec;                  // spec only
   std::vector<RestoreSample> restores;
   int64_t rss_peak_bytes = -1;     // VmHWM during the run (-1: unavailable)

@@ -56,7 +56,7 @@ std::optional<double> crossing(const std::vector<Observed>& obs, double limit, d
 
 Result<ConcurrencyResult> search_max_concurrency(BenchContext& ctx, const Config& series,
                                                  const std::vector<const ConfigResult*>& measured) {
-  CpuRunner runner(ctx);
+  BackendRunner runner(ctx);
   return search_max_concurrency(runner, series, measured);
 }
 
@@ -99,7 +99,7 @@ Result<ConcurrencyResult> search_max_concurrency(Runner& runner, const Config& s
       return {};
     }
     RSSM_ASSIGN_OR_RETURN(Measurement m, std::move(run));
-    record(b, breaks_limit(opt, m.store.state_bytes_peak + m.store.kv_bytes_peak, m.time_per_output_token(b)));
+    record(b, breaks_limit(opt, m.state.state_bytes_peak + m.state.kv_bytes_peak, m.time_per_output_token(b)));
     return {};
   };
   auto step = [](int64_t b) { return std::max<int64_t>(1, b / 4); };

@@ -1,4 +1,4 @@
-// BenchContext, run_once and CpuRunner (see workloads.h).
+// BenchContext, run_once and BackendRunner (see workloads.h).
 #include <algorithm>
 #include <random>
 
@@ -12,9 +12,9 @@ const std::vector<int32_t>& BenchContext::prompt(int64_t i) {
     const int64_t k = static_cast<int64_t>(prompts_.size());
     std::mt19937_64 rng(opt_.seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(k) + 1);
     // Ids from 1: id 0 is often a special token (EOS of the tiny presets).
-    const uint64_t V = static_cast<uint64_t>(std::max<int64_t>(model_.config().vocab_size - 1, 1));
+    const uint64_t V = static_cast<uint64_t>(std::max<int64_t>(config_.vocab_size - 1, 1));
     std::vector<int32_t> p(static_cast<size_t>(opt_.prompt_tokens));
-    for (int32_t& t : p) t = static_cast<int32_t>(1 + rng() % V) % static_cast<int32_t>(model_.config().vocab_size);
+    for (int32_t& t : p) t = static_cast<int32_t>(1 + rng() % V) % static_cast<int32_t>(config_.vocab_size);
     prompts_.push_back(std::move(p));
   }
   return prompts_[static_cast<size_t>(i)];
@@ -42,7 +42,7 @@ Status BenchContext::prepare_references(int64_t n, int64_t length, const Greedy&
     GenerateOptions g;
     g.max_new_tokens = new_tokens;
     g.stop_at_eos = false;
-    RSSM_ASSIGN_OR_RETURN(BatchResult r, generate_batch(model_, ps, g));
+    RSSM_ASSIGN_OR_RETURN(BatchResult r, generate_batch(*backend_, ps, g));
     cont = std::move(r.tokens);
   }
   for (size_t k = 0; k < missing.size(); ++k) {
@@ -53,8 +53,8 @@ Status BenchContext::prepare_references(int64_t n, int64_t length, const Greedy&
   return {};
 }
 
-StoreOptions BenchContext::store_options(const Config& c) const {
-  StoreOptions s;
+StateOptions BenchContext::state_options(const Config& c) const {
+  StateOptions s;
   s.strategy = c.strategy;
   s.window = c.window;
   s.checkpoint_interval = opt_.checkpoint_interval;
@@ -80,8 +80,8 @@ Result<Measurement> run_once(BenchContext& ctx, const Config& c) {
   return m;
 }
 
-std::string CpuRunner::cannot_hold(const Config& c) {
-  const int64_t need = estimate_run_bytes(ctx_.model().config(), c, ctx_.options()), avail = available_memory_bytes();
+std::string BackendRunner::cannot_hold(const Config& c) {
+  const int64_t need = estimate_run_bytes(ctx_.config(), c, ctx_.options()), avail = available_memory_bytes();
   return avail >= 0 && need > avail ? "host memory" : "";
 }
 

@@ -14,7 +14,7 @@
 #include <span>
 #include <vector>
 
-#include "decode/speculative.h"
+#include "workloads/speculative.h"
 
 namespace replayssm::bench {
 

@@ -50,13 +50,13 @@ ConfigResult summarize(const Config& c, const std::vector<Measurement>& runs, in
   for (const Measurement& m : runs) {
     tpot.push_back(m.time_per_output_token(c.batch));
     tps.push_back(m.tokens_per_s());
-    r.peak_state_bytes = std::max(r.peak_state_bytes, m.store.state_bytes_peak);
-    r.peak_kv_bytes = std::max(r.peak_kv_bytes, m.store.kv_bytes_peak);
+    r.peak_state_bytes = std::max(r.peak_state_bytes, m.state.state_bytes_peak);
+    r.peak_kv_bytes = std::max(r.peak_kv_bytes, m.state.kv_bytes_peak);
     r.peak_rss_bytes = std::max(r.peak_rss_bytes, m.rss_peak_bytes);
-    r.state_writes_bytes = std::max(r.state_writes_bytes, m.store.state_writes_bytes);
-    r.restores_checkpoint = m.store.restores_checkpoint;
-    r.restores_log_replay = m.store.restores_log_replay;
-    r.restores_reprefill = m.store.restores_reprefill;
+    r.state_writes_bytes = std::max(r.state_writes_bytes, m.state.state_writes_bytes);
+    r.restores_checkpoint = m.state.restores_checkpoint;
+    r.restores_log_replay = m.state.restores_log_replay;
+    r.restores_reprefill = m.state.restores_reprefill;
     if (m.device_strategy != nullptr) r.device_strategy = m.device_strategy;
     if (m.device_bytes >= 0) r.peak_device_bytes = std::max(r.peak_device_bytes, m.device_bytes);
     if (m.folds >= 0) r.folds = m.folds;
@@ -105,8 +105,8 @@ double run_units(const Config& c, const SweepOptions& opt) {
 
 Result<std::vector<ConfigResult>> run_sweep(BenchContext& ctx, const std::vector<Config>& configs,
                                             Progress& progress, SweepCost* cost) {
-  CpuRunner runner(ctx);
-  return run_sweep(runner, weight_bytes(ctx.model().config()), configs, progress, cost);
+  BackendRunner runner(ctx);
+  return run_sweep(runner, ctx.backend().memory().weights_bytes, configs, progress, cost);
 }
 
 Result<std::vector<ConfigResult>> run_sweep(Runner& runner, int64_t weights, const std::vector<Config>& configs,

@@ -44,7 +44,7 @@ struct SweepCost {
 // Runs every configuration, then (if enabled) the max_concurrency search.
 Result<std::vector<ConfigResult>> run_sweep(Runner& runner, int64_t weights, const std::vector<Config>& configs,
                                             Progress& progress, SweepCost* cost = nullptr);
-// The CPU reference: run_once on ctx, fp32 weights.
+// On the context's backend: run_once on ctx.
 Result<std::vector<ConfigResult>> run_sweep(BenchContext& ctx, const std::vector<Config>& configs,
                                             Progress& progress, SweepCost* cost = nullptr);
 
@@ -56,7 +56,7 @@ std::string breaks_limit(const SweepOptions& opt, int64_t store_bytes, double ti
 // are the sweep's own results for the series, used as starting points.
 Result<ConcurrencyResult> search_max_concurrency(Runner& runner, const Config& series,
                                                  const std::vector<const ConfigResult*>& measured);
-// The same on the CPU reference.
+// The same on the context's backend.
 Result<ConcurrencyResult> search_max_concurrency(BenchContext& ctx, const Config& series,
                                                  const std::vector<const ConfigResult*>& measured);
 

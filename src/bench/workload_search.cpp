@@ -10,7 +10,7 @@
 #include "bench/best_first.h"
 #include "bench/workloads.h"
 #include "core/clock.h"
-#include "decode/beam_search.h"
+#include "workloads/beam_search.h"
 #include "replayssm/tree_search.h"
 
 namespace replayssm::bench {
@@ -24,7 +24,7 @@ Measurement search_measurement(const SearchStats& st, int64_t batch, int64_t new
   Measurement m;
   m.decode_s = st.decode_s;
   m.emitted = batch * std::max<int64_t>(new_tokens - 1, 0);
-  m.store = st.store;
+  m.state = st.state;
   return m;
 }
 
@@ -36,9 +36,9 @@ Result<Measurement> run_beam(BenchContext& ctx, const Config& c) {
   o.width = c.batch;
   o.max_new_tokens = opt.new_tokens;
   o.stop_at_eos = false;
-  o.store = ctx.store_options(c);
+  o.state = ctx.state_options(c);
   SearchStats st;
-  RSSM_ASSIGN_OR_RETURN(auto hyps, beam_search(ctx.model(), ctx.prompt(0), o, &st));
+  RSSM_ASSIGN_OR_RETURN(auto hyps, beam_search(ctx.backend(), ctx.prompt(0), o, &st));
   return search_measurement(st, c.batch, opt.new_tokens);
 }
 
@@ -49,23 +49,23 @@ Result<Measurement> run_best_of_n(BenchContext& ctx, const Config& c) {
   o.max_new_tokens = opt.new_tokens;
   o.sampling = {opt.bon_temperature, 1.0f, opt.seed};
   o.stop_at_eos = false;
-  o.store = ctx.store_options(c);
+  o.state = ctx.state_options(c);
   SearchStats st;
-  RSSM_ASSIGN_OR_RETURN(auto hyps, best_of_n(ctx.model(), ctx.prompt(0), o, &st));
+  RSSM_ASSIGN_OR_RETURN(auto hyps, best_of_n(ctx.backend(), ctx.prompt(0), o, &st));
   return search_measurement(st, c.batch, opt.new_tokens);
 }
 
 // Best-first (bench/best_first.h): `batch` children per expansion.
 Result<Measurement> run_tree(BenchContext& ctx, const Config& c) {
   const SweepOptions& opt = ctx.options();
-  RSSM_ASSIGN_OR_RETURN(auto tree, TreeSearch::create(ctx.model(), ctx.store_options(c)));
+  RSSM_ASSIGN_OR_RETURN(auto tree, TreeSearch::create(ctx.backend(), ctx.state_options(c)));
   RSSM_ASSIGN_OR_RETURN(const TreeSearch::NodeId root, tree->root(ctx.prompt(0)));
   Measurement m;
   const double t0 = now_seconds();
-  RSSM_ASSIGN_OR_RETURN(m.emitted, best_first(*tree, root, opt.prompt_tokens, ctx.model().config().vocab_size, c.batch,
+  RSSM_ASSIGN_OR_RETURN(m.emitted, best_first(*tree, root, opt.prompt_tokens, ctx.config().vocab_size, c.batch,
                                               opt.new_tokens));
   m.decode_s = now_seconds() - t0;
-  m.store = tree->store().stats();
+  m.state = tree->state().stats();
   return m;
 }
 

@@ -1,8 +1,8 @@
-// Running one configuration once. Each workload drives the decode API it
+// Running one configuration once. Each workload drives the API it
 // measures — generate_batch (ar, spec), beam_search, best_of_n, TreeSearch,
-// Session::restore — and reads the store's own counters; the benchmark adds
-// only the clock around the decode part and the bookkeeping of what was
-// emitted.
+// Session::restore — on the sweep's backend and reads the state manager's
+// own counters; the benchmark adds only the clock around the decode part
+// and the bookkeeping of what was emitted.
 #pragma once
 
 #include <cstdint>
@@ -11,16 +11,20 @@
 
 #include "bench/bench.h"
 #include "bench/runner.h"
-#include "replayssm/model.h"
+#include "replayssm/backend.h"
 
 namespace replayssm::bench {
 
-// What every run of a sweep shares: the model, the options, the prompts and
-// the greedy references the oracle drafts read. Not thread-safe.
+// What every run of a sweep shares: the backend, the options, the prompts
+// and the greedy references the oracle drafts read. Not thread-safe.
 class BenchContext {
  public:
-  BenchContext(const Model& model, const SweepOptions& opt) : model_(model), opt_(opt) {}
-  const Model& model() const { return model_; }
+  // `backend` runs the workloads (run_once); a runner that drives its own
+  // device passes none and gives prepare_references its own greedy.
+  BenchContext(const ModelConfig& config, Backend* backend, const SweepOptions& opt)
+      : config_(config), backend_(backend), opt_(opt) {}
+  Backend& backend() const { return *backend_; }
+  const ModelConfig& config() const { return config_; }
   const SweepOptions& options() const { return opt_; }
 
   // Prompt i: prompt_tokens ids drawn from (seed, i), the same in every
@@ -30,17 +34,18 @@ class BenchContext {
   // Makes references 0..n-1 at least `length` tokens long: prompt i
   // followed by its greedy continuation, computed once for all missing
   // ones in one batch — by `greedy` (the new tokens of each prompt) where
-  // given (a device backend's own decoding), else under the default
-  // replay store on the CPU.
+  // given, else by generate_batch on the sweep's backend under the default
+  // options.
   using Greedy = std::function<Result<std::vector<std::vector<int32_t>>>(
       const std::vector<std::vector<int32_t>>& prompts, int64_t new_tokens)>;
   Status prepare_references(int64_t n, int64_t length, const Greedy& greedy = {});
   const std::vector<int32_t>& reference(int64_t i) const { return refs_[static_cast<size_t>(i)]; }
-  // The store of a configuration.
-  StoreOptions store_options(const Config& c) const;
+  // The state options of a configuration.
+  StateOptions state_options(const Config& c) const;
 
  private:
-  const Model& model_;
+  ModelConfig config_;
+  Backend* backend_;
   SweepOptions opt_;
   std::vector<std::vector<int32_t>> prompts_;
   std::vector<std::vector<int32_t>> refs_;
@@ -49,11 +54,11 @@ class BenchContext {
 // One run of `c`, with the process's peak RSS reset before it.
 Result<Measurement> run_once(BenchContext& ctx, const Config& c);
 
-// The CPU reference as a sweep's Runner: run_once; a search probe that
-// would not fit in host memory by estimate is not run ("host memory").
-class CpuRunner : public Runner {
+// A backend as a sweep's Runner: run_once; a search probe that would not
+// fit in host memory by estimate is not run ("host memory").
+class BackendRunner : public Runner {
  public:
-  explicit CpuRunner(BenchContext& ctx) : ctx_(ctx) {}
+  explicit BackendRunner(BenchContext& ctx) : ctx_(ctx) {}
   const SweepOptions& options() const override { return ctx_.options(); }
   Result<Measurement> run(const Config& c) override { return run_once(ctx_, c); }
   std::string cannot_hold(const Config& c) override;

@@ -25,6 +25,7 @@
 #include "bench/presets.h"
 #include "bench/report.h"
 #include "bench/sweep.h"
+#include "backend/cpu/cpu_backend.h"
 #include "cli/bench_cuda.h"
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -262,8 +263,8 @@ Status run_bench(const BenchArgs& args) {
                             std::to_string(a.new_tokens));
   if (a.checkpoint_interval < 0)
     return invalid_argument("--checkpoint-interval: must be >= 0, got " + std::to_string(a.checkpoint_interval));
-  if (a.page_size < 1 || a.page_size > StoreOptions::kMaxPageSize)
-    return invalid_argument("--page-size: must be in [1, " + std::to_string(StoreOptions::kMaxPageSize) + "], got " +
+  if (a.page_size < 1 || a.page_size > StateOptions::kMaxPageSize)
+    return invalid_argument("--page-size: must be in [1, " + std::to_string(StateOptions::kMaxPageSize) + "], got " +
                             std::to_string(a.page_size));
   opt.runs = a.runs;
   opt.warmup = a.warmup;
@@ -310,7 +311,7 @@ Status run_bench(const BenchArgs& args) {
                               std::to_string(cfg.vocab_size));
   const std::vector<Config> configs = enumerate_configs(axes, opt.draft, /*whole_log=*/!cuda);
   for (const Config& c : configs) {
-    StoreOptions so;
+    StateOptions so;
     so.window = c.window;
     so.checkpoint_interval = opt.checkpoint_interval;
     so.page_size = opt.page_size;
@@ -351,7 +352,8 @@ Status run_bench(const BenchArgs& args) {
     } else {
       RSSM_ASSIGN_OR_RETURN(model, Model::load(a.model));
     }
-    BenchContext ctx(*model, opt);
+    RSSM_ASSIGN_OR_RETURN(auto backend, cpu::CpuBackend::create(*model));
+    BenchContext ctx(backend->config(), backend.get(), opt);
     RSSM_ASSIGN_OR_RETURN(results, run_sweep(ctx, configs, progress, &cost));
   }
 

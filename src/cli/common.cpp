@@ -41,8 +41,8 @@ Status check_device(const std::string& device) {
   return invalid_argument("--device: unknown device '" + device + "' (expected cpu or cuda)");
 }
 
-Status check_cuda_store(const StoreArgs& a) {
-  const StoreArgs d;
+Status check_cuda_state(const StateArgs& a) {
+  const StateArgs d;
   if (a.strategy != "replay" && a.strategy != "snapshot" && a.strategy != "recompute")
     return invalid_argument("--strategy: unknown strategy '" + a.strategy + "' (expected replay, snapshot or recompute)");
   if (a.checkpoint_interval != d.checkpoint_interval || a.state_budget != d.state_budget ||
@@ -63,7 +63,7 @@ Status check_cuda_store(const StoreArgs& a) {
 }
 
 #if REPLAYSSM_HAVE_CUDA
-cuda::DecodeStrategy cuda_strategy(const StoreArgs& a) {
+cuda::DecodeStrategy cuda_strategy(const StateArgs& a) {
   return a.strategy == "snapshot"    ? cuda::DecodeStrategy::kStandard
          : a.strategy == "recompute" ? cuda::DecodeStrategy::kRecompute
                                      : cuda::DecodeStrategy::kReplay;
@@ -76,7 +76,7 @@ CLI::Validator non_negative() {
       "NONNEGATIVE");
 }
 
-void add_store_options(CLI::App& app, StoreArgs* a) {
+void add_state_options(CLI::App& app, StateArgs* a) {
   app.add_option("--strategy", a->strategy, "State storage: replay, snapshot or recompute")->capture_default_str();
   app.add_option("--window", a->window, "W: fold committed log entries into a checkpoint every W tokens")
       ->capture_default_str();
@@ -97,8 +97,8 @@ void add_store_options(CLI::App& app, StoreArgs* a) {
   app.add_flag("--exact", a->exact, "Bit-identical to stepwise decoding (sequential replay)");
 }
 
-Result<StoreOptions> store_options(const StoreArgs& a) {
-  StoreOptions o;
+Result<StateOptions> state_options(const StateArgs& a) {
+  StateOptions o;
   RSSM_ASSIGN_OR_RETURN(o.strategy, parse_strategy(a.strategy));
   RSSM_ASSIGN_OR_RETURN(o.eviction, parse_eviction(a.eviction));
   o.window = a.window;

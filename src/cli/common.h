@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "replayssm/replay_store.h"
+#include "replayssm/state.h"
 #include "replayssm/status.h"
 #if REPLAYSSM_HAVE_CUDA
 #include "runtime/cuda/decoder.h"
@@ -24,7 +24,7 @@ Result<std::vector<int32_t>> parse_ids(const std::string& text, const std::strin
 Status check_device(const std::string& device);
 
 // The store's knobs, shared by every command that decodes.
-struct StoreArgs {
+struct StateArgs {
   std::string strategy = "replay", eviction = "cost";
   int64_t window = 16, checkpoint_interval = 0, page_size = 1, state_budget = 0, log_retention = 0;
   int64_t replay_limit = 0;
@@ -34,16 +34,16 @@ struct StoreArgs {
 // largest value.
 CLI::Validator non_negative();
 
-void add_store_options(CLI::App& app, StoreArgs* a);
+void add_state_options(CLI::App& app, StateArgs* a);
 // --device cuda: only --strategy replay|snapshot (snapshot = the decoder's
 // standard in-place layout) and --window apply; the CPU store's other
 // options are refused rather than ignored.
-Status check_cuda_store(const StoreArgs& a);
+Status check_cuda_state(const StateArgs& a);
 #if REPLAYSSM_HAVE_CUDA
-// The decoder layout of --strategy on cuda (after check_cuda_store).
-cuda::DecodeStrategy cuda_strategy(const StoreArgs& a);
+// The decoder layout of --strategy on cuda (after check_cuda_state).
+cuda::DecodeStrategy cuda_strategy(const StateArgs& a);
 #endif
-Result<StoreOptions> store_options(const StoreArgs& a);
+Result<StateOptions> state_options(const StateArgs& a);
 
 // Shortest decimal that reads back as the same float ("%.9g"), JSON-safe.
 std::string float_json(float x);

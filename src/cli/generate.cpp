@@ -5,10 +5,11 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/cpu_backend.h"
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "decode/beam_search.h"
-#include "decode/generate.h"
+#include "workloads/beam_search.h"
+#include "workloads/generate.h"
 #include "io/tokenizer.h"
 #if REPLAYSSM_HAVE_CUDA
 #include "runtime/cuda/generate_cuda.h"
@@ -31,7 +32,7 @@ struct GenerateArgs {
   std::string spec;
   std::optional<int64_t> beam, n;  // given (0 is refused), or not
   double length_penalty = 1.0;
-  StoreArgs store;
+  StateArgs state;
 };
 
 // "ngram:T" or "draft:DIR:T" (DIR may itself contain ':').
@@ -68,7 +69,7 @@ std::string token_list(const std::vector<int32_t>& t) {
   return s + "]";
 }
 
-std::string store_stats_json(const StoreStats& st) {
+std::string store_stats_json(const StateStats& st) {
   char buf[512];
   std::snprintf(buf, sizeof buf,
                 "\"state_bytes_peak\": %lld, \"kv_bytes_peak\": %lld, \"state_writes_bytes\": %lld, "
@@ -82,7 +83,7 @@ std::string store_stats_json(const StoreStats& st) {
 
 // Beam search or best-of-n: every sequence with its score; tokens = the best.
 Status run_search(const GenerateArgs& a, const Model& model, const std::vector<int32_t>& ids,
-                  const StoreOptions& sopt, const std::optional<Tokenizer>& tok) {
+                  const StateOptions& sopt, const std::optional<Tokenizer>& tok) {
   std::vector<Hypothesis> hyps;
   SearchStats stats;
   BeamOptions bo;
@@ -90,17 +91,17 @@ Status run_search(const GenerateArgs& a, const Model& model, const std::vector<i
   bo.max_new_tokens = a.max_new_tokens;
   bo.length_penalty = a.length_penalty;
   bo.stop_at_eos = !a.ignore_eos;
-  bo.store = sopt;
+  bo.state = sopt;
   BestOfNOptions no;
   no.n = a.n.value_or(0);
   no.max_new_tokens = a.max_new_tokens;
   no.sampling = {a.temperature, a.top_p, a.seed};
   no.stop_at_eos = !a.ignore_eos;
-  no.store = sopt;
+  no.state = sopt;
   if (a.device == "cuda") {
 #if REPLAYSSM_HAVE_CUDA
     RSSM_ASSIGN_OR_RETURN(auto dm, cuda::DeviceModel::create(model));
-    const cuda::CudaSearchOptions c{cuda_strategy(a.store), int(a.store.window), true, a.store.exact};
+    const cuda::CudaSearchOptions c{cuda_strategy(a.state), int(a.state.window), true, a.state.exact};
     if (a.beam) {
       RSSM_ASSIGN_OR_RETURN(hyps, cuda::beam_search_cuda(*dm, ids, bo, c, &stats));
     } else {
@@ -109,10 +110,13 @@ Status run_search(const GenerateArgs& a, const Model& model, const std::vector<i
 #else
     return unsupported("--device cuda: this build has no CUDA backend");
 #endif
-  } else if (a.beam) {
-    RSSM_ASSIGN_OR_RETURN(hyps, beam_search(model, ids, bo, &stats));
   } else {
-    RSSM_ASSIGN_OR_RETURN(hyps, best_of_n(model, ids, no, &stats));
+    RSSM_ASSIGN_OR_RETURN(auto backend, cpu::CpuBackend::create(model));
+    if (a.beam) {
+      RSSM_ASSIGN_OR_RETURN(hyps, beam_search(*backend, ids, bo, &stats));
+    } else {
+      RSSM_ASSIGN_OR_RETURN(hyps, best_of_n(*backend, ids, no, &stats));
+    }
   }
   size_t best = 0;
   for (size_t i = 1; i < hyps.size(); ++i)
@@ -146,7 +150,7 @@ Status run_search(const GenerateArgs& a, const Model& model, const std::vector<i
   char head[160];
   std::snprintf(head, sizeof head, "], \"stats\": {\"decode_ms\": %.3f, \"strategy\": \"%s\", \"device\": \"%s\", ",
                 stats.decode_s * 1e3, strategy_name(sopt.strategy), a.device.c_str());
-  out += head + store_stats_json(stats.store) + "}}\n";
+  out += head + store_stats_json(stats.state) + "}}\n";
   std::fwrite(out.data(), 1, out.size(), stdout);
   return {};
 }
@@ -155,7 +159,7 @@ Status run_search(const GenerateArgs& a, const Model& model, const std::vector<i
 // prompt on the GPU; beams and best-of-n go through run_search. Store options other than the strategy and the window
 // configure the CPU store and are refused rather than ignored.
 Status check_cuda_request(const GenerateArgs& a) {
-  RSSM_RETURN_IF_ERROR(check_cuda_store(a.store));
+  RSSM_RETURN_IF_ERROR(check_cuda_state(a.state));
   if (!a.spec.empty()) {
     SpecOptions spec;
     std::string dir;
@@ -164,8 +168,8 @@ Status check_cuda_request(const GenerateArgs& a) {
       return invalid_argument("--spec: " + std::to_string(spec.tokens) +
                               " drafts per verify; --device cuda verifies 1..7");
     // A replay log holds a verify's T + 1 entries beside as many committed ones.
-    if (a.store.strategy == "replay" && a.store.window < 2 * (spec.tokens + 1))
-      return invalid_argument("--window: " + std::to_string(a.store.window) + " is too small for " +
+    if (a.state.strategy == "replay" && a.state.window < 2 * (spec.tokens + 1))
+      return invalid_argument("--window: " + std::to_string(a.state.window) + " is too small for " +
                               std::to_string(spec.tokens) + " drafts on cuda (replay needs a window >= " +
                               std::to_string(2 * (spec.tokens + 1)) + ")");
   }
@@ -186,9 +190,9 @@ Result<GenerateResult> generate_on_cuda(const GenerateArgs& a, const Model& mode
   o.max_new_tokens = a.max_new_tokens;
   o.sampling = {a.temperature, a.top_p, a.seed};
   o.stop_at_eos = !a.ignore_eos;
-  o.strategy = cuda_strategy(a.store);
-  o.window = int(a.store.window);
-  o.exact = a.store.exact;
+  o.strategy = cuda_strategy(a.state);
+  o.window = int(a.state.window);
+  o.exact = a.state.exact;
   o.spec = spec;
   const std::vector<std::vector<int32_t>> prompts = {ids};
   RSSM_ASSIGN_OR_RETURN(BatchResult b, cuda::generate_batch_cuda(*dm, prompts, o, [&](int64_t, int32_t t) {
@@ -196,7 +200,7 @@ Result<GenerateResult> generate_on_cuda(const GenerateArgs& a, const Model& mode
                         }));
   GenerateResult r;
   r.tokens = std::move(b.tokens[0]);
-  r.prefill_s = b.prefill_s, r.decode_s = b.decode_s, r.store = b.store, r.spec = b.spec;
+  r.prefill_s = b.prefill_s, r.decode_s = b.decode_s, r.state = b.state, r.spec = b.spec;
   return r;
 #else
   (void)a, (void)model, (void)ids, (void)spec, (void)stream;
@@ -222,7 +226,7 @@ Status run_generate(const GenerateArgs& a) {
   } else {
     RSSM_ASSIGN_OR_RETURN(ids, parse_ids(a.prompt_ids, "--prompt-ids"));
   }
-  RSSM_ASSIGN_OR_RETURN(StoreOptions sopt, store_options(a.store));
+  RSSM_ASSIGN_OR_RETURN(StateOptions sopt, state_options(a.state));
   if (bool(a.beam) + bool(a.n) + !a.spec.empty() > 1)
     return invalid_argument("--beam, --n and --spec cannot be combined");
   if (a.device == "cuda") RSSM_RETURN_IF_ERROR(check_cuda_request(a));
@@ -238,17 +242,21 @@ Status run_generate(const GenerateArgs& a) {
   if (a.beam) RSSM_RETURN_IF_ERROR(check_search_size(*a.beam, V, true, "--beam"));
   if (a.n) RSSM_RETURN_IF_ERROR(check_search_size(*a.n, V, false, "--n"));
   if (a.beam || a.n) return run_search(a, *model, ids, sopt, tok);
+  // The draft model runs on the CPU reference (on cuda too, until the CUDA
+  // backend takes plans).
   std::unique_ptr<Model> draft;
+  std::unique_ptr<cpu::CpuBackend> draft_backend;
   if (spec.kind == SpecOptions::kDraft) {
     RSSM_ASSIGN_OR_RETURN(draft, Model::load(draft_dir));
-    spec.draft = draft.get();
+    RSSM_ASSIGN_OR_RETURN(draft_backend, cpu::CpuBackend::create(*draft));
+    spec.draft = draft_backend.get();
   }
   GenerateOptions opt;
   opt.spec = spec;
   opt.max_new_tokens = a.max_new_tokens;
   opt.sampling = {a.temperature, a.top_p, a.seed};
   opt.stop_at_eos = !a.ignore_eos;
-  opt.store = sopt;
+  opt.state = sopt;
   // Plain mode streams ids — or, with --prompt, text — as tokens come;
   // --json prints one object at the end.
   std::function<void(int32_t)> stream;
@@ -285,7 +293,8 @@ Status run_generate(const GenerateArgs& a) {
   if (a.device == "cuda") {
     RSSM_ASSIGN_OR_RETURN(r, generate_on_cuda(a, *model, ids, spec, stream));
   } else {
-    RSSM_ASSIGN_OR_RETURN(r, generate(*model, ids, opt, stream));
+    RSSM_ASSIGN_OR_RETURN(auto backend, cpu::CpuBackend::create(*model));
+    RSSM_ASSIGN_OR_RETURN(r, generate(*backend, ids, opt, stream));
   }
   RSSM_RETURN_IF_ERROR(stream_status);
   const int64_t n = static_cast<int64_t>(r.tokens.size());
@@ -314,7 +323,7 @@ Status run_generate(const GenerateArgs& a) {
                 ids.size(), (long long)n, r.prefill_s * 1e3, r.decode_s * 1e3, tpot * 1e3,
                 tpot > 0 ? 1.0 / tpot : 0.0, strategy_name(sopt.strategy), a.device.c_str(), r.spec.acceptance_rate(),
                 r.spec.mean_accepted(), r.spec.rollback_s * 1e6);
-  out += stats + store_stats_json(r.store) + "}}\n";
+  out += stats + store_stats_json(r.state) + "}}\n";
   std::fwrite(out.data(), 1, out.size(), stdout);
   return {};
 }
@@ -338,7 +347,7 @@ Runner add_generate(CLI::App& app) {
   app.add_option("--length-penalty", a->length_penalty, "Beam score = logprob / length^P")->capture_default_str();
   app.add_option("--n", a->n, "Best-of-n: N samples (1-4096) sharing the prompt (seeds seed..seed+N-1)");
   app.add_option("--device", a->device, "Device: cpu or cuda (cuda: AR, --spec, --beam and --n; snapshot = the standard in-place state)")->capture_default_str();
-  add_store_options(app, &a->store);
+  add_state_options(app, &a->state);
   return [a] { return run_generate(*a); };
 }
 

@@ -5,10 +5,11 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/cpu_backend.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "replayssm/model.h"
-#include "decode/session.h"
+#include "workloads/session.h"
 #if REPLAYSSM_HAVE_CUDA
 #include "runtime/cuda/prompt_logits.h"
 #endif
@@ -19,16 +20,16 @@ namespace {
 
 struct LogitsArgs {
   std::string model, prompt_ids, path = "prefill", device = "cpu";
-  StoreArgs store;
+  StateArgs state;
 };
 
 Status run_logits(const LogitsArgs& a) {
   RSSM_RETURN_IF_ERROR(check_device(a.device));
-  if (a.device == "cuda") RSSM_RETURN_IF_ERROR(check_cuda_store(a.store));
+  if (a.device == "cuda") RSSM_RETURN_IF_ERROR(check_cuda_state(a.state));
   if (a.path != "prefill" && a.path != "decode")
     return invalid_argument("--path: '" + a.path + "' (expected prefill or decode)");
   RSSM_ASSIGN_OR_RETURN(std::vector<int32_t> ids, parse_ids(a.prompt_ids, "--prompt-ids"));
-  RSSM_ASSIGN_OR_RETURN(StoreOptions sopt, store_options(a.store));
+  RSSM_ASSIGN_OR_RETURN(StateOptions sopt, state_options(a.state));
   RSSM_ASSIGN_OR_RETURN(auto model, Model::load(a.model));
   const int64_t V = model->config().vocab_size, n = static_cast<int64_t>(ids.size());
   for (int32_t t : ids)
@@ -41,18 +42,20 @@ Status run_logits(const LogitsArgs& a) {
     // On cuda both paths run the chunked decoder (prompt_logits.h).
     RSSM_ASSIGN_OR_RETURN(auto dm, cuda::DeviceModel::create(*model));
     const std::vector<std::vector<int32_t>> prompts = {ids};
-    RSSM_ASSIGN_OR_RETURN(auto rows, cuda::prompt_logits_cuda(*dm, prompts, cuda_strategy(a.store), int(a.store.window),
-                                                               a.store.exact));
+    RSSM_ASSIGN_OR_RETURN(auto rows, cuda::prompt_logits_cuda(*dm, prompts, cuda_strategy(a.state), int(a.state.window),
+                                                               a.state.exact));
     logits = std::move(rows[0]);
 #endif
   } else if (a.path == "prefill") {
-    RSSM_ASSIGN_OR_RETURN(auto session, Session::create(*model, sopt));
-    const int64_t seq = session->store().add_sequence();
+    RSSM_ASSIGN_OR_RETURN(auto backend, cpu::CpuBackend::create(*model));
+    RSSM_ASSIGN_OR_RETURN(auto session, Session::create(*backend, sopt));
+    const int64_t seq = session->state().add_sequence();
     const StepInput in{seq, ids, true, StepInput::kAll};
     RSSM_RETURN_IF_ERROR(session->step({&in, 1}, &logits));
   } else {
-    RSSM_ASSIGN_OR_RETURN(auto session, Session::create(*model, sopt));
-    const int64_t seq = session->store().add_sequence();
+    RSSM_ASSIGN_OR_RETURN(auto backend, cpu::CpuBackend::create(*model));
+    RSSM_ASSIGN_OR_RETURN(auto session, Session::create(*backend, sopt));
+    const int64_t seq = session->state().add_sequence();
     for (int64_t i = 0; i < n; ++i) {
       const StepInput in{seq, {&ids[i], 1}};
       RSSM_RETURN_IF_ERROR(session->step({&in, 1}, &row));
@@ -83,7 +86,7 @@ Runner add_logits(CLI::App& app) {
   app.add_option("--prompt-ids", a->prompt_ids, "Comma-separated token ids, e.g. 3,17,5")->required();
   app.add_option("--path", a->path, "prefill (one step) or decode (one token per step)")->capture_default_str();
   app.add_option("--device", a->device, "Device: cpu or cuda (cuda: bf16 weights, the prompt in chunks, up to 1024 tokens a step, on either --path)")->capture_default_str();
-  add_store_options(app, &a->store);
+  add_state_options(app, &a->state);
   return [a] { return run_logits(*a); };
 }
 

@@ -7,10 +7,11 @@
 #include <cstdio>
 #include <string>
 
+#include "backend/cpu/cpu_backend.h"
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "decode/sampler.h"
-#include "decode/session.h"
+#include "ops/cpu/sampling.h"
+#include "workloads/session.h"
 #if REPLAYSSM_HAVE_CUDA
 #include "runtime/cuda/prompt_logits.h"
 #endif
@@ -51,7 +52,7 @@ Status run_perplexity(const PplArgs& a) {
   double nll = 0.0;
   int64_t n = 0;
   auto score = [&](const std::vector<int32_t>& w, const std::vector<float>& logits) {
-    for (size_t t = 0; t + 1 < w.size(); ++t) nll -= log_prob(std::span<const float>(logits).subspan(t * V, V), w[t + 1]);
+    for (size_t t = 0; t + 1 < w.size(); ++t) nll -= ops::cpu::log_prob(std::span<const float>(logits).subspan(t * V, V), w[t + 1]);
     n += static_cast<int64_t>(w.size()) - 1;
   };
   if (a.device == "cuda") {
@@ -66,14 +67,15 @@ Status run_perplexity(const PplArgs& a) {
     }
 #endif
   } else {
-    RSSM_ASSIGN_OR_RETURN(auto session, Session::create(*model, StoreOptions{}));
+    RSSM_ASSIGN_OR_RETURN(auto backend, cpu::CpuBackend::create(*model));
+    RSSM_ASSIGN_OR_RETURN(auto session, Session::create(*backend, StateOptions{}));
     std::vector<float> logits;
     for (const std::vector<int32_t>& w : windows) {
-      const int64_t seq = session->store().add_sequence();
+      const int64_t seq = session->state().add_sequence();
       const StepInput step{seq, w, true, StepInput::kAll};
       RSSM_RETURN_IF_ERROR(session->step({&step, 1}, &logits));
       score(w, logits);
-      RSSM_RETURN_IF_ERROR(session->store().release(seq));
+      RSSM_RETURN_IF_ERROR(session->release(seq));
     }
   }
   if (n == 0) return invalid_argument(a.file + ": fewer than two tokens to score");

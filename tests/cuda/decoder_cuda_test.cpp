@@ -25,7 +25,7 @@
 #include "core/dtype.h"
 #include "model/program.h"
 #include "replayssm/model.h"
-#include "store/dense_cache.h"
+#include "backend/cpu/dense_cache.h"
 #include "runtime/cuda/decoder.h"
 #include "runtime/cuda/device_model.h"
 #include "runtime/cuda/prompt_logits.h"

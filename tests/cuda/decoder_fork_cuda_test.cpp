@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "cuda_test_util.h"
-#include "decode/sampler.h"
+#include "workloads/sampler.h"
 #include "decoder_test_util.h"
 #include "replayssm/model.h"
 #include "runtime/cuda/generate_cuda.h"
@@ -141,7 +141,7 @@ double teacher_forced_logprob(const cuda::DeviceModel& dm, const std::vector<int
   ids.insert(ids.end(), tokens.begin(), tokens.end());
   const auto rows = test::stepped(dm, ids);
   double lp = 0.0;
-  for (size_t i = 0; i < tokens.size(); ++i) lp += log_prob(rows[prompt.size() + i - 1], tokens[i]);
+  for (size_t i = 0; i < tokens.size(); ++i) lp += ops::cpu::log_prob(rows[prompt.size() + i - 1], tokens[i]);
   return lp;
 }
 
@@ -177,7 +177,7 @@ TEST_P(CudaFork, BeamHypothesesScoreWhatTheyContainAndWidthOneIsGreedy) {
     std::printf("  %s %s W=%d beam 4 x 20: best score %.4f, worst |logprob - teacher-forced| %.4f, state peak %lld "
                 "bytes, written %lld\n",
                 GetParam().c_str(), cuda::decode_strategy_name(fc.strategy), fc.window, (*hyps)[0].score, worst,
-                (long long)stats.store.state_bytes_peak, (long long)stats.store.state_writes_bytes);
+                (long long)stats.state.state_bytes_peak, (long long)stats.state.state_writes_bytes);
     // Each token's log-probability within bf16 noise of stepping's.
     EXPECT_LT(worst, (trained() ? 0.02 : 0.1) * 20);
     // Width 1 is greedy decoding on the same kernels.

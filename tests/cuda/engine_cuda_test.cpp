@@ -119,7 +119,7 @@ TEST_P(CudaEngine, SamplingRepeatsCancelsEndAndMisfitsAreRefused) {
     for (uint64_t seed : {5u, 6u, 7u}) {
       RequestParams p;
       p.prompt = {1, 2, 3, int32_t(seed % uint64_t(V))};
-      p.max_new_tokens = 10, p.temperature = 0.9f, p.top_p = 0.95f, p.seed = seed, p.stop_at_eos = false;
+      p.max_new_tokens = 10, p.sampling = {0.9f, 0.95f, seed}, p.stop_at_eos = false;
       ASSERT_TRUE((*eng)->submit(p).ok());
     }
     ASSERT_TRUE((*eng)->run().ok());

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "cuda_test_util.h"
-#include "decode/beam_search.h"
-#include "decode/sampler.h"
+#include "workloads/beam_search.h"
+#include "workloads/sampler.h"
 #include "op_parity_util.h"
 #include "ops/cuda/sampling.h"
 
@@ -82,7 +82,7 @@ TEST_F(SamplingCuda, ArgmaxMatchesCpuLowestIdOnTies) {
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       const std::vector<int32_t> got = dout.get();
       for (int64_t r = 0; r < rows; ++r)
-        EXPECT_EQ(got[r], argmax(std::span<const float>(row(r), size_t(V)))) << "row " << r;
+        EXPECT_EQ(got[r], ops::cpu::argmax(std::span<const float>(row(r), size_t(V)))) << "row " << r;
     }
   }
 }
@@ -111,7 +111,7 @@ TEST_F(SamplingCuda, TopLogprobsMatchCpu) {
       const std::vector<int32_t> gi = ids.get();
       const std::vector<double> gl = lp.get();
       for (int64_t r = 0; r < rows; ++r) {
-        const std::vector<TokenLogprob> want = top_logprobs(std::span<const float>(row(r), size_t(V)), k);
+        const std::vector<TokenLogprob> want = ops::cpu::top_logprobs(std::span<const float>(row(r), size_t(V)), k);
         for (int j = 0; j < k; ++j) {
           EXPECT_EQ(gi[size_t(r * k + j)], want[size_t(j)].token) << "row " << r << " rank " << j;
           EXPECT_NEAR(gl[size_t(r * k + j)], want[size_t(j)].logprob, 1e-9) << "row " << r << " rank " << j;
@@ -164,9 +164,9 @@ TEST_F(SamplingCuda, SampleMatchesCpuSampleAt) {
       sp.temperature = pr.temperature, sp.top_p = pr.top_p;
       for (int64_t i = 0; i < n; ++i) {
         const std::span<const float> x(row(which[size_t(i)]), size_t(V));
-        const int32_t want = sample_at(x, sp, u[size_t(i)]);
+        const int32_t want = ops::cpu::sample_at(x, sp, u[size_t(i)]);
         ASSERT_EQ(got[size_t(i)], want) << "row " << which[size_t(i)] << " u " << u[size_t(i)];
-        EXPECT_NEAR(glp[size_t(i)], log_prob(x, want), 1e-9) << "row " << which[size_t(i)];
+        EXPECT_NEAR(glp[size_t(i)], ops::cpu::log_prob(x, want), 1e-9) << "row " << which[size_t(i)];
       }
     }
   }

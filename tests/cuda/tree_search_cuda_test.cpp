@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "cuda_test_util.h"
-#include "decode/sampler.h"
+#include "workloads/sampler.h"
 #include "decoder_test_util.h"
 #include "replayssm/model.h"
 #include "runtime/cuda/tree_search_cuda.h"
@@ -71,7 +71,7 @@ TEST_P(CudaTree, RestoredNodesMatchTheirPathsFromScratch) {
       ASSERT_TRUE(lg.ok());
       worst = std::max(worst, test::worst_row_ratio(std::vector<float>(lg->begin(), lg->end()), ref.back()));
       double lp = 0.0;  // the node's score: its tokens after the prompt
-      for (size_t i = prompt.size(); i < ids.size(); ++i) lp += log_prob(ref[i - 1], ids[i]);
+      for (size_t i = prompt.size(); i < ids.size(); ++i) lp += ops::cpu::log_prob(ref[i - 1], ids[i]);
       worst_score = std::max(worst_score, std::abs(lp - *(*tree)->score(n)));
       // The restored state itself: one more token from it.
       const int32_t t = id(g);

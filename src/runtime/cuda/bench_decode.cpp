@@ -11,7 +11,7 @@
 
 #include "bench/oracle_draft.h"
 #include "core/clock.h"
-#include "decode/speculative.h"
+#include "workloads/speculative.h"
 #include "runtime/cuda/generate_cuda.h"
 #include "runtime/cuda/search_cuda.h"
 #include "runtime/cuda/tree_search_cuda.h"
@@ -75,10 +75,10 @@ Result<bench::Measurement> BenchDecodeRunner::run_tree(const bench::Config& c) {
   m.decode_s = now_seconds() - t0;
   const Decoder& dec = tree->decoder();
   const DecoderMemory& mem = dec.memory();
-  m.store.state_bytes_peak = dec.state_bytes_peak();
-  m.store.kv_bytes_peak = mem.kv_bytes;
-  m.store.state_writes_bytes = dec.state_bytes_written() - written0;
-  m.store.restores_reprefill = tree->stats().reprefills;
+  m.state.state_bytes_peak = dec.state_bytes_peak();
+  m.state.kv_bytes_peak = mem.kv_bytes;
+  m.state.state_writes_bytes = dec.state_bytes_written() - written0;
+  m.state.restores_reprefill = tree->stats().reprefills;
   m.device_bytes = model_->bytes() + mem.state_bytes + mem.kv_bytes + mem.workspace_bytes;
   m.device_strategy = decode_strategy_name(o.strategy);
   return m;
@@ -280,9 +280,9 @@ Result<bench::Measurement> BenchDecodeRunner::run_restore(const bench::Config& c
     m.restores.push_back({p, p - from, path, dt});
     m.decode_s += dt;
     m.emitted += c.batch;
-    (path == RestorePath::kReprefill   ? m.store.restores_reprefill
-     : path == RestorePath::kLogReplay ? m.store.restores_log_replay
-                                       : m.store.restores_checkpoint) += c.batch;
+    (path == RestorePath::kReprefill   ? m.state.restores_reprefill
+     : path == RestorePath::kLogReplay ? m.state.restores_log_replay
+                                       : m.state.restores_checkpoint) += c.batch;
   }
   note_decoder(dec, at0, &m);
   return m;
@@ -294,11 +294,11 @@ BenchDecodeRunner::Counters BenchDecodeRunner::counters(const Decoder& dec) {
 
 void BenchDecodeRunner::note_decoder(const Decoder& dec, const Counters& at0, bench::Measurement* m) const {
   const DecoderMemory& mem = dec.memory();
-  m->store.state_bytes_peak = dec.state_bytes_peak();  // in use at most (allocated: mem.state_bytes)
-  m->store.kv_bytes_peak = mem.kv_bytes;
+  m->state.state_bytes_peak = dec.state_bytes_peak();  // in use at most (allocated: mem.state_bytes)
+  m->state.kv_bytes_peak = mem.kv_bytes;
   m->device_bytes = model_->bytes() + mem.state_bytes + mem.kv_bytes + mem.workspace_bytes;
   m->device_strategy = decode_strategy_name(dec.options().strategy);
-  m->store.state_writes_bytes = dec.state_bytes_written() - at0.written;
+  m->state.state_writes_bytes = dec.state_bytes_written() - at0.written;
   if (dec.options().strategy == DecodeStrategy::kReplay) {
     m->folds = dec.folds() - at0.folds;
     m->reads_shared = dec.checkpoint_reads_shared() - at0.reads_shared;

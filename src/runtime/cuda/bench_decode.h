@@ -74,7 +74,7 @@ class BenchDecodeRunner : public bench::Runner {
   int64_t weights_bytes() const { return model_->bytes(); }
 
  private:
-  BenchDecodeRunner(const Model& model, const bench::SweepOptions& opt) : opt_(opt), ctx_(model, opt) {}
+  BenchDecodeRunner(const Model& model, const bench::SweepOptions& opt) : opt_(opt), ctx_(model.config(), nullptr, opt) {}
   Result<bench::Measurement> run_tree(const bench::Config& c);
   Result<bench::Measurement> run_restore(const bench::Config& c);
   // The runner's decoder for `o`, kept from the last configuration where

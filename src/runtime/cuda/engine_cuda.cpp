@@ -44,7 +44,7 @@ Result<EngineCuda::RequestId> EngineCuda::submit(RequestParams params, Callback 
                               ")");
   if (params.max_new_tokens < 1)
     return invalid_argument("engine (cuda): max_new_tokens must be >= 1, got " + std::to_string(params.max_new_tokens));
-  if (!(params.temperature >= 0.0f) || !(params.top_p > 0.0f && params.top_p <= 1.0f))
+  if (!(params.sampling.temperature >= 0.0f) || !(params.sampling.top_p > 0.0f && params.sampling.top_p <= 1.0f))
     return invalid_argument("engine (cuda): temperature must be >= 0 and top_p in (0, 1]");
   const int64_t need = int64_t(params.prompt.size()) + params.max_new_tokens;
   if (need > opt_.max_context)
@@ -55,7 +55,7 @@ Result<EngineCuda::RequestId> EngineCuda::submit(RequestParams params, Callback 
   if (params.state_budget > 0 && params.state_budget < slot_state)
     return out_of_budget("engine (cuda): state_budget " + std::to_string(params.state_budget) +
                          " bytes is under one slot's state (" + std::to_string(slot_state) + " bytes)");
-  SamplingParams sp{params.temperature, params.top_p, params.seed};
+  SamplingParams sp = params.sampling;
   const RequestId id = RequestId(requests_.size());
   requests_.push_back(std::make_unique<Request>(Request{std::move(params), std::move(on_token), Sampler(sp)}));
   waiting_.push_back(id);
@@ -73,7 +73,18 @@ void EngineCuda::finish(RequestId id, int32_t token, Status error) {
   } else {
     waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), id), waiting_.end());
   }
-  if (r.on_token) r.on_token(TokenEvent{id, token, true, std::move(error)});
+  if (r.on_token) {
+    TokenEvent e;
+    e.request = id;
+    e.token = token;
+    e.finished = true;
+    e.reason = !error.ok()                                                  ? FinishReason::kError
+               : token < 0                                                  ? FinishReason::kCancelled
+               : int64_t(r.out.size()) >= r.params.max_new_tokens          ? FinishReason::kLength
+                                                                            : FinishReason::kStop;
+    e.error = std::move(error);
+    r.on_token(e);
+  }
 }
 
 Status EngineCuda::cancel(RequestId id) {
@@ -178,7 +189,7 @@ Status EngineCuda::step() {
     const int32_t row = int32_t(s);  // either step leaves a row per slot: its last token's
     r.last = next[size_t(row)];
     picks.emplace_back(s, row);
-    if (r.params.temperature > 0.0f) draws[{r.params.temperature, r.params.top_p}].push_back(picks.size() - 1);
+    if (r.params.sampling.temperature > 0.0f) draws[{r.params.sampling.temperature, r.params.sampling.top_p}].push_back(picks.size() - 1);
   }
   for (const auto& [p, which] : draws) {
     std::vector<int32_t> rows, ids(which.size());
@@ -199,7 +210,10 @@ Status EngineCuda::step() {
     if (end) {
       finish(id, r.last, {});
     } else if (r.on_token) {
-      r.on_token(TokenEvent{id, r.last, false, {}});
+      TokenEvent e;
+      e.request = id;
+      e.token = r.last;
+      r.on_token(e);
     }
   }
   return {};

@@ -34,7 +34,7 @@
 #include <memory>
 #include <vector>
 
-#include "decode/sampler.h"
+#include "workloads/sampler.h"
 #include "replayssm/engine.h"
 #include "runtime/cuda/decoder.h"
 #include "runtime/cuda/device_model.h"

@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <chrono>
 
-#include "decode/sampler.h"
-#include "decode/speculative.h"
+#include "workloads/sampler.h"
+#include "workloads/speculative.h"
 
 namespace replayssm::cuda {
 
@@ -84,6 +84,11 @@ Result<BatchResult> generate_batch_cuda(Decoder& decoder, std::span<const std::v
   Decoder* dec = &decoder;
 
   const bool sample = opt.sampling.temperature > 0.0f;
+  std::unique_ptr<Session> draft;  // the draft model's session (its backend: opt.spec.draft)
+  if (opt.spec.kind == SpecOptions::kDraft) {
+    if (opt.spec.draft == nullptr) return invalid_argument("generate: draft speculation needs a draft model");
+    RSSM_ASSIGN_OR_RETURN(draft, Session::create(*opt.spec.draft, StateOptions{}));
+  }
   std::vector<Sampler> samplers;
   std::vector<std::unique_ptr<DraftSource>> sources(static_cast<size_t>(B));
   std::vector<std::vector<int32_t>> context(static_cast<size_t>(B));
@@ -91,7 +96,7 @@ Result<BatchResult> generate_batch_cuda(Decoder& decoder, std::span<const std::v
     SamplingParams sp = opt.sampling;
     sp.seed = opt.sampling.seed + uint64_t(i);
     samplers.emplace_back(sp);
-    RSSM_ASSIGN_OR_RETURN(sources[size_t(i)], make_draft_source(c, opt.spec, StoreOptions{}, sp, i));
+    RSSM_ASSIGN_OR_RETURN(sources[size_t(i)], make_draft_source(c, opt.spec, draft.get(), sp, i));
     context[size_t(i)] = prompts[size_t(i)];
   }
   std::vector<float> logits(sample && dopt.spec_tokens > 0 ? size_t(B * V) * size_t(dopt.spec_tokens) : 0);  // sampled verifies
@@ -230,8 +235,8 @@ Result<BatchResult> generate_batch_cuda(Decoder& decoder, std::span<const std::v
   const double end = now_s();
   out.prefill_s = prefill_end - start;
   out.decode_s = end - prefill_end;
-  out.store.state_bytes = out.store.state_bytes_peak = dec->memory().state_bytes;
-  out.store.kv_bytes = out.store.kv_bytes_peak = dec->memory().kv_bytes;
+  out.state.state_bytes = out.state.state_bytes_peak = dec->memory().state_bytes;
+  out.state.kv_bytes = out.state.kv_bytes_peak = dec->memory().kv_bytes;
   return out;
 }
 

@@ -25,7 +25,7 @@
 #include <span>
 #include <vector>
 
-#include "decode/generate.h"
+#include "workloads/generate.h"
 #include "runtime/cuda/decoder.h"
 
 namespace replayssm::cuda {

@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "core/clock.h"
-#include "decode/sampler.h"
+#include "workloads/sampler.h"
 
 namespace replayssm::cuda {
 
@@ -45,10 +45,10 @@ Status start(Decoder& dec, std::span<const int32_t> prompt, int64_t batch, int64
 void fill_stats(const Decoder& dec, double t0, int64_t written0, SearchStats* stats) {
   if (stats == nullptr) return;
   stats->decode_s = now_seconds() - t0;
-  stats->store = StoreStats{};
-  stats->store.state_bytes = stats->store.state_bytes_peak = dec.state_bytes_peak();
-  stats->store.kv_bytes = stats->store.kv_bytes_peak = dec.memory().kv_bytes;
-  stats->store.state_writes_bytes = dec.state_bytes_written() - written0;
+  stats->state = StateStats{};
+  stats->state.state_bytes = stats->state.state_bytes_peak = dec.state_bytes_peak();
+  stats->state.kv_bytes = stats->state.kv_bytes_peak = dec.memory().kv_bytes;
+  stats->state.state_writes_bytes = dec.state_bytes_written() - written0;
 }
 
 DecoderOptions search_decoder(int64_t batch, size_t prompt, int64_t max_new_tokens, const CudaSearchOptions& c) {

@@ -22,7 +22,7 @@
 #include <span>
 #include <vector>
 
-#include "decode/beam_search.h"
+#include "workloads/beam_search.h"
 #include "runtime/cuda/decoder.h"
 
 namespace replayssm::cuda {
@@ -35,7 +35,7 @@ struct CudaSearchOptions {
 };
 
 // A decoder of batch width (n) for this request, dropped at the end; the
-// options' StoreOptions are not read.
+// options' StateOptions are not read.
 Result<std::vector<Hypothesis>> beam_search_cuda(const DeviceModel& model, std::span<const int32_t> prompt,
                                                  const BeamOptions& opt, const CudaSearchOptions& cuda,
                                                  SearchStats* stats = nullptr);

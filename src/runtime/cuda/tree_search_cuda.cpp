@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "decode/sampler.h"
+#include "ops/cpu/sampling.h"
 
 namespace replayssm::cuda {
 
@@ -161,9 +161,9 @@ Result<TreeSearchCuda::NodeId> TreeSearchCuda::expand(NodeId id, std::span<const
   n->path = parent->path;
   n->path.insert(n->path.end(), tokens.begin(), tokens.end());
   n->parent = id;
-  n->score = parent->score + log_prob(parent->logits, tokens[0]);
+  n->score = parent->score + ops::cpu::log_prob(parent->logits, tokens[0]);
   for (size_t j = 1; j < tokens.size(); ++j)
-    n->score += log_prob(std::span<const float>(rows).subspan((j - 1) * size_t(V), size_t(V)), tokens[j]);
+    n->score += ops::cpu::log_prob(std::span<const float>(rows).subspan((j - 1) * size_t(V), size_t(V)), tokens[j]);
   n->logits.assign(rows.end() - V, rows.end());
   n->slot = slot, n->used = ++clock_;
   const NodeId child = NodeId(nodes_.size());

@@ -27,7 +27,7 @@
 #include <span>
 #include <vector>
 
-#include "replayssm/replay_store.h"
+#include "replayssm/state.h"
 #include "runtime/cuda/decoder.h"
 
 namespace replayssm::cuda {

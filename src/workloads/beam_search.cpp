@@ -1,57 +1,22 @@
 // beam_search and best_of_n (see beam_search.h).
-#include "decode/beam_search.h"
+#include "workloads/beam_search.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
 #include "core/clock.h"
-#include "decode/session.h"
+#include "workloads/session.h"
 
 namespace replayssm {
 
 namespace {
-
-// log-softmax of a whole row.
-std::vector<double> log_softmax(std::span<const float> row) {
-  if (row.empty()) return {};
-  const float mx = *std::max_element(row.begin(), row.end());
-  double sum = 0.0;
-  for (float x : row) sum += std::exp(static_cast<double>(x - mx));
-  const double lse = std::log(sum) + mx;
-  std::vector<double> out(row.size());
-  for (size_t i = 0; i < row.size(); ++i) out[i] = static_cast<double>(row[i]) - lse;
-  return out;
-}
 
 double beam_score(double logprob, size_t len, const BeamOptions& opt) {
   return logprob / std::pow(static_cast<double>(std::max<size_t>(len, 1)), opt.length_penalty);
 }
 
 }  // namespace
-
-std::vector<TokenLogprob> top_logprobs(std::span<const float> row, int64_t k) {
-  const std::vector<double> lp = log_softmax(row);
-  std::vector<int32_t> ids(row.size());
-  std::iota(ids.begin(), ids.end(), 0);
-  k = std::clamp<int64_t>(k, 0, static_cast<int64_t>(row.size()));
-  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(),
-                    [&](int32_t a, int32_t c) { return lp[a] != lp[c] ? lp[a] > lp[c] : a < c; });
-  std::vector<TokenLogprob> out;
-  for (int64_t i = 0; i < k; ++i) out.push_back({ids[size_t(i)], lp[size_t(ids[size_t(i)])]});
-  return out;
-}
-
-std::vector<BeamChoice> next_beams(std::span<const float> logits, int64_t V, std::span<const Hypothesis> beams,
-                                   const ModelConfig& cfg, const BeamOptions& opt, std::vector<Hypothesis>* finished) {
-  const int64_t k = std::min<int64_t>(2 * opt.width, V);
-  std::vector<TokenLogprob> top;
-  for (size_t b = 0; b < beams.size(); ++b) {
-    const std::vector<TokenLogprob> t = top_logprobs(logits.subspan(b * size_t(V), size_t(V)), k);
-    top.insert(top.end(), t.begin(), t.end());
-  }
-  return rank_beams(top, k, beams, cfg, opt, finished);
-}
 
 std::vector<BeamChoice> rank_beams(std::span<const TokenLogprob> top, int64_t k, std::span<const Hypothesis> beams,
                                    const ModelConfig& cfg, const BeamOptions& opt, std::vector<Hypothesis>* finished) {
@@ -119,23 +84,31 @@ Status check_best_of_n_options(const BestOfNOptions& opt, int64_t vocab_size) {
   return check_sampling(opt.sampling, "best-of-n");
 }
 
-Result<std::vector<Hypothesis>> beam_search(const Model& model, std::span<const int32_t> prompt,
-                                            const BeamOptions& opt, SearchStats* stats) {
-  const ModelConfig& cfg = model.config();
+Result<std::vector<Hypothesis>> beam_search(Backend& backend, std::span<const int32_t> prompt, const BeamOptions& opt,
+                                            SearchStats* stats) {
+  const ModelConfig& cfg = backend.config();
   const int64_t V = cfg.vocab_size;
   RSSM_RETURN_IF_ERROR(check_beam_options(opt, V));
   if (prompt.empty()) return invalid_argument("beam search: the prompt is empty");
-  RSSM_ASSIGN_OR_RETURN(auto session, Session::create(model, opt.store));
-  ReplayStore& st = session->store();
+  RSSM_ASSIGN_OR_RETURN(auto session, Session::create(backend, opt.state));
+  StateManager& st = session->state();
   std::vector<Hypothesis> beams(1);
-  std::vector<int64_t> seqs{st.add_sequence()};  // seqs[b]: beams[b]'s store sequence
-  std::vector<float> logits;
-  const StepInput first{seqs[0], prompt};
-  RSSM_RETURN_IF_ERROR(session->step({&first, 1}, &logits));
+  std::vector<int64_t> seqs{st.add_sequence()};  // seqs[b]: beams[b]'s sequence
+  double t0 = now_seconds();
+  const std::span<const int32_t> prompts[1] = {prompt};
+  RSSM_RETURN_IF_ERROR(session->prefill(seqs, prompts, [](size_t, int64_t) { return Status(); }));
+  if (stats) stats->prefill_s = now_seconds() - t0;
   std::vector<Hypothesis> finished;
-  const double t0 = now_seconds();
+  t0 = now_seconds();
+  const int64_t k = std::min<int64_t>(2 * opt.width, V);
+  std::vector<TokenLogprob> top;
+  std::vector<int64_t> rows;
   for (int64_t step = 0; step < opt.max_new_tokens && !beams.empty(); ++step) {
-    const std::vector<BeamChoice> next = next_beams(logits, V, beams, cfg, opt, &finished);
+    rows.resize(beams.size());
+    for (size_t b = 0; b < beams.size(); ++b) rows[b] = static_cast<int64_t>(b);
+    top.resize(beams.size() * static_cast<size_t>(k));
+    RSSM_RETURN_IF_ERROR(backend.top_logprobs(rows, k, top.data()));
+    const std::vector<BeamChoice> next = rank_beams(top, k, beams, cfg, opt, &finished);
     // Materialise: beams without children are released first (a strategy
     // that copies state on fork then never holds a pruned beam next to the
     // copies); the first child of a beam takes its sequence, others fork it.
@@ -165,29 +138,34 @@ Result<std::vector<Hypothesis>> beam_search(const Model& model, std::span<const 
     }
     std::vector<StepInput> in;
     for (size_t b = 0; b < beams.size(); ++b) in.push_back({seqs[b], {&beams[b].tokens.back(), 1}});
-    RSSM_RETURN_IF_ERROR(session->step(in, &logits));
+    RSSM_RETURN_IF_ERROR(session->step(in));
   }
   if (stats) {
-    stats->store = st.stats();
     stats->decode_s = now_seconds() - t0;
+    RSSM_RETURN_IF_ERROR(session->flush());
+    stats->state = st.stats();
+    stats->memory = backend.memory();
   }
   return beam_results(std::move(finished), beams, opt);
 }
 
-Result<std::vector<Hypothesis>> best_of_n(const Model& model, std::span<const int32_t> prompt,
+Result<std::vector<Hypothesis>> best_of_n(Backend& backend, std::span<const int32_t> prompt,
                                           const BestOfNOptions& opt, SearchStats* stats) {
-  const ModelConfig& cfg = model.config();
+  const ModelConfig& cfg = backend.config();
   const int64_t V = cfg.vocab_size;
   RSSM_RETURN_IF_ERROR(check_best_of_n_options(opt, V));
   if (prompt.empty()) return invalid_argument("best-of-n: the prompt is empty");
-  RSSM_ASSIGN_OR_RETURN(auto session, Session::create(model, opt.store));
-  ReplayStore& st = session->store();
+  RSSM_ASSIGN_OR_RETURN(auto session, Session::create(backend, opt.state));
+  StateManager& st = session->state();
   const int64_t root = st.add_sequence();
-  std::vector<float> logits;
-  const StepInput first{root, prompt};
-  RSSM_RETURN_IF_ERROR(session->step({&first, 1}, &logits));
-  const double t0 = now_seconds();
-  // Every sample starts from the prompt's logits and a fork of its state.
+  double t0 = now_seconds();
+  const std::span<const int32_t> prompts[1] = {prompt};
+  const int64_t one[1] = {root};
+  RSSM_RETURN_IF_ERROR(session->prefill(one, prompts, [](size_t, int64_t) { return Status(); }));
+  if (stats) stats->prefill_s = now_seconds() - t0;
+  t0 = now_seconds();
+  // Every sample starts from the prompt's logits (kept row 0) and a fork
+  // of its state.
   struct Sample {
     int64_t seq;
     Sampler sampler;
@@ -195,7 +173,6 @@ Result<std::vector<Hypothesis>> best_of_n(const Model& model, std::span<const in
     bool done = false;
   };
   std::vector<Sample> samples;
-  std::vector<float> row(logits.begin(), logits.begin() + V);
   for (int64_t i = 0; i < opt.n; ++i) {
     SamplingParams p = opt.sampling;
     p.seed = opt.sampling.seed + static_cast<uint64_t>(i);
@@ -205,24 +182,33 @@ Result<std::vector<Hypothesis>> best_of_n(const Model& model, std::span<const in
     }
     samples.push_back({seq, Sampler(p), {}, false});
   }
-  std::vector<std::vector<float>> rows(opt.n, row);
+  std::vector<int64_t> row_of(samples.size(), 0);  // each live sample's kept row
   for (int64_t step = 0; step < opt.max_new_tokens; ++step) {
-    std::vector<StepInput> in;
+    std::vector<int64_t> rows;
+    std::vector<Sampler*> samplers;
     std::vector<size_t> who;
     for (size_t i = 0; i < samples.size(); ++i) {
-      Sample& s = samples[i];
-      if (s.done) continue;
-      const int32_t t = s.sampler.sample(rows[i]);
-      s.h.tokens.push_back(t);
-      s.h.logprob += log_prob(rows[i], t);
-      s.done = (opt.stop_at_eos && cfg.is_eos(t)) || step + 1 == opt.max_new_tokens;
-      if (s.done) continue;
-      in.push_back({s.seq, {&s.h.tokens.back(), 1}});
+      if (samples[i].done) continue;
+      rows.push_back(row_of[i]);
+      samplers.push_back(&samples[i].sampler);
       who.push_back(i);
     }
+    if (who.empty()) break;
+    std::vector<int32_t> toks(who.size());
+    std::vector<double> lps(who.size());
+    RSSM_RETURN_IF_ERROR(choose_tokens(backend, rows, samplers, toks.data(), lps.data()));
+    std::vector<StepInput> in;
+    for (size_t j = 0; j < who.size(); ++j) {
+      Sample& s = samples[who[j]];
+      s.h.tokens.push_back(toks[j]);
+      s.h.logprob += lps[j];
+      s.done = (opt.stop_at_eos && cfg.is_eos(toks[j])) || step + 1 == opt.max_new_tokens;
+      if (s.done) continue;
+      row_of[who[j]] = static_cast<int64_t>(in.size());
+      in.push_back({s.seq, {&s.h.tokens.back(), 1}});
+    }
     if (in.empty()) break;
-    RSSM_RETURN_IF_ERROR(session->step(in, &logits));
-    for (size_t j = 0; j < who.size(); ++j) rows[who[j]].assign(logits.begin() + j * V, logits.begin() + (j + 1) * V);
+    RSSM_RETURN_IF_ERROR(session->step(in));
   }
   std::vector<Hypothesis> out;
   for (Sample& s : samples) {
@@ -230,8 +216,10 @@ Result<std::vector<Hypothesis>> best_of_n(const Model& model, std::span<const in
     out.push_back(std::move(s.h));
   }
   if (stats) {
-    stats->store = st.stats();
     stats->decode_s = now_seconds() - t0;
+    RSSM_RETURN_IF_ERROR(session->flush());
+    stats->state = st.stats();
+    stats->memory = backend.memory();
   }
   return out;
 }

@@ -1,7 +1,10 @@
-// Beam search and best-of-n on the store: every hypothesis is a store
-// sequence; children are forks of their parent (under replay they share its
-// pages and checkpoints), pruned hypotheses are released, and all live
-// hypotheses advance together in one batched step.
+// Beam search and best-of-n over the state manager, on any backend: every
+// hypothesis is a sequence; children are forks of their parent (under
+// replay they share its pages and checkpoints), pruned hypotheses are
+// released, and all live hypotheses advance together in one batched step.
+// Beams are ranked from each row's top log-probabilities, computed by the
+// backend (Backend::top_logprobs); best-of-n draws on the backend with each
+// sample's own Sampler's uniforms.
 #pragma once
 
 #include <cstdint>
@@ -10,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "decode/sampler.h"
-#include "replayssm/model.h"
-#include "replayssm/replay_store.h"
+#include "replayssm/backend.h"
+#include "replayssm/state.h"
+#include "workloads/sampler.h"
 
 namespace replayssm {
 
@@ -37,49 +40,38 @@ struct BeamOptions {
   int64_t max_new_tokens = 16;
   double length_penalty = 1.0;  // score = logprob / (new tokens)^length_penalty
   bool stop_at_eos = true;      // a hypothesis ending in EOS is finished
-  StoreOptions store;
+  StateOptions state;
   // Called before each decode step with every live beam's new tokens (the
   // beam tree the store holds; for analysis). Optional.
   std::function<void(const std::vector<std::vector<int32_t>>&)> on_step;
 };
 
 struct SearchStats {
-  StoreStats store;
+  StateStats state;
+  BackendMemory memory;
+  double prefill_s = 0.0;
   double decode_s = 0.0;
 };
 
 // The `width` best hypotheses, by score, best first. Ties between
 // candidates break by parent rank, then token id, so results are
 // deterministic.
-Result<std::vector<Hypothesis>> beam_search(const Model& model, std::span<const int32_t> prompt,
-                                            const BeamOptions& opt, SearchStats* stats = nullptr);
+Result<std::vector<Hypothesis>> beam_search(Backend& backend, std::span<const int32_t> prompt, const BeamOptions& opt,
+                                            SearchStats* stats = nullptr);
 
-// The bookkeeping of one beam-search step, shared by the CPU search above
-// and the CUDA one (runtime/cuda/search_cuda.h). From each live beam's
-// logits row (row b scores beams[b]'s next token): every beam's top 2w
-// continuations ranked by cumulative log-probability (ties: beam rank,
-// then token id); EOS candidates within the top w ranks finish (appended
-// to *finished, kept sorted best first); the best w others are the next
-// beams, best first. Empty once the search is over (nothing left, or w
-// finished and no live beam can beat the worst of them).
+// The bookkeeping of one beam-search step (the engine's beam requests
+// share it). From each live beam's candidates — top[b·k + i] is beams[b]'s
+// i-th largest log-probability, k = min(2·width, V) per beam — every
+// beam's top 2w continuations ranked by cumulative log-probability (ties:
+// beam rank, then token id); EOS candidates within the top w ranks finish
+// (appended to *finished, kept sorted best first); the best w others are
+// the next beams, best first. Empty once the search is over (nothing left,
+// or w finished and no live beam can beat the worst of them).
 struct BeamChoice {
   size_t parent;  // index into beams
   int32_t token;
   double logprob;
 };
-std::vector<BeamChoice> next_beams(std::span<const float> logits, int64_t V, std::span<const Hypothesis> beams,
-                                   const ModelConfig& cfg, const BeamOptions& opt, std::vector<Hypothesis>* finished);
-
-// A row's k largest log-probabilities log_softmax(row)[id] (the log-sum-exp
-// in fp64), largest first, lower id on ties — each beam's candidates. The
-// specification of ops/cuda/sampling.h top_logprobs_cuda.
-struct TokenLogprob {
-  int32_t token;
-  double logprob;
-};
-std::vector<TokenLogprob> top_logprobs(std::span<const float> row, int64_t k);
-// next_beams from the candidates instead of the rows: top[b·k + i] is
-// beams[b]'s i-th (k = min(2·width, V) per beam, as top_logprobs gives).
 std::vector<BeamChoice> rank_beams(std::span<const TokenLogprob> top, int64_t k, std::span<const Hypothesis> beams,
                                    const ModelConfig& cfg, const BeamOptions& opt, std::vector<Hypothesis>* finished);
 // The search's answer: the finished hypotheses and the live beams, the best
@@ -92,18 +84,17 @@ struct BestOfNOptions {
   int64_t max_new_tokens = 16;
   SamplingParams sampling;      // sample i uses seed + i
   bool stop_at_eos = true;
-  StoreOptions store;
+  StateOptions state;
 };
 
-// What beam_search and best_of_n (and their CUDA versions) refuse before
-// anything runs: a size outside check_search_size, a negative
+// What beam_search and best_of_n refuse before anything runs: a size outside check_search_size, a negative
 // max_new_tokens, a NaN length penalty, sampling outside check_sampling.
 Status check_beam_options(const BeamOptions& opt, int64_t vocab_size);
 Status check_best_of_n_options(const BestOfNOptions& opt, int64_t vocab_size);
 
 // n samples sharing the prompt's prefill (forks of one sequence), in the
 // order of their seeds; score = mean log-probability per token.
-Result<std::vector<Hypothesis>> best_of_n(const Model& model, std::span<const int32_t> prompt,
+Result<std::vector<Hypothesis>> best_of_n(Backend& backend, std::span<const int32_t> prompt,
                                           const BestOfNOptions& opt, SearchStats* stats = nullptr);
 
 }  // namespace replayssm

@@ -1,6 +1,5 @@
-// Sampler (see sampler.h). Probabilities are formed in double so top-p cut
-// points do not depend on summation order.
-#include "decode/sampler.h"
+// Token choice from one row of logits (see sampling.h).
+#include "ops/cpu/sampling.h"
 
 #include <algorithm>
 #include <cmath>
@@ -17,6 +16,8 @@ Status check_sampling(const SamplingParams& p, const std::string& who) {
     return invalid_argument(who + ": top_p must be in (0, 1], got " + std::to_string(p.top_p));
   return {};
 }
+
+namespace ops::cpu {
 
 int32_t argmax(std::span<const float> logits) {
   int32_t best = 0;
@@ -40,8 +41,6 @@ std::vector<double> sampling_probs(std::span<const float> logits, const Sampling
   }
   for (double& x : prob) x /= sum;
   if (p.top_p >= 1.0f) return prob;
-  // Nucleus: the shortest prefix of the tokens by descending probability
-  // (ties by id) whose mass reaches top_p.
   std::vector<int32_t> order(V);
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return prob[a] > prob[b]; });
@@ -69,7 +68,6 @@ double log_prob(std::span<const float> logits, int32_t token) {
   return static_cast<double>(logits[token] - mx) - std::log(sum);
 }
 
-namespace {
 int32_t draw_at(std::span<const double> probs, double r) {
   int32_t last = 0;
   for (size_t i = 0; i < probs.size(); ++i) {
@@ -80,20 +78,29 @@ int32_t draw_at(std::span<const double> probs, double r) {
   }
   return last;  // rounding left r ≥ 0: the last token with mass
 }
-}  // namespace
 
 int32_t sample_at(std::span<const float> logits, const SamplingParams& p, double r) {
   if (p.temperature <= 0.0f) return argmax(logits);
   return draw_at(sampling_probs(logits, p), r);
 }
 
-int32_t Sampler::sample(std::span<const float> logits) {
-  if (p_.temperature <= 0.0f) return argmax(logits);
-  return sample_at(logits, p_, uniform());
+std::vector<TokenLogprob> top_logprobs(std::span<const float> row, int64_t k) {
+  if (row.empty()) return {};
+  const float mx = *std::max_element(row.begin(), row.end());
+  double sum = 0.0;
+  for (float x : row) sum += std::exp(static_cast<double>(x - mx));
+  const double lse = std::log(sum) + mx;
+  std::vector<double> lp(row.size());
+  for (size_t i = 0; i < row.size(); ++i) lp[i] = static_cast<double>(row[i]) - lse;
+  std::vector<int32_t> ids(row.size());
+  std::iota(ids.begin(), ids.end(), 0);
+  k = std::clamp<int64_t>(k, 0, static_cast<int64_t>(row.size()));
+  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(),
+                    [&](int32_t a, int32_t c) { return lp[a] != lp[c] ? lp[a] > lp[c] : a < c; });
+  std::vector<TokenLogprob> out;
+  for (int64_t i = 0; i < k; ++i) out.push_back({ids[size_t(i)], lp[size_t(ids[size_t(i)])]});
+  return out;
 }
 
-int32_t Sampler::draw(std::span<const double> probs) { return draw_at(probs, uniform()); }
-
-double Sampler::uniform() { return std::uniform_real_distribution<double>(0.0, 1.0)(rng_); }
-
+}  // namespace ops::cpu
 }  // namespace replayssm

@@ -3,9 +3,9 @@
 // case where every distribution is one-hot).
 //
 // The generation loop (generate.cpp) feeds [last, d_1 .. d_k] to the target
-// as uncommitted drafts in one step, calls accept_drafts on the k+1 rows of
-// logits, then commits the accepted prefix and truncates the rest — under
-// the replay store a rollback is a cursor move.
+// as uncommitted drafts in one step, accepts on the k+1 rows (greedy: their
+// argmaxes; sampling: the rows themselves), then commits the accepted
+// prefix and truncates the rest — under replay a rollback is a cursor move.
 #pragma once
 
 #include <cstdint>
@@ -13,9 +13,9 @@
 #include <span>
 #include <vector>
 
-#include "decode/sampler.h"
-#include "decode/generate.h"
-#include "decode/session.h"
+#include "workloads/generate.h"
+#include "workloads/sampler.h"
+#include "workloads/session.h"
 
 namespace replayssm {
 
@@ -46,26 +46,31 @@ class NgramDraft final : public DraftSource {
 };
 
 // A smaller model of any supported architecture with the same vocabulary,
-// decoding on its own store. Its sequence follows the context: each call
-// rolls it back to the longest common prefix and catches up.
+// decoding on its own backend (of the target's kind): one sequence of the
+// draft session, which the drafts of every prompt share (one session per
+// backend). The sequence follows the context: each call rolls it back to
+// the longest common prefix and catches up. Greedy drafts are the
+// backend's argmaxes (a point mass each); sampled ones carry the rows'
+// distributions. The session must outlive the draft, which releases its
+// sequence when destroyed.
 class ModelDraft final : public DraftSource {
  public:
-  static Result<std::unique_ptr<ModelDraft>> create(const Model& draft, const ModelConfig& target,
-                                                    const StoreOptions& store, const SamplingParams& sampling);
+  static Result<std::unique_ptr<ModelDraft>> create(Session& draft, const ModelConfig& target,
+                                                    const SamplingParams& sampling);
+  ~ModelDraft() override;
   Result<Draft> propose(std::span<const int32_t> context, int64_t max_tokens) override;
 
  private:
-  ModelDraft(std::unique_ptr<Session> s, const SamplingParams& p) : session_(std::move(s)), sampler_(p) {}
-  std::unique_ptr<Session> session_;
+  ModelDraft(Session& s, const SamplingParams& p) : session_(s), sampler_(p) {}
+  Session& session_;
   Sampler sampler_;
   int64_t seq_ = -1;
 };
 
 // The draft source spec asks for, for prompt i of a batch (nullptr for
-// kNone): a draft model decodes on its own CPU store with `store`'s options.
+// kNone): kDraft decodes on `draft`, the session over spec.draft.
 Result<std::unique_ptr<DraftSource>> make_draft_source(const ModelConfig& target, const SpecOptions& spec,
-                                                       const StoreOptions& store, const SamplingParams& sampling,
-                                                       int64_t i);
+                                                       Session* draft, const SamplingParams& sampling, int64_t i);
 
 struct AcceptResult {
   int64_t accepted = 0;  // drafts kept, a prefix of the draft
@@ -78,5 +83,8 @@ struct AcceptResult {
 // and a rejection draws from norm(max(0, p − q)), so the emitted tokens are
 // distributed exactly as the target samples them.
 AcceptResult accept_drafts(std::span<const float> rows, int64_t V, const Draft& d, Sampler& sampler);
+// Greedy acceptance from the k+1 rows' argmaxes alone: drafts kept while
+// each equals the argmax before it; next is the argmax after the last kept.
+AcceptResult accept_greedy(std::span<const int32_t> argmaxes, const Draft& d);
 
 }  // namespace replayssm

@@ -1,4 +1,4 @@
-// Replay's flush planning: which checkpoints a step writes, and which
+// Replay's flush placement: which checkpoints a step writes, and which
 // sequences move onto them.
 //
 // A lone sequence folds its committed log into a checkpoint every W tokens.
@@ -38,7 +38,7 @@
 #include <limits>
 #include <map>
 
-#include "store/store_impl.h"
+#include "state/manager_impl.h"
 
 namespace replayssm {
 
@@ -116,7 +116,7 @@ struct Tree {
 // The kernels now copy the window first, and the tests pass without the
 // K−1 bound; it stays until a nearer spacing is measured (docs/store.md).
 // With W < K−1 the min with W wins, so those writes do occur.
-int64_t family_spacing(const ReplayStore::Impl& m) {
+int64_t family_spacing(const StateManager::Impl& m) {
   int64_t k1 = 0;
   for (const LayerLayout& l : m.layers)
     if (l.ssm >= 0) k1 = std::max(k1, l.spec.conv_width - 1);
@@ -130,7 +130,7 @@ bool has_rebuild(const std::vector<SlicePlan>& plan, int64_t seq) {
 }
 
 // Plans the writes of one family standing on `base` (see the top).
-void plan_family(const ReplayStore::Impl& m, int64_t base, const std::vector<Member>& fam) {
+void plan_family(const StateManager::Impl& m, int64_t base, const std::vector<Member>& fam) {
   const int64_t c = m.ckpt_pos(base), W = m.opt.window;
   const bool base_slot = base != kZeroCkpt && m.ckpts.at(base).refs == static_cast<int>(fam.size());
   const int64_t K = m.opt.checkpoint_interval;
@@ -278,7 +278,7 @@ void plan_family(const ReplayStore::Impl& m, int64_t base, const std::vector<Mem
 
 }  // namespace
 
-void ReplayStore::Impl::plan_replay_step(std::vector<SlicePlan>* plan) const {
+void StateManager::Impl::plan_replay_step(std::vector<SlicePlan>* plan) const {
   // Families: (request, base) → members, stepping or not.
   std::map<std::pair<int64_t, int64_t>, std::vector<Member>> families;
   std::map<int64_t, SlicePlan*> stepping;

@@ -1,7 +1,7 @@
-// Names and validation of the store's options (replay_store.h).
+// Names and validation of the state options (replayssm/state.h).
 #include <string>
 
-#include "replayssm/replay_store.h"
+#include "replayssm/state.h"
 
 namespace replayssm {
 
@@ -38,7 +38,7 @@ const char* restore_path_name(RestorePath p) {
   return "?";
 }
 
-Status StoreOptions::validate() const {
+Status StateOptions::validate() const {
   if (strategy != Strategy::kReplay && strategy != Strategy::kSnapshot && strategy != Strategy::kRecompute)
     return invalid_argument("strategy: " + std::to_string(int(strategy)) + " is not a Strategy");
   if (eviction != EvictionPolicy::kCostAware && eviction != EvictionPolicy::kLru)

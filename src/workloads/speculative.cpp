@@ -1,5 +1,5 @@
 // Draft sources and acceptance (see speculative.h).
-#include "decode/speculative.h"
+#include "workloads/speculative.h"
 
 #include <algorithm>
 
@@ -20,25 +20,26 @@ Result<Draft> NgramDraft::propose(std::span<const int32_t> ctx, int64_t max_toke
   return d;
 }
 
-Result<std::unique_ptr<ModelDraft>> ModelDraft::create(const Model& draft, const ModelConfig& target,
-                                                       const StoreOptions& store,
+Result<std::unique_ptr<ModelDraft>> ModelDraft::create(Session& draft, const ModelConfig& target,
                                                        const SamplingParams& sampling) {
   if (draft.config().vocab_size != target.vocab_size)
     return invalid_argument("draft model " + draft.config().dir + " has vocabulary " +
                             std::to_string(draft.config().vocab_size) + ", the target has " +
                             std::to_string(target.vocab_size));
-  RSSM_ASSIGN_OR_RETURN(auto session, Session::create(draft, store));
   SamplingParams p = sampling;
   p.seed = sampling.seed ^ 0x9e3779b97f4a7c15ull;  // its own stream, still reproducible
-  std::unique_ptr<ModelDraft> d(new ModelDraft(std::move(session), p));
-  d->seq_ = d->session_->store().add_sequence();
+  std::unique_ptr<ModelDraft> d(new ModelDraft(draft, p));
+  d->seq_ = draft.state().add_sequence();
   return d;
 }
+
+ModelDraft::~ModelDraft() { (void)session_.release(seq_); }
 
 Result<Draft> ModelDraft::propose(std::span<const int32_t> ctx, int64_t max_tokens) {
   Draft d;
   if (max_tokens <= 0) return d;
-  ReplayStore& st = session_->store();
+  StateManager& st = session_.state();
+  Backend& backend = session_.backend();
   // Roll back to the longest common prefix (always keep one token to feed).
   const auto have = st.tokens(seq_);
   int64_t common = 0;
@@ -47,32 +48,48 @@ Result<Draft> ModelDraft::propose(std::span<const int32_t> ctx, int64_t max_toke
     ++common;
   common = std::min<int64_t>(common, static_cast<int64_t>(ctx.size()) - 1);
   RSSM_RETURN_IF_ERROR(st.truncate(seq_, common));
+  // The catch-up in steps of at most the backend's rows, the last one's
+  // logits kept.
+  const std::span<const int32_t> rest = ctx.subspan(static_cast<size_t>(common));
+  const int64_t budget = std::max<int64_t>(backend.max_step_rows(), 1);
+  for (size_t at = 0; at < rest.size();) {
+    const size_t n = std::min(rest.size() - at, static_cast<size_t>(budget));
+    const StepInput catch_up{seq_, rest.subspan(at, n), true, at + n == rest.size() ? StepInput::kLast : StepInput::kNone};
+    RSSM_RETURN_IF_ERROR(session_.step({&catch_up, 1}));
+    at += n;
+  }
+  const bool greedy = sampler_.params().temperature <= 0.0f;
   std::vector<float> logits;
-  const StepInput catch_up{seq_, ctx.subspan(static_cast<size_t>(common))};
-  RSSM_RETURN_IF_ERROR(session_->step({&catch_up, 1}, &logits));
+  const int64_t row0 = 0;
   for (int64_t j = 0; j < max_tokens; ++j) {
-    std::vector<double> q = sampling_probs(logits, sampler_.params());
-    const int32_t t = sampler_.params().temperature <= 0.0f ? argmax(logits) : sampler_.draw(q);
+    int32_t t = 0;
+    if (greedy) {
+      RSSM_RETURN_IF_ERROR(backend.argmax({&row0, 1}, &t));
+    } else {
+      logits.resize(static_cast<size_t>(backend.config().vocab_size));
+      RSSM_RETURN_IF_ERROR(backend.logits({&row0, 1}, logits.data()));
+      std::vector<double> q = ops::cpu::sampling_probs(logits, sampler_.params());
+      t = sampler_.draw(q);
+      d.probs.push_back(std::move(q));
+    }
     d.tokens.push_back(t);
-    d.probs.push_back(std::move(q));
     if (j + 1 == max_tokens) break;
     const StepInput next{seq_, {&d.tokens.back(), 1}, /*commit=*/false};
-    RSSM_RETURN_IF_ERROR(session_->step({&next, 1}, &logits));
+    RSSM_RETURN_IF_ERROR(session_.step({&next, 1}));
   }
   return d;
 }
 
 Result<std::unique_ptr<DraftSource>> make_draft_source(const ModelConfig& target, const SpecOptions& spec,
-                                                       const StoreOptions& store, const SamplingParams& sampling,
-                                                       int64_t i) {
+                                                       Session* draft, const SamplingParams& sampling, int64_t i) {
   switch (spec.kind) {
     case SpecOptions::kNone:
       return std::unique_ptr<DraftSource>();
     case SpecOptions::kNgram:
       return std::unique_ptr<DraftSource>(std::make_unique<NgramDraft>(spec.ngram_max));
     case SpecOptions::kDraft: {
-      if (spec.draft == nullptr) return invalid_argument("generate: draft speculation needs a draft model");
-      RSSM_ASSIGN_OR_RETURN(auto d, ModelDraft::create(*spec.draft, target, store, sampling));
+      if (draft == nullptr) return invalid_argument("generate: draft speculation needs a draft model");
+      RSSM_ASSIGN_OR_RETURN(auto d, ModelDraft::create(*draft, target, sampling));
       return std::unique_ptr<DraftSource>(std::move(d));
     }
     case SpecOptions::kCustom:
@@ -83,18 +100,26 @@ Result<std::unique_ptr<DraftSource>> make_draft_source(const ModelConfig& target
 }
 
 
+AcceptResult accept_greedy(std::span<const int32_t> argmaxes, const Draft& d) {
+  const int64_t k = static_cast<int64_t>(d.tokens.size());
+  AcceptResult r;
+  while (r.accepted < k && argmaxes[size_t(r.accepted)] == d.tokens[size_t(r.accepted)]) ++r.accepted;
+  r.next = argmaxes[size_t(r.accepted)];
+  return r;
+}
+
 AcceptResult accept_drafts(std::span<const float> rows, int64_t V, const Draft& d, Sampler& sampler) {
   const int64_t k = static_cast<int64_t>(d.tokens.size());
   auto row = [&](int64_t i) { return rows.subspan(static_cast<size_t>(i * V), static_cast<size_t>(V)); };
   AcceptResult r;
   if (sampler.params().temperature <= 0.0f) {
-    while (r.accepted < k && argmax(row(r.accepted)) == d.tokens[r.accepted]) ++r.accepted;
-    r.next = argmax(row(r.accepted));
+    while (r.accepted < k && ops::cpu::argmax(row(r.accepted)) == d.tokens[r.accepted]) ++r.accepted;
+    r.next = ops::cpu::argmax(row(r.accepted));
     return r;
   }
   for (; r.accepted < k; ++r.accepted) {
     const int32_t t = d.tokens[r.accepted];
-    std::vector<double> p = sampling_probs(row(r.accepted), sampler.params());
+    std::vector<double> p = ops::cpu::sampling_probs(row(r.accepted), sampler.params());
     const double q_t = d.probs.empty() ? 1.0 : d.probs[r.accepted][t];
     if (q_t > 0.0 && sampler.uniform() * q_t < p[t]) continue;  // kept with prob min(1, p/q)
     // Rejected: draw from the residual max(0, p − q), renormalised.
@@ -108,11 +133,11 @@ AcceptResult accept_drafts(std::span<const float> rows, int64_t V, const Draft& 
       for (double& x : p) x /= mass;
       r.next = sampler.draw(p);
     } else {  // p == q: any rejection is a rounding artefact; sample p itself
-      r.next = sampler.draw(sampling_probs(row(r.accepted), sampler.params()));
+      r.next = sampler.draw(ops::cpu::sampling_probs(row(r.accepted), sampler.params()));
     }
     return r;
   }
-  r.next = sampler.draw(sampling_probs(row(k), sampler.params()));
+  r.next = sampler.draw(ops::cpu::sampling_probs(row(k), sampler.params()));
   return r;
 }
 

@@ -1,5 +1,5 @@
 // DenseCache (see dense_cache.h): per-sequence buffers, CPU mixers.
-#include "store/dense_cache.h"
+#include "backend/cpu/dense_cache.h"
 
 #include <algorithm>
 #include <cstdint>

@@ -1,13 +1,13 @@
-// ReplayStore eviction: what may go, in what order, and reserving room for
+// StateManager eviction: what may go, in what order, and reserving room for
 // a step. Evicting drops a checkpoint's data or a page's log, never tokens
 // or KV rows, so a sequence is never lost — its next restore is slower.
 #include <algorithm>
 
-#include "store/store_impl.h"
+#include "state/manager_impl.h"
 
 namespace replayssm {
 
-void ReplayStore::Impl::protect_resume(const Seq& s, Protected* p) const {
+void StateManager::Impl::protect_resume(const Seq& s, Protected* p) const {
   const RestorePlan r = plan_resume(s);
   const int64_t len = static_cast<int64_t>(s.tokens.size());
   const int64_t base = r.path == RestorePath::kReprefill ? best_any_base(s, len)
@@ -17,7 +17,7 @@ void ReplayStore::Impl::protect_resume(const Seq& s, Protected* p) const {
     p->pages.insert(s.pages[pi]);
 }
 
-int64_t ReplayStore::Impl::request_bytes(int64_t request) const {
+int64_t StateManager::Impl::request_bytes(int64_t request) const {
   std::set<int64_t> pg, ck;
   for (int64_t id : requests.at(request).seqs) {
     const Seq& s = seqs.at(id);
@@ -25,12 +25,12 @@ int64_t ReplayStore::Impl::request_bytes(int64_t request) const {
     ck.insert(s.ckpts.begin(), s.ckpts.end());
   }
   int64_t n = 0;
-  for (int64_t p : pg) n += pages.at(p).log.empty() ? 0 : log_bytes();
+  for (int64_t p : pg) n += pages.at(p).has_log() ? log_bytes() : 0;
   for (int64_t c : ck) n += ckpts.at(c).evicted() ? 0 : ckpt_bytes();
   return n;
 }
 
-std::vector<ReplayStore::Impl::Candidate> ReplayStore::Impl::eviction_candidates(
+std::vector<StateManager::Impl::Candidate> StateManager::Impl::eviction_candidates(
     const Protected& p, std::optional<int64_t> request) const {
   const Impl& m = *this;
   std::set<int64_t> in_pages, in_ckpts;  // referenced by `request`
@@ -49,18 +49,18 @@ std::vector<ReplayStore::Impl::Candidate> ReplayStore::Impl::eviction_candidates
     if (!c.evicted() && !p.ckpts.count(id) && (!request || in_ckpts.count(id)))
       out.push_back({true, id, m.ckpt_bytes(), ckpt_cost, c.last_use});
   for (const auto& [id, pg] : m.pages)
-    if (!pg.log.empty() && !p.pages.count(id) && (!request || in_pages.count(id)))
+    if (pg.has_log() && !p.pages.count(id) && (!request || in_pages.count(id)))
       out.push_back({false, id, m.log_bytes(), log_cost, pg.last_use});
   return out;
 }
 
-int64_t ReplayStore::Impl::evictable_bytes(const Protected& p, std::optional<int64_t> request) const {
+int64_t StateManager::Impl::evictable_bytes(const Protected& p, std::optional<int64_t> request) const {
   int64_t n = 0;
   for (const Candidate& c : eviction_candidates(p, request)) n += c.bytes;
   return n;
 }
 
-int64_t ReplayStore::Impl::evict(int64_t bytes, const Protected& p, std::optional<int64_t> request) {
+int64_t StateManager::Impl::evict(int64_t bytes, const Protected& p, std::optional<int64_t> request) {
   std::vector<Candidate> cs = eviction_candidates(p, request);
   if (opt.eviction == EvictionPolicy::kLru) {
     std::stable_sort(cs.begin(), cs.end(), [](const Candidate& a, const Candidate& b) {
@@ -91,7 +91,7 @@ int64_t ReplayStore::Impl::evict(int64_t bytes, const Protected& p, std::optiona
   return freed;
 }
 
-Status ReplayStore::Impl::reserve(int64_t need, const std::map<int64_t, int64_t>& need_by_request,
+Status StateManager::Impl::reserve(int64_t need, const std::map<int64_t, int64_t>& need_by_request,
                                   const Protected& p) {
   const int64_t global_deficit = opt.state_budget > 0 ? stats.state_bytes + need - opt.state_budget : 0;
   if (global_deficit > 0) {

@@ -1,4 +1,4 @@
-// Randomized property test of the ReplayStore (DESIGN.md §1, §3, §5).
+// Randomized property test of the StateManager (DESIGN.md §1, §3, §5).
 //
 // Thousands of random operations — steps (prefill chunks, single tokens,
 // drafts), commit, truncate, fork, restore, evict, release — on a store
@@ -18,7 +18,8 @@
 
 #include "ops/cpu/attention.h"
 #include "ops/cpu/ssm_mixer.h"
-#include "replayssm/replay_store.h"
+#include "cpu_state.h"
+#include "replayssm/state.h"
 
 namespace replayssm {
 namespace {
@@ -103,7 +104,7 @@ struct Layers {
   const float* input(int32_t tok) const { return in.data() + tok * in_w; }
 
   // Runs one step through the store: attention then SSM outputs per row.
-  Status step(ReplayStore& st, const std::vector<SeqSlice>& slices, const std::vector<int32_t>& toks,
+  Status step(test::CpuState& st, const std::vector<SeqSlice>& slices, const std::vector<int32_t>& toks,
               std::vector<float>* att_out, std::vector<float>* ssm_out) const {
     RSSM_RETURN_IF_ERROR(st.begin_step(slices, toks));
     const int64_t rows = static_cast<int64_t>(toks.size());
@@ -183,7 +184,7 @@ TEST_P(StoreProperty, MatchesOracle) {
   const Config cfg = GetParam();
   std::mt19937 g(cfg.seed);
   Layers L(cfg.kind, g);
-  StoreOptions opt;
+  StateOptions opt;
   opt.strategy = cfg.strategy;
   opt.exact = cfg.exact;
   opt.window = cfg.window;
@@ -194,7 +195,7 @@ TEST_P(StoreProperty, MatchesOracle) {
   opt.eviction = cfg.policy;
   opt.replay_limit = cfg.replay_limit;
   ASSERT_TRUE(opt.validate().ok());
-  ReplayStore st(L.spec(), opt);
+  test::CpuState st(L.spec(), opt);
   std::map<int64_t, OracleSeq> oracle;
   std::map<int64_t, int64_t> root_of;  // the request (root sequence) of each sequence
   auto fresh = [&]() {
@@ -401,7 +402,7 @@ TEST_P(StoreProperty, MatchesOracle) {
   EXPECT_EQ(st.n_checkpoints(), 0);
   EXPECT_EQ(st.stats().state_bytes, 0);
   EXPECT_EQ(st.stats().kv_bytes, 0);
-  const StoreStats& ss = st.stats();
+  const StateStats& ss = st.stats();
   std::printf("[%s] steps %d, restores: checkpoint %lld log %lld reprefill %lld, evictions %lld, "
               "budget refusals %d, replayed %lld, shared flushes %lld, worst rel err %.2e\n",
               cfg.name.c_str(), steps, (long long)ss.restores_checkpoint, (long long)ss.restores_log_replay,
@@ -466,13 +467,13 @@ TEST(StoreMemory, PrefillFoldsItsLogAsItGoes) {
   std::mt19937 g(7);
   for (CacheLayerSpec::Kind kind : {CacheLayerSpec::kMamba2, CacheLayerSpec::kGatedDeltaNet}) {
     Layers L(kind, g);
-    StoreOptions opt;
+    StateOptions opt;
     opt.window = 16;
     opt.page_size = 4;
     opt.exact = true;
-    StoreOptions keep = opt;
+    StateOptions keep = opt;
     keep.log_retention = -1;
-    ReplayStore st(L.spec(), opt), ref(L.spec(), keep);
+    test::CpuState st(L.spec(), opt), ref(L.spec(), keep);
     const int64_t S = st.checkpoint_bytes(), pg = st.page_log_bytes();
     std::vector<int32_t> prompt(128);
     for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(g() % kVocab);
@@ -500,7 +501,7 @@ TEST(StoreMemory, PrefillFoldsItsLogAsItGoes) {
 
     // A prefill that does not end on a page boundary keeps the page of its
     // tail; drafts are never folded; a prompt shorter than W is not either.
-    ReplayStore st2(L.spec(), opt);
+    test::CpuState st2(L.spec(), opt);
     const int64_t c = st2.add_sequence(), d = st2.add_sequence(), e = st2.add_sequence();
     std::vector<int32_t> p130(130, 3);
     ASSERT_TRUE(L.step(st2, {SeqSlice{c, 0, 130, 0, true}}, p130, &att, &y).ok());

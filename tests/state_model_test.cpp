@@ -8,11 +8,12 @@
 #include <cmath>
 #include <cstring>
 
-#include "decode/beam_search.h"
-#include "decode/generate.h"
-#include "decode/speculative.h"
-#include "decode/session.h"
-#include "store/dense_cache.h"
+#include "workloads/beam_search.h"
+#include "workloads/generate.h"
+#include "workloads/speculative.h"
+#include "workloads/session.h"
+#include "backend/cpu/dense_cache.h"
+#include "cpu_state.h"
 #include "test_util.h"
 
 namespace replayssm {
@@ -22,6 +23,7 @@ using test::data_dir;
 
 struct Fixture {
   std::unique_ptr<Model> model;
+  std::unique_ptr<cpu::CpuBackend> backend;  // the sessions of a test take it in turn
   nlohmann::json expected;
 };
 
@@ -33,6 +35,7 @@ const Fixture& fixture(const std::string& name) {
     auto m = Model::load(data_dir(name));
     EXPECT_TRUE(m.ok()) << m.status().message();
     f.model = std::move(m).value();
+    f.backend = test::cpu_backend(*f.model);
     f.expected = test::read_json(data_dir(name) + "/expected.json");
     it = cache.emplace(name, std::move(f)).first;
   }
@@ -45,12 +48,12 @@ std::vector<int32_t> prompt(const Fixture& f, size_t i) {
 
 struct StoreCase {
   std::string name;
-  StoreOptions opt;
+  StateOptions opt;
 };
 
 std::vector<StoreCase> store_cases() {
   auto make = [](Strategy s, int64_t w, bool exact, int64_t k = 0, int64_t page = 16) {
-    StoreOptions o;
+    StateOptions o;
     o.strategy = s;
     o.window = w;
     o.exact = exact;
@@ -78,8 +81,8 @@ TEST_P(StoreModel, EveryStrategyGivesTransformersGreedyTokens) {
       GenerateOptions opt;
       opt.max_new_tokens = 12;
       opt.stop_at_eos = false;
-      opt.store = sc.opt;
-      auto r = generate(*f.model, prompt(f, p), opt);
+      opt.state = sc.opt;
+      auto r = generate(*f.backend, prompt(f, p), opt);
       ASSERT_TRUE(r.ok()) << sc.name << ": " << r.status().message();
       const auto& want = f.expected["greedy"][p];
       for (size_t i = 0; i < 12 && want["gaps"][i].get<double>() > 2e-3; ++i, ++compared)
@@ -108,13 +111,13 @@ TEST_P(StoreModel, ReplayDecodeLogitsMatchAndExactIsBitIdentical) {
     }
   }
   for (bool exact : {false, true}) {
-    StoreOptions o;
+    StateOptions o;
     o.window = 5;
     o.page_size = 4;
     o.exact = exact;
-    auto session = Session::create(*f.model, o);
+    auto session = Session::create(*f.backend, o);
     ASSERT_TRUE(session.ok());
-    const int64_t seq = (*session)->store().add_sequence();
+    const int64_t seq = (*session)->state().add_sequence();
     std::vector<float> got, row;
     for (int64_t t = 0; t < n; ++t) {
       const StepInput in{seq, {&ids[t], 1}};
@@ -129,8 +132,8 @@ TEST_P(StoreModel, ReplayDecodeLogitsMatchAndExactIsBitIdentical) {
       }
     EXPECT_LE(worst, 1e-4) << (exact ? "exact" : "fast");
     if (exact) EXPECT_EQ(std::memcmp(got.data(), dense.data(), sizeof(float) * got.size()), 0);
-    EXPECT_GT((*session)->store().stats().replayed_tokens, 0);
-    EXPECT_GT((*session)->store().stats().state_writes_bytes, 0);
+    EXPECT_GT((*session)->state().stats().replayed_tokens, 0);
+    EXPECT_GT((*session)->state().stats().state_writes_bytes, 0);
   }
 }
 
@@ -139,21 +142,21 @@ TEST_P(StoreModel, ReplayDecodeLogitsMatchAndExactIsBitIdentical) {
 TEST_P(StoreModel, TightBudgetChangesOnlyRestores) {
   const Fixture& f = fixture(GetParam());
   for (Strategy strat : {Strategy::kReplay, Strategy::kSnapshot}) {
-    StoreOptions free_opt;
+    StateOptions free_opt;
     free_opt.strategy = strat;
     free_opt.window = 4;
     free_opt.page_size = 4;
     free_opt.log_retention = -1;
     free_opt.exact = true;
-    StoreOptions tight = free_opt;
+    StateOptions tight = free_opt;
     // Three sequences decoded in turn; the tight run gets half the state
     // memory the free run peaked at, and eviction pressure from outside.
     const int64_t ck = ssm_state_bytes_per_sequence(f.model->config(), 4);
-    auto a = Session::create(*f.model, free_opt);
+    auto a = Session::create(*f.backend, free_opt);
     ASSERT_TRUE(a.ok());
     std::vector<int64_t> sa, sb;
     std::vector<std::vector<int32_t>> out_a(3), out_b(3);
-    for (int i = 0; i < 3; ++i) sa.push_back((*a)->store().add_sequence());
+    for (int i = 0; i < 3; ++i) sa.push_back((*a)->state().add_sequence());
     auto run = [&](Session& s, const std::vector<int64_t>& seqs, std::vector<std::vector<int32_t>>& out,
                    int64_t budget_evict) {
       std::vector<float> logits;
@@ -165,32 +168,33 @@ TEST_P(StoreModel, TightBudgetChangesOnlyRestores) {
       }
       for (int t = 0; t < 10; ++t)
         for (int i = 0; i < 3; ++i) {
-          if (budget_evict > 0) s.store().evict(budget_evict);  // pressure from elsewhere
+          if (budget_evict > 0) s.state().evict(budget_evict);  // pressure from elsewhere
           const StepInput in{seqs[i], {&out[i].back(), 1}};
           ASSERT_TRUE(s.step({&in, 1}, &logits).ok());
           out[i].push_back(static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin()));
         }
     };
     run(**a, sa, out_a, 0);
-    tight.state_budget = (*a)->store().stats().state_bytes_peak / 2;
-    auto b = Session::create(*f.model, tight);
+    tight.state_budget = (*a)->state().stats().state_bytes_peak / 2;
+    auto second = test::cpu_backend(*f.model);
+    auto b = Session::create(*second, tight);
     ASSERT_TRUE(b.ok());
-    for (int i = 0; i < 3; ++i) sb.push_back((*b)->store().add_sequence());
+    for (int i = 0; i < 3; ++i) sb.push_back((*b)->state().add_sequence());
     run(**b, sb, out_b, ck);
     EXPECT_EQ(out_a, out_b) << strategy_name(strat);
-    const StoreStats& st = (*b)->store().stats();
+    const StateStats& st = (*b)->state().stats();
     EXPECT_LE(st.state_bytes_peak, tight.state_budget);
     EXPECT_GT(st.evictions, 0);
     EXPECT_GT(st.restores_log_replay + st.restores_reprefill, 0) << strategy_name(strat);
     for (int i = 0; i < 3; ++i) {
-      ASSERT_TRUE((*a)->store().release(sa[i]).ok());
-      ASSERT_TRUE((*b)->store().release(sb[i]).ok());
+      ASSERT_TRUE((*a)->state().release(sa[i]).ok());
+      ASSERT_TRUE((*b)->state().release(sb[i]).ok());
     }
     for (Session* s : {a->get(), b->get()}) {
-      EXPECT_EQ(s->store().n_pages(), 0);
-      EXPECT_EQ(s->store().n_checkpoints(), 0);
-      EXPECT_EQ(s->store().stats().state_bytes, 0);
-      EXPECT_EQ(s->store().stats().kv_bytes, 0);
+      EXPECT_EQ(s->state().n_pages(), 0);
+      EXPECT_EQ(s->state().n_checkpoints(), 0);
+      EXPECT_EQ(s->state().stats().state_bytes, 0);
+      EXPECT_EQ(s->state().stats().kv_bytes, 0);
     }
   }
 }
@@ -199,23 +203,24 @@ TEST_P(StoreModel, TightBudgetChangesOnlyRestores) {
 // clear error, and the other sequence is untouched.
 TEST_P(StoreModel, OverBudgetIsAnErrorAndOthersAreUntouched) {
   const Fixture& f = fixture(GetParam());
-  StoreOptions o;
+  StateOptions o;
   o.window = 4;
   o.page_size = 4;
   const std::vector<int32_t> p = prompt(f, 2);
   // The budget: exactly what one prompt's prefill needs at its peak.
-  auto ref = Session::create(*f.model, o);
+  auto ref = Session::create(*f.backend, o);
   ASSERT_TRUE(ref.ok());
-  const int64_t r = (*ref)->store().add_sequence();
+  const int64_t r = (*ref)->state().add_sequence();
   std::vector<float> lr;
   const StepInput r1{r, p}, r2{r, {&p[0], 1}};
   ASSERT_TRUE((*ref)->step({&r1, 1}, &lr).ok());
-  o.state_budget = (*ref)->store().stats().state_bytes_peak;
+  o.state_budget = (*ref)->state().stats().state_bytes_peak;
   ASSERT_TRUE((*ref)->step({&r2, 1}, &lr).ok());
 
-  auto s = Session::create(*f.model, o);
+  auto second = test::cpu_backend(*f.model);
+  auto s = Session::create(*second, o);
   ASSERT_TRUE(s.ok());
-  const int64_t a = (*s)->store().add_sequence(), b = (*s)->store().add_sequence();
+  const int64_t a = (*s)->state().add_sequence(), b = (*s)->state().add_sequence();
   std::vector<float> la, lb;
   const StepInput ia{a, p};
   ASSERT_TRUE((*s)->step({&ia, 1}, &la).ok());
@@ -226,8 +231,8 @@ TEST_P(StoreModel, OverBudgetIsAnErrorAndOthersAreUntouched) {
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.code(), StatusCode::kOutOfBudget);
   EXPECT_NE(st.message().find("state budget"), std::string::npos) << st.message();
-  EXPECT_EQ((*s)->store().length(a), static_cast<int64_t>(p.size()));
-  EXPECT_EQ((*s)->store().length(b), 0);
+  EXPECT_EQ((*s)->state().length(a), static_cast<int64_t>(p.size()));
+  EXPECT_EQ((*s)->state().length(b), 0);
   // a continues exactly as without the failed step.
   const StepInput again{a, {&p[0], 1}};
   std::vector<float> l2;
@@ -237,24 +242,24 @@ TEST_P(StoreModel, OverBudgetIsAnErrorAndOthersAreUntouched) {
   const StepInput ib{b, p};
   ASSERT_TRUE((*s)->step({&ib, 1}, &lb).ok());
   EXPECT_EQ(lb, la);
-  EXPECT_GT((*s)->store().stats().evictions, 0);
+  EXPECT_GT((*s)->state().stats().evictions, 0);
   const StepInput a3{a, {&p[1], 1}}, r3{r, {&p[1], 1}};
   ASSERT_TRUE((*s)->step({&a3, 1}, &l2).ok());
   ASSERT_TRUE((*ref)->step({&r3, 1}, &lr).ok());
   EXPECT_EQ(std::max_element(l2.begin(), l2.end()) - l2.begin(), std::max_element(lr.begin(), lr.end()) - lr.begin());
-  EXPECT_GT((*s)->store().stats().restores_reprefill + (*s)->store().stats().restores_log_replay, 0);
+  EXPECT_GT((*s)->state().stats().restores_reprefill + (*s)->state().stats().restores_log_replay, 0);
 }
 
 // Per-request budgets: a request is held to its own bytes (its forks
 // included), evicting only its own state; other requests are not touched.
 TEST_P(StoreModel, PerRequestBudget) {
   const Fixture& f = fixture(GetParam());
-  StoreOptions o;
+  StateOptions o;
   o.window = 4;
   o.page_size = 4;
-  auto s = Session::create(*f.model, o);
+  auto s = Session::create(*f.backend, o);
   ASSERT_TRUE(s.ok());
-  ReplayStore& st = (*s)->store();
+  StateManager& st = (*s)->state();
   const std::vector<int32_t> p = prompt(f, 2);
   std::vector<float> l;
   // Probe what one prefill and a window of decoding need (the prefill
@@ -318,7 +323,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, StoreModel, ::testing::Values("nemotron_h_tin
 // draft whose probabilities do not match its tokens, a NaN length penalty.
 TEST(LibraryMisuse, BadArgumentsAreRefused) {
   const Fixture& f = fixture("nemotron_h_tiny");
-  ReplayStore st(cache_spec(f.model->config()), StoreOptions{});
+  test::CpuState st(cache_spec(f.model->config()), StateOptions{});
   const int64_t a = st.add_sequence();
   const std::vector<int32_t> tokens = {1, 2, 3};
   for (const SeqSlice& bad : {SeqSlice{a, -1, 3, 0}, SeqSlice{a, 0, 3, 1}, SeqSlice{a, 0, 2, -1},
@@ -334,14 +339,14 @@ TEST(LibraryMisuse, BadArgumentsAreRefused) {
   for (const SamplingParams& sp : {SamplingParams{std::nanf(""), 1.0f}, SamplingParams{-1.0f, 1.0f},
                                    SamplingParams{1.0f, 0.0f}, SamplingParams{1.0f, std::nanf("")}}) {
     g.sampling = sp;
-    EXPECT_FALSE(generate(*f.model, prompt, g).ok()) << sp.temperature << " " << sp.top_p;
+    EXPECT_FALSE(generate(*f.backend, prompt, g).ok()) << sp.temperature << " " << sp.top_p;
     BestOfNOptions n;
     n.sampling = sp;
-    EXPECT_FALSE(best_of_n(*f.model, prompt, n).ok());
+    EXPECT_FALSE(best_of_n(*f.backend, prompt, n).ok());
   }
   g = GenerateOptions{};
   g.spec.kind = static_cast<SpecOptions::Kind>(9);
-  EXPECT_FALSE(generate(*f.model, prompt, g).ok());
+  EXPECT_FALSE(generate(*f.backend, prompt, g).ok());
   struct OneRowShort final : DraftSource {
     Result<Draft> propose(std::span<const int32_t>, int64_t) override { return Draft{{5, 6}, {{1.0}}}; }
   };
@@ -350,15 +355,15 @@ TEST(LibraryMisuse, BadArgumentsAreRefused) {
     return std::unique_ptr<DraftSource>(new OneRowShort());
   };
   g.sampling.temperature = 1.0f;
-  auto r = generate(*f.model, prompt, g);
+  auto r = generate(*f.backend, prompt, g);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("probability rows"), std::string::npos) << r.status().message();
   BeamOptions b;
   b.length_penalty = std::nan("");
-  EXPECT_FALSE(beam_search(*f.model, prompt, b).ok());
+  EXPECT_FALSE(beam_search(*f.backend, prompt, b).ok());
   b.length_penalty = 1.0;
   b.max_new_tokens = -5;
-  EXPECT_FALSE(beam_search(*f.model, prompt, b).ok());
+  EXPECT_FALSE(beam_search(*f.backend, prompt, b).ok());
 }
 
 // A model of attention and MLPs alone holds no SSM state: every position is
@@ -377,14 +382,15 @@ TEST(StoreModelNoSsm, AttentionOnlyModelsDecodeUnderEveryStrategy) {
     ASSERT_TRUE(cfg.ok()) << cfg.status().message();
     auto model = Model::random(*cfg, 7);
     ASSERT_TRUE(model.ok()) << model.status().message();
+    auto backend = test::cpu_backend(**model);
     const std::vector<int32_t> prompt = {3, 17, 5, 29, 11};
     std::vector<int32_t> first;
     for (const StoreCase& sc : store_cases()) {
       GenerateOptions opt;
       opt.max_new_tokens = 12;
       opt.stop_at_eos = false;
-      opt.store = sc.opt;
-      auto r = generate(**model, prompt, opt);
+      opt.state = sc.opt;
+      auto r = generate(*backend, prompt, opt);
       ASSERT_TRUE(r.ok()) << cfg->arch_name << " " << sc.name << ": " << r.status().message();
       ASSERT_EQ(r->tokens.size(), 12u) << sc.name;
       if (first.empty()) first = r->tokens;
@@ -392,9 +398,9 @@ TEST(StoreModelNoSsm, AttentionOnlyModelsDecodeUnderEveryStrategy) {
     }
     std::vector<int32_t> seen = prompt;
     for (int32_t t : first) {  // each token from a fresh prefill of everything before it
-      auto s = Session::create(**model, StoreOptions{});
+      auto s = Session::create(*backend, StateOptions{});
       ASSERT_TRUE(s.ok()) << s.status().message();
-      const StepInput in{(*s)->store().add_sequence(), seen};
+      const StepInput in{(*s)->state().add_sequence(), seen};
       std::vector<float> logits;
       ASSERT_TRUE((*s)->step({&in, 1}, &logits).ok());
       EXPECT_EQ(std::max_element(logits.begin(), logits.end()) - logits.begin(), t) << cfg->arch_name;
