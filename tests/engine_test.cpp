@@ -3,9 +3,14 @@
 // under a state budget, cancellation, bad requests.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <map>
+#include <set>
+#include <thread>
 
+#include "workloads/beam_search.h"
 #include "workloads/generate.h"
 #include "replayssm/engine.h"
 #include "test_util.h"
@@ -179,6 +184,263 @@ TEST_P(EngineTest, CancelFromACallbackEndsTheOtherRequest) {
   bad = p;
   bad.state_budget = -100;
   EXPECT_FALSE((*e)->submit(bad).ok());
+}
+
+// n completions of one request: each is what generate() samples with seed
+// + i, streamed with its index, each ending once.
+TEST_P(EngineTest, NCompletionsAreTheSeedsSamples) {
+  auto e = Engine::create(*backend_, EngineOptions{});
+  ASSERT_TRUE(e.ok());
+  RequestParams p;
+  p.prompt = {4, 8, 15, 16, 23};
+  p.max_new_tokens = 7;
+  p.stop_at_eos = false;
+  p.n = 3;
+  p.sampling = {0.9f, 1.0f, 40};
+  std::map<int64_t, std::vector<int32_t>> by_index;
+  std::map<int64_t, int> ends;
+  const int64_t id = *(*e)->submit(p, [&](const TokenEvent& ev) {
+    if (ev.token >= 0) by_index[ev.index].push_back(ev.token);
+    if (ev.finished) {
+      ends[ev.index]++;
+      EXPECT_EQ(ev.reason, FinishReason::kLength);
+    }
+  });
+  ASSERT_TRUE((*e)->run().ok());
+  auto c = (*e)->completions(id);
+  ASSERT_TRUE(c.ok());
+  ASSERT_EQ(c->size(), 3u);
+  std::set<std::vector<int32_t>> distinct;
+  for (int64_t i = 0; i < 3; ++i) {
+    RequestParams one = p;
+    one.sampling.seed = 40 + static_cast<uint64_t>(i);
+    EXPECT_EQ(by_index[i], reference(*ref_, one, EngineOptions{}.state)) << "completion " << i;
+    EXPECT_EQ((*c)[size_t(i)].tokens, by_index[i]);
+    EXPECT_EQ((*c)[size_t(i)].logprobs.size(), by_index[i].size());
+    EXPECT_EQ(ends[i], 1);
+    distinct.insert(by_index[i]);
+  }
+  EXPECT_GT(distinct.size(), 1u);
+  EXPECT_EQ((*e)->state().n_sequences(), 0);
+}
+
+// best_of: the n best of best_of samples by mean log-probability, reported
+// at the end; a beam request: beam_search's best n.
+TEST_P(EngineTest, BestOfAndBeamSearchRequests) {
+  auto e = Engine::create(*backend_, EngineOptions{});
+  ASSERT_TRUE(e.ok());
+  RequestParams p;
+  p.prompt = {9, 9, 8, 2};
+  p.max_new_tokens = 6;
+  p.stop_at_eos = false;
+  p.n = 2;
+  p.best_of = 5;
+  p.sampling = {1.0f, 1.0f, 3};
+  std::map<int64_t, std::vector<int32_t>> events;
+  const int64_t bo = *(*e)->submit(p, [&](const TokenEvent& ev) {
+    if (ev.token >= 0) events[ev.index].push_back(ev.token);
+  });
+  RequestParams q = p;
+  q.best_of = 0;
+  q.beam_width = 3;
+  q.top_logprobs = 2;
+  const int64_t bm = *(*e)->submit(q);
+  ASSERT_TRUE((*e)->run().ok());
+  // best_of: the samples are generate()'s with seeds 3..7; the best two by mean.
+  std::vector<std::pair<double, std::vector<int32_t>>> samples;
+  BestOfNOptions o;
+  o.n = 5;
+  o.max_new_tokens = 6;
+  o.stop_at_eos = false;
+  o.sampling = p.sampling;
+  auto all = best_of_n(*ref_, p.prompt, o);
+  ASSERT_TRUE(all.ok());
+  for (const Hypothesis& h : *all) samples.push_back({h.score, h.tokens});
+  std::stable_sort(samples.begin(), samples.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  auto got = (*e)->completions(bo);
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ((*got)[i].tokens, samples[i].second) << "best_of rank " << i;
+    EXPECT_NEAR((*got)[i].score, samples[i].first, 1e-4);  // batched with another request: GEMMs round apart
+    EXPECT_EQ(events[int64_t(i)], (*got)[i].tokens);
+  }
+  BeamOptions b;
+  b.width = 3;
+  b.max_new_tokens = 6;
+  b.stop_at_eos = false;
+  auto want = beam_search(*ref_, q.prompt, b);
+  ASSERT_TRUE(want.ok());
+  auto beams = (*e)->completions(bm);
+  ASSERT_TRUE(beams.ok());
+  ASSERT_EQ(beams->size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ((*beams)[i].tokens, (*want)[i].tokens) << "beam rank " << i;
+    EXPECT_NEAR((*beams)[i].score, (*want)[i].score, 1e-4);  // batched with another request: GEMMs round apart
+    double sum = 0.0;
+    for (double lp : (*beams)[i].logprobs) sum += lp;
+    EXPECT_NEAR(sum, (*want)[i].logprob, 1e-4);
+    ASSERT_EQ((*beams)[i].top.size(), (*beams)[i].tokens.size());
+    for (const std::vector<TokenLogprob>& t : (*beams)[i].top) {
+      ASSERT_EQ(t.size(), 2u);
+      EXPECT_GE(t[0].logprob, t[1].logprob);
+    }
+  }
+  EXPECT_EQ((*e)->state().n_sequences(), 0);
+}
+
+// Stop sequences end a completion (kept in its tokens); top log-probabilities
+// come best first with the chosen token's own; n-gram speculation leaves
+// greedy tokens as they were.
+TEST_P(EngineTest, StopSequencesTopLogprobsAndSpeculation) {
+  auto e = Engine::create(*backend_, EngineOptions{});
+  ASSERT_TRUE(e.ok());
+  RequestParams p;
+  p.prompt = {5, 9, 13, 5, 9, 13, 5, 9};
+  p.max_new_tokens = 20;
+  p.stop_at_eos = false;
+  const std::vector<int32_t> plain = reference(*ref_, p, EngineOptions{}.state);
+  ASSERT_EQ(plain.size(), 20u);
+  RequestParams stop = p;
+  const int32_t V = static_cast<int32_t>(model_->config().vocab_size);
+  // The second never matches (a token the greedy run does not emit).
+  int32_t unused = V - 1;
+  while (std::find(plain.begin(), plain.end(), unused) != plain.end()) --unused;
+  stop.stop = {{plain[5], plain[6]}, {unused, unused}};
+  stop.top_logprobs = 3;
+  RequestParams spec = p;
+  spec.spec = RequestParams::kNgram;
+  spec.spec_tokens = 3;
+  std::vector<TokenEvent> stop_events;
+  const int64_t a = *(*e)->submit(stop, [&](const TokenEvent& ev) { stop_events.push_back(ev); });
+  const int64_t b = *(*e)->submit(spec);
+  ASSERT_TRUE((*e)->run().ok());
+  // The first occurrence of the pair ends it (it may come before 5).
+  size_t end = 0;
+  while (end + 1 < plain.size() && !(plain[end] == plain[5] && plain[end + 1] == plain[6])) ++end;
+  const std::vector<int32_t> want(plain.begin(), plain.begin() + static_cast<long>(end + 2));
+  EXPECT_EQ(*(*e)->output(a), want);
+  ASSERT_FALSE(stop_events.empty());
+  EXPECT_TRUE(stop_events.back().finished);
+  EXPECT_EQ(stop_events.back().reason, FinishReason::kStop);
+  for (const TokenEvent& ev : stop_events) {
+    ASSERT_EQ(ev.top.size(), 3u);
+    EXPECT_EQ(ev.top[0].token, ev.token);  // greedy: the most likely
+    EXPECT_DOUBLE_EQ(ev.top[0].logprob, ev.logprob);
+    EXPECT_GE(ev.top[0].logprob, ev.top[1].logprob);
+    EXPECT_GE(ev.top[1].logprob, ev.top[2].logprob);
+  }
+  EXPECT_EQ(*(*e)->output(b), plain);
+  EXPECT_GT((*e)->stats().spec_drafted, 0);
+}
+
+// A budget two requests cannot share once their completions fork apart
+// (admission counts one checkpoint a request): the later one is parked,
+// its state left to eviction, and resumed by restore; none fails and none's
+// tokens change.
+TEST_P(EngineTest, PreemptionParksAndResumes) {
+  EngineOptions eo;
+  eo.state.exact = true;
+  eo.state.window = 4;
+  eo.state.page_size = 4;
+  {
+    auto probe = Engine::create(*backend_, eo);
+    ASSERT_TRUE(probe.ok());
+    // One request of three completions fits; two do not.
+    eo.state.state_budget = 4 * (*probe)->state().checkpoint_bytes() + 8 * (*probe)->state().page_log_bytes();
+  }
+  auto e = Engine::create(*backend_, eo);
+  ASSERT_TRUE(e.ok());
+  std::vector<RequestParams> reqs;
+  std::vector<int64_t> ids;
+  std::map<std::pair<int64_t, int64_t>, std::vector<int32_t>> streamed;
+  for (int i = 0; i < 3; ++i) {
+    RequestParams p;
+    p.prompt = {static_cast<int32_t>(3 + i), 7, 11, static_cast<int32_t>(13 + i)};
+    p.max_new_tokens = 16;
+    p.stop_at_eos = false;
+    p.n = 3;
+    p.sampling = {0.9f, 1.0f, static_cast<uint64_t>(50 + 10 * i)};
+    reqs.push_back(p);
+    ids.push_back(*(*e)->submit(p, [&](const TokenEvent& ev) {
+      EXPECT_TRUE(ev.error.ok()) << ev.error.message();
+      if (ev.token >= 0) streamed[{ev.request, ev.index}].push_back(ev.token);
+    }));
+  }
+  ASSERT_TRUE((*e)->run().ok());
+  for (size_t i = 0; i < reqs.size(); ++i)
+    for (int64_t k = 0; k < 3; ++k) {
+      RequestParams one = reqs[i];
+      one.sampling.seed += static_cast<uint64_t>(k);
+      EXPECT_EQ((streamed[{ids[i], k}]), reference(*ref_, one, eo.state)) << "request " << i << " completion " << k;
+    }
+  EXPECT_GT((*e)->stats().preemptions, 0);
+  EXPECT_LE((*e)->state().stats().state_bytes_peak, eo.state.state_budget);
+  EXPECT_EQ((*e)->state().n_sequences(), 0);
+}
+
+// cancel_async from another thread ends the request at the next step.
+TEST_P(EngineTest, CancelFromAnotherThread) {
+  auto e = Engine::create(*backend_, EngineOptions{});
+  ASSERT_TRUE(e.ok());
+  RequestParams p;
+  p.prompt = {1, 2, 3};
+  p.max_new_tokens = 1000;
+  p.stop_at_eos = false;
+  std::atomic<int> tokens{0};
+  FinishReason reason = FinishReason::kNone;
+  const int64_t id = *(*e)->submit(p, [&](const TokenEvent& ev) {
+    tokens += ev.token >= 0;
+    if (ev.finished) reason = ev.reason;
+  });
+  std::thread other([&] {
+    while (tokens.load() < 5) std::this_thread::yield();
+    (*e)->cancel_async(id);
+  });
+  ASSERT_TRUE((*e)->run().ok());
+  other.join();
+  EXPECT_EQ(reason, FinishReason::kCancelled);
+  EXPECT_LT((*e)->output(id)->size(), 1000u);
+  EXPECT_EQ((*e)->state().n_sequences(), 0);
+}
+
+TEST_P(EngineTest, BadRequestsAreRefusedByField) {
+  auto e = Engine::create(*backend_, EngineOptions{});
+  ASSERT_TRUE(e.ok());
+  RequestParams ok;
+  ok.prompt = {1, 2};
+  auto refused = [&](RequestParams p, const std::string& field) {
+    auto r = (*e)->submit(std::move(p));
+    ASSERT_FALSE(r.ok()) << field;
+    EXPECT_NE(r.status().message().find(field), std::string::npos) << r.status().message();
+  };
+  RequestParams p = ok;
+  p.n = 0;
+  refused(p, "n must be");
+  p = ok;
+  p.n = 3, p.best_of = 2;
+  refused(p, "best_of");
+  p = ok;
+  p.beam_width = 2, p.n = 3;
+  refused(p, "beam width");
+  p = ok;
+  p.beam_width = 2, p.spec = RequestParams::kNgram;
+  refused(p, "speculation");
+  p = ok;
+  p.top_logprobs = 21;
+  refused(p, "top_logprobs");
+  p = ok;
+  p.spec = RequestParams::kDraft;
+  refused(p, "draft model");
+  p = ok;
+  p.stop = {{}};
+  refused(p, "stop sequence");
+  p = ok;
+  p.stop = {{1, 1 << 30}};
+  refused(p, "stop token id");
+  p = ok;
+  p.spec = RequestParams::kNgram, p.spec_tokens = 0;
+  refused(p, "spec_tokens");
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, EngineTest, ::testing::Values("nemotron_h_tiny", "qwen3_5_tiny"));

@@ -60,12 +60,23 @@ std::vector<double> sampling_probs(std::span<const float> logits, const Sampling
   return prob;
 }
 
+namespace {
+
+// log Σ exp(row), in fp64 from the row's maximum.
+double log_sum_exp(std::span<const float> row) {
+  const float mx = *std::max_element(row.begin(), row.end());
+  double sum = 0.0;
+  for (float x : row) sum += std::exp(static_cast<double>(x - mx));
+  return std::log(sum) + mx;
+}
+
+}  // namespace
+
+// top_logprobs' formula, so a token's log-probability is the same number
+// whichever way it is asked for.
 double log_prob(std::span<const float> logits, int32_t token) {
   RSSM_CHECK(token >= 0 && static_cast<size_t>(token) < logits.size());
-  const float mx = *std::max_element(logits.begin(), logits.end());
-  double sum = 0.0;
-  for (float l : logits) sum += std::exp(static_cast<double>(l - mx));
-  return static_cast<double>(logits[token] - mx) - std::log(sum);
+  return static_cast<double>(logits[token]) - log_sum_exp(logits);
 }
 
 int32_t draw_at(std::span<const double> probs, double r) {
@@ -86,10 +97,7 @@ int32_t sample_at(std::span<const float> logits, const SamplingParams& p, double
 
 std::vector<TokenLogprob> top_logprobs(std::span<const float> row, int64_t k) {
   if (row.empty()) return {};
-  const float mx = *std::max_element(row.begin(), row.end());
-  double sum = 0.0;
-  for (float x : row) sum += std::exp(static_cast<double>(x - mx));
-  const double lse = std::log(sum) + mx;
+  const double lse = log_sum_exp(row);
   std::vector<double> lp(row.size());
   for (size_t i = 0; i < row.size(); ++i) lp[i] = static_cast<double>(row[i]) - lse;
   std::vector<int32_t> ids(row.size());
