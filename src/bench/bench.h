@@ -80,7 +80,7 @@ struct Measurement {
   SpecStats spec;                  // spec only
   std::vector<RestoreSample> restores;
   int64_t rss_peak_bytes = -1;     // VmHWM during the run (-1: unavailable)
-  // A device backend (runtime/cuda/bench_decode.h) sets these; the CPU
+  // A device backend (bench/decoder_runner.h) sets these; the CPU
   // reference leaves them empty.
   const char* device_strategy = nullptr;  // the device layout run for the strategy
   int64_t device_bytes = -1;       // weights + every buffer the run held on the device

@@ -138,7 +138,7 @@ int64_t estimate_device_run_bytes(const ModelConfig& c, const Config& cfg, const
   const double states = recompute ? (forks ? 3.0 : 2.0) : spec && !replay ? T + 1.0 : forks ? 2.0 : 1.0;
   const double windows = recompute ? 2.0 : 1.0;
   const bool pending = verifies || recompute;
-  // The context of runtime/cuda/bench_decode.cpp's decoder (decoder_context).
+  // The context of bench/decoder_runner.cpp's decoder (decoder_context).
   const double L = static_cast<double>(opt.prompt_tokens + opt.new_tokens) +
                    (spec ? static_cast<double>(opt.new_tokens) + 3.0 * T : tree ? 1.0 + T : 0.0);
   const double pages = std::ceil((L + T) / 64.0) * 64.0;  // 64-row KV pages, room for a feed's dropped rows

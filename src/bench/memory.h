@@ -30,7 +30,7 @@ int64_t device_weight_bytes(const ModelConfig& c);
 // beyond the weights: fp32 SSM states and bf16 conv windows, replay's logs
 // of W entries, K/V pages for prompt + new tokens, activations, logits and
 // the cuBLAS workspace; +10% and 256 MiB (graphs, cuBLAS handles).
-// The tree workload on cuda (runtime/cuda/bench_decode.cpp): a
+// The tree workload on cuda (bench/decoder_runner.cpp): a
 // TreeSearchCuda of kTreeSlotsPerChild × batch slots (a node and room for
 // its children and the recently used ones), fed tree_chunk(W) tokens per
 // pass (a verify: ≤ W/2 under replay).

@@ -2,7 +2,7 @@
 // times (discarded) and `runs` times (kept), summarised; then the
 // max_concurrency search per series (concurrency.cpp). Who runs a
 // configuration is a Runner: the CPU reference (run_once) or a device
-// backend (runtime/cuda/bench_decode.h), so both share the sweep, the
+// backend (bench/decoder_runner.h), so both share the sweep, the
 // summaries and the search.
 #pragma once
 

@@ -25,7 +25,7 @@
 #include "bench/presets.h"
 #include "bench/report.h"
 #include "bench/sweep.h"
-#include "backend/cpu/cpu_backend.h"
+#include "replayssm/make_backend.h"
 #include "cli/bench_cuda.h"
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -352,7 +352,7 @@ Status run_bench(const BenchArgs& args) {
     } else {
       RSSM_ASSIGN_OR_RETURN(model, Model::load(a.model));
     }
-    RSSM_ASSIGN_OR_RETURN(auto backend, cpu::CpuBackend::create(*model));
+    RSSM_ASSIGN_OR_RETURN(auto backend, make_backend("cpu", *model));
     BenchContext ctx(backend->config(), backend.get(), opt);
     RSSM_ASSIGN_OR_RETURN(results, run_sweep(ctx, configs, progress, &cost));
   }

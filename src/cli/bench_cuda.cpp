@@ -9,7 +9,7 @@
 #include "bench/presets.h"
 
 #if REPLAYSSM_HAVE_CUDA
-#include "runtime/cuda/bench_decode.h"
+#include "bench/decoder_runner.h"
 #endif
 
 namespace replayssm::cli {

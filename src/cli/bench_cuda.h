@@ -1,5 +1,5 @@
 // `replayssm bench --device cuda`: what the CUDA decoder can measure, the
-// device-memory check, and the sweep on it (runtime/cuda/bench_decode.h).
+// device-memory check, and the sweep on it (bench/decoder_runner.h).
 // Compiled into every CLI; without REPLAYSSM_HAVE_CUDA the scope checks
 // still run (so a bad request gets the same answer everywhere) and the
 // rest refuses with one line saying the build has no CUDA.

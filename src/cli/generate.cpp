@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/cpu_backend.h"
+#include "replayssm/make_backend.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "workloads/beam_search.h"
@@ -111,7 +111,7 @@ Status run_search(const GenerateArgs& a, const Model& model, const std::vector<i
     return unsupported("--device cuda: this build has no CUDA backend");
 #endif
   } else {
-    RSSM_ASSIGN_OR_RETURN(auto backend, cpu::CpuBackend::create(model));
+    RSSM_ASSIGN_OR_RETURN(auto backend, make_backend("cpu", model));
     if (a.beam) {
       RSSM_ASSIGN_OR_RETURN(hyps, beam_search(*backend, ids, bo, &stats));
     } else {
@@ -245,10 +245,10 @@ Status run_generate(const GenerateArgs& a) {
   // The draft model runs on the CPU reference (on cuda too, until the CUDA
   // backend takes plans).
   std::unique_ptr<Model> draft;
-  std::unique_ptr<cpu::CpuBackend> draft_backend;
+  std::unique_ptr<Backend> draft_backend;
   if (spec.kind == SpecOptions::kDraft) {
     RSSM_ASSIGN_OR_RETURN(draft, Model::load(draft_dir));
-    RSSM_ASSIGN_OR_RETURN(draft_backend, cpu::CpuBackend::create(*draft));
+    RSSM_ASSIGN_OR_RETURN(draft_backend, make_backend("cpu", *draft));
     spec.draft = draft_backend.get();
   }
   GenerateOptions opt;
@@ -293,7 +293,7 @@ Status run_generate(const GenerateArgs& a) {
   if (a.device == "cuda") {
     RSSM_ASSIGN_OR_RETURN(r, generate_on_cuda(a, *model, ids, spec, stream));
   } else {
-    RSSM_ASSIGN_OR_RETURN(auto backend, cpu::CpuBackend::create(*model));
+    RSSM_ASSIGN_OR_RETURN(auto backend, make_backend("cpu", *model));
     RSSM_ASSIGN_OR_RETURN(r, generate(*backend, ids, opt, stream));
   }
   RSSM_RETURN_IF_ERROR(stream_status);

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/cpu_backend.h"
+#include "replayssm/make_backend.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "replayssm/model.h"
@@ -47,13 +47,13 @@ Status run_logits(const LogitsArgs& a) {
     logits = std::move(rows[0]);
 #endif
   } else if (a.path == "prefill") {
-    RSSM_ASSIGN_OR_RETURN(auto backend, cpu::CpuBackend::create(*model));
+    RSSM_ASSIGN_OR_RETURN(auto backend, make_backend("cpu", *model));
     RSSM_ASSIGN_OR_RETURN(auto session, Session::create(*backend, sopt));
     const int64_t seq = session->state().add_sequence();
     const StepInput in{seq, ids, true, StepInput::kAll};
     RSSM_RETURN_IF_ERROR(session->step({&in, 1}, &logits));
   } else {
-    RSSM_ASSIGN_OR_RETURN(auto backend, cpu::CpuBackend::create(*model));
+    RSSM_ASSIGN_OR_RETURN(auto backend, make_backend("cpu", *model));
     RSSM_ASSIGN_OR_RETURN(auto session, Session::create(*backend, sopt));
     const int64_t seq = session->state().add_sequence();
     for (int64_t i = 0; i < n; ++i) {

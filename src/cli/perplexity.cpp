@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <string>
 
-#include "backend/cpu/cpu_backend.h"
+#include "replayssm/make_backend.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "ops/cpu/sampling.h"
@@ -67,7 +67,7 @@ Status run_perplexity(const PplArgs& a) {
     }
 #endif
   } else {
-    RSSM_ASSIGN_OR_RETURN(auto backend, cpu::CpuBackend::create(*model));
+    RSSM_ASSIGN_OR_RETURN(auto backend, make_backend("cpu", *model));
     RSSM_ASSIGN_OR_RETURN(auto session, Session::create(*backend, StateOptions{}));
     std::vector<float> logits;
     for (const std::vector<int32_t>& w : windows) {

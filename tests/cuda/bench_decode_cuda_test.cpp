@@ -15,7 +15,7 @@
 #include "bench/report.h"
 #include "bench/sweep.h"
 #include "cuda_test_util.h"
-#include "runtime/cuda/bench_decode.h"
+#include "bench/decoder_runner.h"
 
 namespace replayssm {
 namespace {

@@ -1,8 +1,8 @@
-// BenchDecodeRunner (see bench_decode.h). Decode time is host wall time
+// BenchDecodeRunner (see decoder_runner.h). Decode time is host wall time
 // around the decode steps: each step ends in the host's wait for the
 // argmax, so the clock brackets exactly the GPU work of those steps plus
 // the host's per-step plan — what a caller sees per token.
-#include "runtime/cuda/bench_decode.h"
+#include "bench/decoder_runner.h"
 
 #include <cuda_runtime_api.h>
 
