@@ -7,7 +7,6 @@ pkgs=(
   build-essential cmake pkg-config
   nlohmann-json3-dev   # config.json / safetensors headers
   libcli11-dev         # command line
-  libopenblas-dev      # CPU GEMMs (pthread variant, uses every core)
   libpcre2-dev         # tokenizer.json pre-tokenizer regexes
   libutf8proc-dev      # tokenizer.json NFC normalization
   libgtest-dev         # tests

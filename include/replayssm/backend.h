@@ -85,6 +85,8 @@ class Backend {
   // One draw per request; ids[i] gets the token and lp[i] its
   // log-probability at temperature 1.
   virtual Status sample(std::span<const SampleRequest> requests, int32_t* ids, double* lp) = 0;
+  // The log-probability (temperature 1) of tokens[i] in row rows[i].
+  virtual Status logprobs_of(std::span<const int64_t> rows, std::span<const int32_t> tokens, double* out) = 0;
 
   // The conv window (K−1, C) and state (H, rows, cols) of SSM layer
   // `layer` (an index into cache_spec().layers) at the length `read`

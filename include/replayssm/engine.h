@@ -72,6 +72,10 @@ struct RequestParams {
   int64_t beam_width = 0;    // ≥ n: beam search of that width, the n best beams (0: no beam search)
   double length_penalty = 1.0;  // beam search: score = logprob / length^length_penalty
   int64_t top_logprobs = 0;  // per token, the k most likely tokens (0: none; at most kMaxTopLogprobs)
+  // Each prompt token's log-probability given those before it, with its k
+  // most likely alternatives (−1: none; 0: the log-probabilities alone), in
+  // one event before the first token (an echo with logprobs).
+  int64_t prompt_logprobs = -1;
   // Speculation: `spec_tokens` drafts per verify from n-gram prompt lookup
   // (longest n-gram ngram_max) or the engine's draft model.
   enum Spec { kNoSpec, kNgram, kDraft } spec = kNoSpec;
@@ -98,13 +102,18 @@ struct EngineOptions {
 
 struct TokenEvent {
   int64_t request = 0;
-  int64_t index = 0;                // which completion
+  int64_t index = 0;                // which completion; −1: the prompt's event (prompt_logprobs)
   int32_t token = -1;               // -1 when the event only reports an end
   double logprob = 0.0;             // the token's log-probability (temperature 1)
   std::vector<TokenLogprob> top;    // RequestParams::top_logprobs of them, best first
   bool finished = false;            // no more events for this completion
   FinishReason reason = FinishReason::kNone;
   Status error;                     // why it ended early (kError), ok otherwise
+  // The prompt's event (index −1): prompt_logprobs[i] for prompt token i
+  // given those before it (NaN for the first), prompt_top[i] its
+  // alternatives when asked (empty for the first).
+  std::vector<double> prompt_logprobs;
+  std::vector<std::vector<TokenLogprob>> prompt_top;
 };
 
 // One completion as it stands.
@@ -120,6 +129,7 @@ struct EngineStats {
   int64_t steps = 0, prefill_tokens = 0, decode_tokens = 0;
   int64_t max_batch_rows = 0, max_running = 0, max_waiting = 0;
   int64_t preemptions = 0;          // requests parked because a step did not fit the budget
+  int64_t finished = 0;             // requests ended, for any reason
   int64_t spec_drafted = 0, spec_accepted = 0;
   // Steps in which some request took prompt tokens, and the wall time of
   // the steps (each returns its tokens to the host, so each is timed
@@ -146,6 +156,10 @@ class Engine {
   Status cancel(RequestId id);
   // The same from any thread: takes effect at the start of the next step.
   void cancel_async(RequestId id);
+  // From any thread: completion `index` of a streaming request ends at the
+  // start of the next step with FinishReason::kStop (a server's stop
+  // string, matched in the text). Its request ends once all have.
+  void stop_async(RequestId id, int64_t index);
   // One batched step (admitting waiting requests first); nothing when idle.
   // Fails only on errors that are not a request's own (those end the
   // request through its callback).
@@ -178,6 +192,9 @@ class Engine {
   bool emit(Request& r, size_t lane, int32_t token, double logprob, std::vector<TokenLogprob> top);
   // The prompt is in: its last row (kept row `row`) starts the completions.
   Status start_completions(Request& r, int64_t row);
+  // prompt_logprobs: the chunk at kept rows row0.. (n rows) scores the
+  // prompt tokens after it.
+  Status score_prompt(Request& r, int64_t row0, int64_t n);
   // A beam search's step: every live beam's candidates ranked, then forks
   // and releases; `rows` are the beams' kept rows.
   Status step_beams(Request& r, std::span<const int64_t> rows);
@@ -194,7 +211,7 @@ class Engine {
   std::vector<RequestId> waiting_, running_;
   EngineStats stats_;
   std::mutex cancel_mu_;
-  std::vector<RequestId> cancel_queue_;
+  std::vector<std::pair<RequestId, int64_t>> cancel_queue_;  // (request, completion; −1: the whole request)
   std::atomic<bool> cancel_pending_{false};
   uint64_t admissions_ = 0;
 };

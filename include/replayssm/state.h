@@ -109,6 +109,7 @@ struct RestorePlan {
 // Counters since construction, in the backend's bytes (StateUnits).
 struct StateStats {
   int64_t state_bytes = 0, state_bytes_peak = 0;  // checkpoints + logs
+  int64_t checkpoint_bytes = 0, log_bytes = 0;    // state_bytes by kind, now
   int64_t kv_bytes = 0, kv_bytes_peak = 0;
   int64_t state_writes_bytes = 0;                 // checkpoint data written (flush, snapshot, fork copy)
   int64_t replayed_tokens = 0;                    // log entries read back by steps

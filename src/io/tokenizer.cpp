@@ -136,6 +136,11 @@ Result<std::vector<int32_t>> Tokenizer::encode(std::string_view text, bool add_s
 }
 
 Result<std::string> Tokenizer::decode(std::span<const int32_t> ids) const {
+  RSSM_ASSIGN_OR_RETURN(std::string bytes, decode_bytes(ids));
+  return utf8_lossy(bytes);
+}
+
+Result<std::string> Tokenizer::decode_bytes(std::span<const int32_t> ids) const {
   const Impl& m = *impl_;
   std::string bytes;
   for (size_t i = 0; i < ids.size(); ++i) {
@@ -148,7 +153,7 @@ Result<std::string> Tokenizer::decode(std::span<const int32_t> ids) const {
                               std::to_string(m.vocab_size) + ")");
     byte_level_decode_token(*token, &bytes);
   }
-  return utf8_lossy(bytes);
+  return bytes;
 }
 
 int64_t Tokenizer::vocab_size() const { return impl_->vocab_size; }

@@ -53,6 +53,10 @@ class Tokenizer {
   // Text of `ids`. An id that is neither in the vocab nor an added token is
   // an error naming it.
   Result<std::string> decode(std::span<const int32_t> ids) const;
+  // The bytes of `ids`, as decode() forms them before the UTF-8 check: a
+  // token may hold part of a character (a streaming client's text waits
+  // for the rest).
+  Result<std::string> decode_bytes(std::span<const int32_t> ids) const;
 
   // Largest id over vocab and added tokens, plus one.
   int64_t vocab_size() const;

@@ -69,7 +69,8 @@ StateManager::Impl::Impl(CacheSpec s, StateOptions o, StateUnits u) : spec(std::
   prefill_flops = spec.prefill_flops_per_token > 0 ? spec.prefill_flops_per_token : 100.0 * replay_flops;
 }
 
-void StateManager::Impl::add_state(int64_t bytes) {
+void StateManager::Impl::add_state(int64_t bytes, StateKind kind) {
+  (kind == kCheckpoints ? stats.checkpoint_bytes : stats.log_bytes) += bytes;
   stats.state_bytes += bytes;
   stats.state_bytes_peak = std::max(stats.state_bytes_peak, stats.state_bytes);
 }
@@ -106,7 +107,7 @@ void StateManager::Impl::alloc_log(Page& p) {
 
 void StateManager::Impl::drop_log(Page& p) {
   if (!p.has_log()) return;
-  add_state(-log_held(p));
+  add_state(-log_held(p), kLogs);
   ops.push_back({StorageOp::kFreeLog, p.log, -1});
   log_slots.give(p.log);
   p.log = -1;
@@ -130,7 +131,7 @@ int64_t StateManager::Impl::copy_page(int64_t id, int64_t holder) {
     p.log_end = src.log_end;
     p.log_lo = src.log_lo;
     p.log_hi = src.log_hi;
-    add_state(log_held(p));
+    add_state(log_held(p), kLogs);
   }
   p.last_use = clock;
   unref_page(id, holder);
@@ -166,7 +167,7 @@ int64_t StateManager::Impl::new_ckpt(int64_t pos, bool data) {
   c.slot = ckpt_slots.take();
   if (data) {
     c.parts = n_ssm;
-    add_state(ckpt_total);
+    add_state(ckpt_total, kCheckpoints);
   }
   c.last_use = clock;
   return id;
@@ -176,7 +177,7 @@ void StateManager::Impl::drop_ckpt_data(Ckpt& c) {
   if (c.evicted()) return;
   int64_t held = 0;
   for (int i = 0; i < c.parts; ++i) held += ckpt_part[i];
-  add_state(-held);
+  add_state(-held, kCheckpoints);
   ops.push_back({StorageOp::kFreeCheckpoint, c.slot, -1});
   ckpt_slots.give(c.slot);
   c.slot = -1;

@@ -146,7 +146,8 @@ struct StateManager::Impl {
   std::map<int64_t, std::pair<int64_t, int64_t>> step_folded;
 
   // Accounting.
-  void add_state(int64_t bytes);
+  enum StateKind { kCheckpoints, kLogs };
+  void add_state(int64_t bytes, StateKind kind);
   void add_kv(int64_t bytes);
   int64_t ckpt_bytes() const { return ckpt_total; }
   int64_t log_bytes() const { return log_total; }

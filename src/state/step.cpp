@@ -262,7 +262,7 @@ void StateManager::Impl::account_step() {
         if (c.parts > i) continue;
         RSSM_CHECK(c.parts == i);
         c.parts++;
-        add_state(ckpt_part[i]);
+        add_state(ckpt_part[i], kCheckpoints);
       }
     if (!logs) continue;
     for (const auto& [id, at] : step_folded) {
@@ -270,7 +270,7 @@ void StateManager::Impl::account_step() {
       if (pg.log_first > i || pg.log_end <= i) continue;
       RSSM_CHECK(pg.log_first == i);
       pg.log_first++;
-      add_state(-log_part[i]);
+      add_state(-log_part[i], kLogs);
     }
     for (const SlicePlan& sp : plan) {
       const Seq& s = *find(sp.s.seq);
@@ -280,7 +280,7 @@ void StateManager::Impl::account_step() {
         if (!pg.has_log() || step_folded.count(pid) || pg.log_end > i) continue;
         RSSM_CHECK(pg.log_end == i);
         pg.log_end++;
-        add_state(log_part[i]);
+        add_state(log_part[i], kLogs);
       }
     }
   }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "core/clock.h"
@@ -54,6 +55,9 @@ struct Engine::Request {
   std::vector<Completion> finished_beams;  // the same with their per-token log-probabilities
   std::vector<Completion> results;         // best_of / beam: the n returned
   int64_t beam_steps = 0;
+  // prompt_logprobs: each prompt token's, given those before it.
+  std::vector<double> prompt_lp;
+  std::vector<std::vector<TokenLogprob>> prompt_top;
   bool search() const { return p.beam_width > 0 || p.best_of > p.n; }
   int64_t width() const { return p.beam_width > 0 ? p.beam_width : std::max(p.n, p.best_of); }
 };
@@ -136,6 +140,10 @@ Result<Engine::RequestId> Engine::submit(RequestParams p, Callback on_token) {
   if (p.top_logprobs < 0 || p.top_logprobs > std::min(kMaxTopLogprobs, V))
     return invalid_argument("request: top_logprobs must be in [0, " + std::to_string(std::min(kMaxTopLogprobs, V)) +
                             "], got " + std::to_string(p.top_logprobs));
+  if (p.prompt_logprobs < -1 || p.prompt_logprobs > std::min(kMaxTopLogprobs, V))
+    return invalid_argument("request: prompt_logprobs must be in [-1, " +
+                            std::to_string(std::min(kMaxTopLogprobs, V)) + "], got " +
+                            std::to_string(p.prompt_logprobs));
   if (p.spec != RequestParams::kNoSpec && p.spec != RequestParams::kNgram && p.spec != RequestParams::kDraft)
     return invalid_argument("request: spec " + std::to_string(int(p.spec)) + " is not a speculation kind");
   if (p.spec != RequestParams::kNoSpec && (p.spec_tokens < 1 || p.spec_tokens > 64))
@@ -177,6 +185,7 @@ void Engine::release_lanes(Request& r) {
 void Engine::end_request(Request& r, FinishReason reason, Status error) {
   if (r.done) return;
   r.done = true;
+  stats_.finished++;
   release_lanes(r);
   waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), r.id), waiting_.end());
   running_.erase(std::remove(running_.begin(), running_.end(), r.id), running_.end());
@@ -233,21 +242,37 @@ Status Engine::cancel(RequestId id) {
 
 void Engine::cancel_async(RequestId id) {
   std::lock_guard<std::mutex> lock(cancel_mu_);
-  cancel_queue_.push_back(id);
+  cancel_queue_.push_back({id, -1});
+  cancel_pending_.store(true, std::memory_order_release);
+}
+
+void Engine::stop_async(RequestId id, int64_t index) {
+  std::lock_guard<std::mutex> lock(cancel_mu_);
+  cancel_queue_.push_back({id, index});
   cancel_pending_.store(true, std::memory_order_release);
 }
 
 void Engine::drain_cancels() {
   if (!cancel_pending_.load(std::memory_order_acquire)) return;
-  std::vector<RequestId> ids;
+  std::vector<std::pair<RequestId, int64_t>> queue;
   {
     std::lock_guard<std::mutex> lock(cancel_mu_);
-    ids.swap(cancel_queue_);
+    queue.swap(cancel_queue_);
     cancel_pending_.store(false, std::memory_order_release);
   }
-  for (RequestId id : ids)
-    if (id >= 0 && id < static_cast<RequestId>(requests_.size()) && !requests_[size_t(id)]->done)
-      end_request(*requests_[size_t(id)], FinishReason::kCancelled, {});
+  for (const auto& [id, index] : queue) {
+    if (id < 0 || id >= static_cast<RequestId>(requests_.size()) || requests_[size_t(id)]->done) continue;
+    Request& r = *requests_[size_t(id)];
+    if (index < 0) {
+      end_request(r, FinishReason::kCancelled, {});
+      continue;
+    }
+    // One streamed completion ends; a search reports its winners at its
+    // end, so only a whole-request cancel reaches it.
+    if (r.search() || index >= static_cast<int64_t>(r.lanes.size()) || r.lanes[size_t(index)].done) continue;
+    end_completion(r, size_t(index), -1, FinishReason::kStop, {});
+    (void)settle(r);
+  }
 }
 
 bool Engine::idle() const { return waiting_.empty() && running_.empty(); }
@@ -324,6 +349,7 @@ Status Engine::settle(Request& r) {
   if (!std::all_of(r.lanes.begin(), r.lanes.end(), [](const Lane& l) { return l.done; })) return {};
   if (r.search()) return finish_search(r);
   r.done = true;
+  stats_.finished++;
   release_lanes(r);
   running_.erase(std::remove(running_.begin(), running_.end(), r.id), running_.end());
   return {};
@@ -375,6 +401,35 @@ Status Engine::start_completions(Request& r, int64_t row) {
   }
   for (size_t i = 0; i < r.lanes.size() && !r.done; ++i) emit(r, i, toks[i], lps[i], top);
   return settle(r);
+}
+
+Status Engine::score_prompt(Request& r, int64_t row0, int64_t n) {
+  const size_t P = r.p.prompt.size();
+  if (r.prompt_lp.empty()) {
+    r.prompt_lp.assign(P, std::numeric_limits<double>::quiet_NaN());  // the first token has no context
+    r.prompt_top.assign(P, {});
+  }
+  // Row j of the chunk holds the logits after prompt token fed + j: it
+  // scores token fed + j + 1.
+  std::vector<int64_t> rows;
+  std::vector<int32_t> next;
+  for (int64_t j = 0; j < n && static_cast<size_t>(r.fed + j + 1) < P; ++j) {
+    rows.push_back(row0 + j);
+    next.push_back(r.p.prompt[size_t(r.fed + j + 1)]);
+  }
+  if (rows.empty()) return {};
+  std::vector<double> lp(rows.size());
+  RSSM_RETURN_IF_ERROR(backend_.logprobs_of(rows, next, lp.data()));
+  const int64_t k = r.p.prompt_logprobs;
+  std::vector<TokenLogprob> top(rows.size() * static_cast<size_t>(k));
+  if (k > 0) RSSM_RETURN_IF_ERROR(backend_.top_logprobs(rows, k, top.data()));
+  for (size_t j = 0; j < rows.size(); ++j) {
+    const size_t at = static_cast<size_t>(r.fed) + j + 1;
+    r.prompt_lp[at] = lp[j];
+    if (k > 0) r.prompt_top[at].assign(top.begin() + static_cast<long>(j * size_t(k)),
+                                       top.begin() + static_cast<long>((j + 1) * size_t(k)));
+  }
+  return {};
 }
 
 Status Engine::step_beams(Request& r, std::span<const int64_t> rows) {
@@ -491,6 +546,7 @@ Status Engine::finish_search(Request& r) {
       }
   r.results = all;
   r.done = true;
+  stats_.finished++;
   release_lanes(r);
   running_.erase(std::remove(running_.begin(), running_.end(), r.id), running_.end());
   if (!r.cb) return {};
@@ -530,8 +586,9 @@ Status Engine::step() {
   // What each input of the step is for.
   struct Input {
     RequestId req;
-    int64_t lane;  // -1: a prompt chunk
-    int64_t rows;  // logits rows it keeps
+    int64_t lane;       // -1: a prompt chunk
+    int64_t rows;       // logits rows it keeps
+    bool last = false;  // a prompt chunk that ends its prompt
   };
   std::vector<StepInput> in;
   std::vector<Input> who;
@@ -577,10 +634,10 @@ Status Engine::step() {
       if (r.started || budget == 0) continue;
       const int64_t left = static_cast<int64_t>(r.p.prompt.size()) - r.fed;
       const int64_t n = std::min({left, opt_.prefill_chunk, budget});
-      const bool last = n == left;
+      const bool last = n == left, scored = r.p.prompt_logprobs >= 0;
       in.push_back({r.root, std::span<const int32_t>(r.p.prompt).subspan(size_t(r.fed), size_t(n)), true,
-                    last ? StepInput::kLast : StepInput::kNone});
-      who.push_back({id, -1, last ? 1 : 0});
+                    scored ? StepInput::kAll : last ? StepInput::kLast : StepInput::kNone});
+      who.push_back({id, -1, scored ? n : last ? 1 : 0, last});
       budget -= n;
     }
     if (in.empty()) return {};
@@ -671,8 +728,20 @@ Status Engine::step() {
     // this loop: its finished events were its last.
     if (r.done) continue;
     if (w.lane < 0) {
-      r.fed += static_cast<int64_t>(in[i].tokens.size());
-      if (w.rows == 1) RSSM_RETURN_IF_ERROR(start_completions(r, first_row[i]));
+      const int64_t n = static_cast<int64_t>(in[i].tokens.size());
+      if (r.p.prompt_logprobs >= 0) RSSM_RETURN_IF_ERROR(score_prompt(r, first_row[i], n));
+      r.fed += n;
+      if (!w.last) continue;
+      if (r.p.prompt_logprobs >= 0 && r.cb) {
+        TokenEvent e;
+        e.request = r.id;
+        e.index = -1;
+        e.prompt_logprobs = r.prompt_lp;
+        e.prompt_top = r.prompt_top;
+        r.cb(e);
+        if (r.done) continue;
+      }
+      RSSM_RETURN_IF_ERROR(start_completions(r, first_row[i] + w.rows - 1));
       continue;
     }
     if (r.p.beam_width > 0) {

@@ -96,6 +96,21 @@ Status CpuBackend::sample(std::span<const SampleRequest> requests, int32_t* ids,
   return {};
 }
 
+Status CpuBackend::logprobs_of(std::span<const int64_t> rows, std::span<const int32_t> tokens, double* out) {
+  RSSM_RETURN_IF_ERROR(check_rows(rows));
+  if (rows.size() != tokens.size())
+    return invalid_argument("logprobs_of: " + std::to_string(rows.size()) + " rows but " +
+                            std::to_string(tokens.size()) + " tokens");
+  const int64_t V = model_.config().vocab_size;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (tokens[i] < 0 || tokens[i] >= V)
+      return invalid_argument("logprobs_of: token id " + std::to_string(tokens[i]) + " out of range [0, " +
+                              std::to_string(V) + ")");
+    out[i] = ops::cpu::log_prob(row(rows[i]), tokens[i]);
+  }
+  return {};
+}
+
 Status CpuBackend::read_state(const StateRead& read, int layer, std::vector<float>* window,
                               std::vector<float>* state) {
   if (cache_ == nullptr) return invalid_argument("read state: no session holds the cpu backend");

@@ -32,6 +32,7 @@ class CpuBackend final : public Backend {
   Status argmax(std::span<const int64_t> rows, int32_t* out) override;
   Status top_logprobs(std::span<const int64_t> rows, int64_t k, TokenLogprob* out) override;
   Status sample(std::span<const SampleRequest> requests, int32_t* ids, double* lp) override;
+  Status logprobs_of(std::span<const int64_t> rows, std::span<const int32_t> tokens, double* out) override;
   Status read_state(const StateRead& read, int layer, std::vector<float>* window,
                     std::vector<float>* state) override;
   BackendMemory memory() const override;
