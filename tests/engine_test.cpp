@@ -6,12 +6,14 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <set>
 #include <thread>
 
 #include "workloads/beam_search.h"
 #include "workloads/generate.h"
+#include "workloads/session.h"
 #include "replayssm/engine.h"
 #include "test_util.h"
 
@@ -441,6 +443,77 @@ TEST_P(EngineTest, BadRequestsAreRefusedByField) {
   p = ok;
   p.spec = RequestParams::kNgram, p.spec_tokens = 0;
   refused(p, "spec_tokens");
+}
+
+// The CPU reference is batch-invariant: a request's log-probabilities in a
+// busy batch are bit for bit those it gets alone (fast replay, chunked
+// prompts beside other requests' decoding).
+TEST_P(EngineTest, BatchedRequestsAreBitIdenticalToAlone) {
+  EngineOptions eo;
+  eo.max_batch_tokens = 64;
+  eo.prefill_chunk = 64;
+  const std::vector<RequestParams> reqs = requests(10);
+  auto run = [&](const std::vector<RequestParams>& rs) {
+    auto e = Engine::create(*backend_, eo);
+    EXPECT_TRUE(e.ok());
+    std::vector<int64_t> ids;
+    for (RequestParams p : rs) {
+      p.max_new_tokens = 12;
+      p.stop_at_eos = false;
+      ids.push_back(*(*e)->submit(p));
+    }
+    EXPECT_TRUE((*e)->run().ok());
+    std::vector<Completion> out;
+    for (int64_t id : ids) out.push_back((*(*e)->completions(id))[0]);
+    return out;
+  };
+  const std::vector<Completion> together = run(reqs);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const std::vector<Completion> alone = run({reqs[i]});
+    EXPECT_EQ(together[i].tokens, alone[0].tokens) << "request " << i;
+    ASSERT_EQ(together[i].logprobs.size(), alone[0].logprobs.size());
+    EXPECT_EQ(std::memcmp(together[i].logprobs.data(), alone[0].logprobs.data(),
+                          sizeof(double) * alone[0].logprobs.size()),
+              0)
+        << "request " << i;
+  }
+}
+
+// prompt_logprobs: one event before the first token, each prompt token's
+// log-probability given those before it (the first NaN), with its top
+// alternatives — what a prefill of the prompt with every row's logits gives.
+TEST_P(EngineTest, PromptLogprobsComeBeforeTheFirstToken) {
+  EngineOptions eo;
+  eo.prefill_chunk = 3;  // the prompt over several steps
+  auto e = Engine::create(*backend_, eo);
+  ASSERT_TRUE(e.ok());
+  RequestParams p;
+  p.prompt = {4, 8, 15, 16, 23, 42, 7};
+  p.max_new_tokens = 2;
+  p.prompt_logprobs = 2;
+  std::vector<TokenEvent> events;
+  const int64_t id = *(*e)->submit(p, [&](const TokenEvent& ev) { events.push_back(ev); });
+  ASSERT_TRUE((*e)->run().ok());
+  ASSERT_GE(events.size(), 2u);
+  const TokenEvent& pe = events[0];
+  EXPECT_EQ(pe.index, -1);
+  ASSERT_EQ(pe.prompt_logprobs.size(), p.prompt.size());
+  EXPECT_TRUE(std::isnan(pe.prompt_logprobs[0]));
+  // The reference: one prefill, every row's logits.
+  auto s = Session::create(*ref_, eo.state);
+  ASSERT_TRUE(s.ok());
+  const StepInput in{(*s)->state().add_sequence(), p.prompt, true, StepInput::kAll};
+  std::vector<float> rows;
+  ASSERT_TRUE((*s)->step({&in, 1}, &rows).ok());
+  const int64_t V = model_->config().vocab_size;
+  for (size_t i = 1; i < p.prompt.size(); ++i) {
+    const std::span<const float> row(rows.data() + (i - 1) * V, size_t(V));
+    EXPECT_NEAR(pe.prompt_logprobs[i], ops::cpu::log_prob(row, p.prompt[i]), 1e-5) << "prompt token " << i;
+    ASSERT_EQ(pe.prompt_top[i].size(), 2u);
+    EXPECT_EQ(pe.prompt_top[i][0].token, ops::cpu::top_logprobs(row, 1)[0].token);
+  }
+  for (size_t i = 1; i < events.size(); ++i) EXPECT_EQ(events[i].index, 0);
+  EXPECT_EQ((*e)->output(id)->size(), 2u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, EngineTest, ::testing::Values("nemotron_h_tiny", "qwen3_5_tiny"));
