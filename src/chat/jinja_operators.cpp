@@ -138,11 +138,11 @@ Result<Value> repeat(const Value& seq, int64_t n, Meter& meter) {
   if (n < 0) n = 0;
   if (seq.is_string()) {
     const std::string& s = seq.as_string();
-    if (!s.empty() && static_cast<uint64_t>(n) > meter.max_string_bytes() / s.size() + 1) {
-      meter.fits(meter.max_string_bytes() + 1);
-      return invalid_argument(meter.why());
+    if (!s.empty() && static_cast<uint64_t>(n) > SIZE_MAX / s.size()) {
+      meter.fail("a string of more than " + std::to_string(meter.max_string_bytes()) + " bytes exceeds the limit");
+      return out_of_budget(meter.why());
     }
-    if (!meter.build_string(s.size() * static_cast<size_t>(n))) return invalid_argument(meter.why());
+    if (!meter.build_string(s.size() * static_cast<size_t>(n))) return out_of_budget(meter.why());
     std::string out;
     out.reserve(s.size() * static_cast<size_t>(n));
     for (int64_t k = 0; k < n; ++k) out += s;
@@ -150,9 +150,9 @@ Result<Value> repeat(const Value& seq, int64_t n, Meter& meter) {
   }
   const List& l = seq.as_list();
   if (!l.items.empty() && static_cast<uint64_t>(n) > kMaxListItems / l.items.size())
-    return invalid_argument("a list of more than " + std::to_string(kMaxListItems) + " items");
+    return out_of_budget("a list of more than " + std::to_string(kMaxListItems) + " items");
   const size_t total = l.items.size() * static_cast<size_t>(n);
-  if (!meter.charge(static_cast<int64_t>(total))) return invalid_argument(meter.why());
+  if (!meter.charge(static_cast<int64_t>(total))) return out_of_budget(meter.why());
   std::vector<Value> items;
   items.reserve(total);
   for (int64_t k = 0; k < n; ++k) items.insert(items.end(), l.items.begin(), l.items.end());
@@ -224,7 +224,7 @@ Result<Value> binary_op(BinaryOp op, const Value& a, const Value& b, Meter& mete
   if (op == BinaryOp::kConcat) {
     std::string s = to_str(a, meter);
     append_str(b, meter, &s);
-    if (!meter.build_string(s.size())) return invalid_argument(meter.why());
+    if (!meter.build_string(s.size())) return out_of_budget(meter.why());
     return Value::string(std::move(s));
   }
   if (a.is_undefined()) return undefined_error(a);
@@ -237,7 +237,7 @@ Result<Value> binary_op(BinaryOp op, const Value& a, const Value& b, Meter& mete
   const bool b_seq = b.is_string() || b.is_list();
   if (op == BinaryOp::kAdd && a.is_string() && b.is_string()) {
     const size_t n = a.as_string().size() + b.as_string().size();
-    if (!meter.build_string(n)) return invalid_argument(meter.why());
+    if (!meter.build_string(n)) return out_of_budget(meter.why());
     std::string s;
     s.reserve(n);
     s += a.as_string();
@@ -248,8 +248,8 @@ Result<Value> binary_op(BinaryOp op, const Value& a, const Value& b, Meter& mete
     const auto& x = a.as_list().items;
     const auto& y = b.as_list().items;
     if (x.size() + y.size() > kMaxListItems)
-      return invalid_argument("a list of more than " + std::to_string(kMaxListItems) + " items");
-    if (!meter.charge(static_cast<int64_t>(x.size() + y.size()))) return invalid_argument(meter.why());
+      return out_of_budget("a list of more than " + std::to_string(kMaxListItems) + " items");
+    if (!meter.charge(static_cast<int64_t>(x.size() + y.size()))) return out_of_budget(meter.why());
     std::vector<Value> items;
     items.reserve(x.size() + y.size());
     items.insert(items.end(), x.begin(), x.end());

@@ -458,6 +458,8 @@ class Parser {
 
   Result<ExprPtr> binary(BinaryOp op, const Token& at, ExprPtr lhs, ExprPtr rhs) {
     auto b = make<Binary>(at);
+    b->line = lhs->line;  // errors point at the start of the expression
+    b->col = lhs->col;
     b->op = op;
     b->lhs = std::move(lhs);
     b->rhs = std::move(rhs);
@@ -524,7 +526,7 @@ class Parser {
       next();
       RSSM_ASSIGN_OR_RETURN(ExprPtr rhs, parse_math1());
       if (!c) {
-        c = make<Compare>(at);
+        c = make<Compare>(at);  // `at` is where the first operand starts
         c->first = std::move(first);
         c->height = c->first->height + 1;
       }
@@ -716,7 +718,10 @@ class Parser {
   }
 
   Result<ExprPtr> parse_subscript(ExprPtr node) {
-    const Token at = cur();
+    // Errors point at the start of the subscripted expression.
+    Token at = cur();
+    at.line = node->line;
+    at.col = node->col;
     if (skip_op(".")) {
       const Token t = cur();
       if (t.kind == TokenKind::kName) {
