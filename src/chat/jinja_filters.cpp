@@ -5,6 +5,8 @@
 // to even as Python's round() does, |sort and |unique compare strings
 // case-insensitively unless told otherwise, |first of an empty sequence is
 // Undefined.
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>

@@ -4,6 +4,8 @@
 // Numbers go through snprintf, whose conversions Python's own follow for
 // these types; padding is done here, in code points, so "é" is one column
 // as in Python.
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 

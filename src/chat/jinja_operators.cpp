@@ -171,8 +171,11 @@ std::string key_repr(const Value& key) {
   }
 }
 
+// jinja2's hint: "has no attribute 'x'" for names, "has no element 0" for
+// other keys.
 Value missing(const Value& obj, const Value& key) {
-  return Value::undefined(object_type_repr(obj) + " has no attribute " + key_repr(key));
+  return Value::undefined(object_type_repr(obj) + (key.is_string() ? " has no attribute " : " has no element ") +
+                          key_repr(key));
 }
 
 // Python's slice.indices(len).

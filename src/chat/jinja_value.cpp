@@ -421,7 +421,7 @@ bool Value::same_object(const Value& other) const {
 }
 
 const Value* Dict::find(std::string_view key) const {
-  auto it = string_index_.find(std::string(key));
+  auto it = string_index_.find(key);
   return it == string_index_.end() ? nullptr : &entries_[it->second].second;
 }
 

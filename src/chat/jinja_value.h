@@ -133,9 +133,14 @@ class Dict {
   int depth() const { return depth_; }
 
  private:
+  struct StringHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
   std::vector<std::pair<Value, Value>> entries_;
   int depth_ = 1;
-  std::unordered_map<std::string, size_t> string_index_;  // str keys -> position in entries_
+  // str keys -> position in entries_, searchable by string_view.
+  std::unordered_map<std::string, size_t, StringHash, std::equal_to<>> string_index_;
 };
 
 // jinja2's namespace(): attributes assignable with {% set ns.x = ... %}.

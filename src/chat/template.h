@@ -7,8 +7,8 @@
 // environment, so a prompt rendered here is the one transformers would
 // tokenise: Python's str() and repr() for printing, json.dumps for tojson,
 // Python's arithmetic and string methods, jinja2's scoping and Undefined.
-// See docs in src/chat/jinja_*.h for each layer (lexer, parser, values,
-// evaluator, builtins).
+// docs/chat_templates.md maps the layers (lexer, parser, values, evaluator,
+// builtins) and lists where @huggingface/jinja differs.
 //
 // Thread safety: a parsed Template is immutable; render() may run on many
 // threads at once. Copies share the parsed tree.
