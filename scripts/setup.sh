@@ -7,6 +7,7 @@ pkgs=(
   build-essential cmake pkg-config
   nlohmann-json3-dev   # config.json / safetensors headers
   libcli11-dev         # command line
+  libcpp-httplib-dev   # replayssm serve
   libpcre2-dev         # tokenizer.json pre-tokenizer regexes
   libutf8proc-dev      # tokenizer.json NFC normalization
   libgtest-dev         # tests

@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
   auto* detokenize = app.add_subcommand("detokenize", "Text of token ids (tokenizer.json)");
   auto* perplexity = app.add_subcommand("perplexity", "Mean NLL and perplexity of a text file");
   auto* bench = app.add_subcommand("bench", "Measure decode speed, memory, concurrency, rollback and restore");
+  auto* serve = app.add_subcommand("serve", "Serve the model over an OpenAI-compatible HTTP API");
   const std::vector<std::pair<CLI::App*, Runner>> commands = {
       {info, replayssm::cli::add_info(*info)},
       {logits, replayssm::cli::add_logits(*logits)},
@@ -45,6 +46,7 @@ int main(int argc, char** argv) {
       {detokenize, replayssm::cli::add_detokenize(*detokenize)},
       {perplexity, replayssm::cli::add_perplexity(*perplexity)},
       {bench, replayssm::cli::add_bench(*bench)},
+      {serve, replayssm::cli::add_serve(*serve)},
   };
   for (int i = 1; i < argc; ++i)
     if (integer_out_of_range(argv[i]) && !(i > 1 && (std::strcmp(argv[i - 1], "--prompt") == 0 ||
@@ -59,7 +61,7 @@ int main(int argc, char** argv) {
     if (!known) {
       std::fprintf(stderr,
                    "replayssm: error: unknown command '%s' (expected info, logits, generate, tokenize, detokenize, "
-                   "perplexity or bench; see --help)\n",
+                   "perplexity, bench or serve; see --help)\n",
                    argv[1]);
       return 2;
     }

@@ -1,0 +1,319 @@
+// replayssm serve over HTTP, as a client sees it: the embedded model on
+// the CPU, the endpoints and their error bodies, greedy completions equal
+// to `replayssm generate`, streaming (SSE) equal to the whole response,
+// stop strings, logprobs and echo, n / best_of / beam search, chat through
+// a template, authentication, a client that goes away mid-stream (its
+// state freed at once), and SIGTERM draining what runs.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <thread>
+
+#include "serve_process.h"
+#include "test_util.h"
+
+namespace replayssm {
+namespace {
+
+using json = nlohmann::ordered_json;
+using test::ServeProcess;
+
+std::string model_dir() { return test::models_dir("nemotron_h_small"); }
+
+std::string chat_template_file() { return std::string(REPLAYSSM_TEST_DATA) + "/chat/role_prefixed.jinja"; }
+
+ServeProcess& server() {
+  static ServeProcess s({"--model", model_dir(), "--served-model-name", "small", "--chat-template",
+                         chat_template_file(), "--max-tokens", "256", "--max-n", "8", "--no-request-log"});
+  return s;
+}
+
+json post(const std::string& path, const json& body, int* status = nullptr) {
+  auto c = server().client();
+  auto r = c.Post(path, body.dump(), "application/json");
+  EXPECT_TRUE(r) << "no response from " << path;
+  if (!r) return {};
+  if (status) *status = r->status;
+  return json::parse(r->body);
+}
+
+// `replayssm generate`'s greedy text for a prompt, alone.
+std::string generate_text(const std::string& prompt, int n) {
+  const test::CliResult r = test::run_cli("generate --model " + model_dir() + " --prompt '" + prompt +
+                                          "' --max-new-tokens " + std::to_string(n) + " --ignore-eos --json");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return json::parse(r.out)["text"].get<std::string>();
+}
+
+// The data lines of an SSE body, parsed ([DONE] as the string "[DONE]").
+std::vector<json> sse_events(const std::string& body) {
+  std::vector<json> out;
+  size_t at = 0;
+  while ((at = body.find("data: ", at)) != std::string::npos) {
+    const size_t end = body.find("\n\n", at);
+    const std::string data = body.substr(at + 6, end - at - 6);
+    out.push_back(data == "[DONE]" ? json("[DONE]") : json::parse(data));
+    at = end;
+  }
+  return out;
+}
+
+TEST(Serve, HealthModelsAndErrorBodies) {
+  ASSERT_TRUE(server().ok()) << server().log();
+  auto c = server().client();
+  EXPECT_EQ(c.Get("/health")->status, 200);
+  const json models = json::parse(c.Get("/v1/models")->body);
+  EXPECT_EQ(models["object"], "list");
+  EXPECT_EQ(models["data"][0]["id"], "small");
+  auto missing = c.Get("/v1/models/other");
+  EXPECT_EQ(missing->status, 404);
+  EXPECT_EQ(json::parse(missing->body)["error"]["code"], "model_not_found");
+  int status = 0;
+  json e = post("/v1/completions", {{"model", "other"}, {"prompt", "x"}}, &status);
+  EXPECT_EQ(status, 404);
+  EXPECT_EQ(e["error"]["code"], "model_not_found");
+  e = post("/v1/completions", {{"prompt", "x"}, {"max_tokens", 100000}}, &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(e["error"]["param"], "max_tokens");
+  e = post("/v1/completions", {{"prompt", "x"}, {"presence_penalty", 1}}, &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(e["error"]["param"], "presence_penalty");
+  auto bad_json = c.Post("/v1/completions", "{\"prompt\": ", "application/json");
+  EXPECT_EQ(bad_json->status, 400);
+  EXPECT_NE(json::parse(bad_json->body)["error"]["message"].get<std::string>().find("not JSON"), std::string::npos);
+  auto huge = c.Post("/v1/completions", std::string(5 << 20, ' '), "application/json");
+  EXPECT_EQ(huge->status, 413);
+  EXPECT_TRUE(json::parse(huge->body).contains("error"));
+  auto nowhere = c.Get("/v1/nowhere");
+  EXPECT_EQ(nowhere->status, 404);
+  // The server is unharmed: a good request after the bad ones.
+  e = post("/v1/completions", {{"prompt", "Debian"}, {"max_tokens", 3}, {"temperature", 0}}, &status);
+  EXPECT_EQ(status, 200) << e.dump();
+}
+
+TEST(Serve, GreedyCompletionsAreGeneratesTokensAndStreamTheSame) {
+  ASSERT_TRUE(server().ok()) << server().log();
+  const std::string prompt = "The Python standard library";
+  const std::string want = generate_text(prompt, 24);
+  const json body = {{"model", "small"}, {"prompt", prompt}, {"max_tokens", 24}, {"temperature", 0},
+                     {"ignore_eos", true}};
+  int status = 0;
+  const json r = post("/v1/completions", body, &status);
+  ASSERT_EQ(status, 200) << r.dump();
+  EXPECT_EQ(r["object"], "text_completion");
+  EXPECT_EQ(r["choices"][0]["text"], want);
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(r["usage"]["completion_tokens"], 24);
+  EXPECT_GT(r["usage"]["prompt_tokens"].get<int>(), 0);
+  // Streamed: the same text in pieces, [DONE] last, usage on request.
+  json sb = body;
+  sb["stream"] = true;
+  sb["stream_options"] = {{"include_usage", true}};
+  auto c = server().client();
+  auto sr = c.Post("/v1/completions", sb.dump(), "application/json");
+  ASSERT_EQ(sr->status, 200);
+  EXPECT_NE(sr->get_header_value("Content-Type").find("text/event-stream"), std::string::npos);
+  const std::vector<json> ev = sse_events(sr->body);
+  ASSERT_GE(ev.size(), 3u);
+  EXPECT_EQ(ev.back(), "[DONE]");
+  std::string text;
+  std::string finish;
+  for (size_t i = 0; i + 2 < ev.size(); ++i) {
+    text += ev[i]["choices"][0]["text"].get<std::string>();
+    if (!ev[i]["choices"][0]["finish_reason"].is_null()) finish = ev[i]["choices"][0]["finish_reason"];
+  }
+  EXPECT_EQ(text, want);
+  EXPECT_EQ(finish, "length");
+  EXPECT_EQ(ev[ev.size() - 2]["usage"]["completion_tokens"], 24);
+  EXPECT_TRUE(ev[ev.size() - 2]["choices"].empty());
+}
+
+TEST(Serve, StopStringsLogprobsEchoAndSeveralChoices) {
+  ASSERT_TRUE(server().ok()) << server().log();
+  const std::string prompt = "The Python standard library";
+  const std::string full = generate_text(prompt, 24);
+  // A stop string inside the greedy text: cut before it, finish "stop".
+  const std::string stop = full.substr(8, 5);
+  int status = 0;
+  json r = post("/v1/completions",
+                {{"prompt", prompt}, {"max_tokens", 24}, {"temperature", 0}, {"ignore_eos", true}, {"stop", stop}},
+                &status);
+  ASSERT_EQ(status, 200) << r.dump();
+  EXPECT_EQ(r["choices"][0]["text"], full.substr(0, full.find(stop)));
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
+  // Logprobs with echo: the prompt's tokens first (the first without a
+  // log-probability), then the completion's, top-k dictionaries, offsets.
+  r = post("/v1/completions",
+           {{"prompt", prompt}, {"max_tokens", 4}, {"temperature", 0}, {"logprobs", 2}, {"echo", true}}, &status);
+  ASSERT_EQ(status, 200) << r.dump();
+  const json& lp = r["choices"][0]["logprobs"];
+  const size_t n = lp["tokens"].size();
+  ASSERT_EQ(lp["token_logprobs"].size(), n);
+  ASSERT_EQ(lp["text_offset"].size(), n);
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+  EXPECT_TRUE(lp["top_logprobs"][0].is_null());
+  std::string joined;
+  for (size_t i = 0; i < n; ++i) {
+    EXPECT_EQ(lp["text_offset"][i].get<size_t>(), joined.size()) << i;
+    joined += lp["tokens"][i].get<std::string>();
+    if (i > 0) {
+      EXPECT_LE(lp["token_logprobs"][i].get<double>(), 0.0);
+      EXPECT_EQ(lp["top_logprobs"][i].size(), 2u);
+    }
+  }
+  EXPECT_EQ(joined, r["choices"][0]["text"].get<std::string>());
+  EXPECT_EQ(r["choices"][0]["text"].get<std::string>().rfind(prompt, 0), 0u);
+  // max_tokens 0 with echo scores the prompt alone.
+  r = post("/v1/completions", {{"prompt", prompt}, {"max_tokens", 0}, {"echo", true}, {"logprobs", 0}}, &status);
+  ASSERT_EQ(status, 200) << r.dump();
+  EXPECT_EQ(r["choices"][0]["text"], prompt);
+  EXPECT_EQ(r["usage"]["completion_tokens"], 0);
+  {  // streamed, the echo alone
+    auto c = server().client();
+    auto sr = c.Post("/v1/completions",
+                     json({{"prompt", prompt}, {"max_tokens", 0}, {"echo", true}, {"stream", true}}).dump(),
+                     "application/json");
+    ASSERT_EQ(sr->status, 200);
+    std::string text;
+    for (const json& e : sse_events(sr->body))
+      if (e != "[DONE]") text += e["choices"][0]["text"].get<std::string>();
+    EXPECT_EQ(text, prompt);
+  }
+  // n choices per prompt, several prompts: indexes prompt·n + j; a seed
+  // repeats them; best_of and beams answer n.
+  r = post("/v1/completions", {{"prompt", {"Debian", "The kernel"}}, {"n", 3}, {"max_tokens", 6}, {"seed", 11}},
+           &status);
+  ASSERT_EQ(status, 200) << r.dump();
+  ASSERT_EQ(r["choices"].size(), 6u);
+  for (size_t i = 0; i < 6; ++i) EXPECT_EQ(r["choices"][i]["index"], i);
+  const json again = post("/v1/completions",
+                          {{"prompt", {"Debian", "The kernel"}}, {"n", 3}, {"max_tokens", 6}, {"seed", 11}}, &status);
+  EXPECT_EQ(again["choices"], r["choices"]);
+  r = post("/v1/completions", {{"prompt", "Debian"}, {"n", 2}, {"best_of", 4}, {"max_tokens", 6}}, &status);
+  ASSERT_EQ(status, 200) << r.dump();
+  EXPECT_EQ(r["choices"].size(), 2u);
+  r = post("/v1/completions",
+           {{"prompt", "Debian"}, {"n", 2}, {"use_beam_search", true}, {"max_tokens", 6}, {"ignore_eos", true}},
+           &status);
+  ASSERT_EQ(status, 200) << r.dump();
+  ASSERT_EQ(r["choices"].size(), 2u);
+  EXPECT_NE(r["choices"][0]["text"], r["choices"][1]["text"]);
+}
+
+TEST(Serve, ChatThroughTheTemplate) {
+  ASSERT_TRUE(server().ok()) << server().log();
+  const json body = {{"model", "small"},
+                     {"messages", {{{"role", "system"}, {"content", "Be brief."}}, {{"role", "user"}, {"content", "Debian"}}}},
+                     {"max_completion_tokens", 12},
+                     {"temperature", 0},
+                     {"logprobs", true},
+                     {"top_logprobs", 2}};
+  int status = 0;
+  const json r = post("/v1/chat/completions", body, &status);
+  ASSERT_EQ(status, 200) << r.dump();
+  EXPECT_EQ(r["object"], "chat.completion");
+  EXPECT_EQ(r["choices"][0]["message"]["role"], "assistant");
+  const json& content = r["choices"][0]["logprobs"]["content"];
+  std::string joined;
+  for (const json& t : content) {
+    joined += t["token"].get<std::string>();
+    EXPECT_EQ(t["top_logprobs"].size(), 2u);
+    EXPECT_FALSE(t["bytes"].empty());
+  }
+  EXPECT_EQ(joined, r["choices"][0]["message"]["content"]);
+  // The same prompt through /v1/completions, rendered by hand: the same text.
+  const std::string rendered = "system: Be brief.\nuser: Debian\nassistant:";
+  const json c = post("/v1/completions", {{"prompt", rendered}, {"max_tokens", 12}, {"temperature", 0}}, &status);
+  // The completions prompt gets the tokenizer's special tokens; the chat one
+  // only what the template writes: the same here (the tokenizer adds none).
+  EXPECT_EQ(c["choices"][0]["text"], r["choices"][0]["message"]["content"]);
+  // Streamed: role first, then content deltas, then the finish.
+  json sb = body;
+  sb["stream"] = true;
+  auto cl = server().client();
+  const std::vector<json> ev = sse_events(cl.Post("/v1/chat/completions", sb.dump(), "application/json")->body);
+  ASSERT_GE(ev.size(), 3u);
+  EXPECT_EQ(ev[0]["choices"][0]["delta"]["role"], "assistant");
+  std::string text;
+  for (size_t i = 1; i + 1 < ev.size(); ++i)
+    if (ev[i]["choices"][0]["delta"].contains("content")) text += ev[i]["choices"][0]["delta"]["content"];
+  EXPECT_EQ(text, r["choices"][0]["message"]["content"]);
+  EXPECT_EQ(ev.back(), "[DONE]");
+  // Refusals by field.
+  json bad = body;
+  bad["tool_choice"] = "required";
+  EXPECT_EQ(post("/v1/chat/completions", bad, &status)["error"]["param"], "tool_choice");
+  bad = body;
+  bad["messages"] = json::array();
+  EXPECT_EQ(post("/v1/chat/completions", bad, &status)["error"]["param"], "messages");
+}
+
+// A client that goes away mid-stream: its request ends at once and the
+// state it held returns to the server's idle value.
+TEST(Serve, ADisconnectedClientFreesItsState) {
+  ASSERT_TRUE(server().ok()) << server().log();
+  auto c = server().client();
+  auto metric = [&](const std::string& name) {
+    const std::string t = c.Get("/metrics")->body;
+    const size_t at = t.find("\n" + name + " ");
+    if (at == std::string::npos) {
+      const size_t lab = t.find("\n" + name + "{");
+      if (lab == std::string::npos) return -1.0;
+      return std::stod(t.substr(t.find(' ', lab + 1) + 1));
+    }
+    return std::stod(t.substr(at + name.size() + 2));
+  };
+  const json body = {{"prompt", "The Python standard library"}, {"max_tokens", 256}, {"ignore_eos", true},
+                     {"stream", true}, {"temperature", 0}};
+  std::atomic<int> chunks{0};
+  httplib::Client sc("127.0.0.1", server().port());
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 4; };  // then hang up
+  (void)sc.send(req);
+  EXPECT_GE(chunks.load(), 4);
+  bool idle = false;
+  for (int i = 0; i < 100 && !idle; ++i) {
+    idle = metric("replayssm_requests_running") == 0 && metric("replayssm_state_bytes{kind=\"checkpoints\"}") == 0 &&
+           metric("replayssm_state_bytes{kind=\"kv\"}") == 0;
+    if (!idle) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(idle) << c.Get("/metrics")->body;
+  const std::string t = c.Get("/metrics")->body;
+  EXPECT_NE(t.find("finish_reason=\"cancelled\""), std::string::npos);
+}
+
+TEST(Serve, ApiKeyAndDrainOnSigterm) {
+  ServeProcess s({"--model", model_dir(), "--api-key", "sk-test-123", "--no-request-log"});
+  ASSERT_TRUE(s.ok()) << s.log();
+  auto c = s.client();
+  EXPECT_EQ(c.Get("/health")->status, 200);  // no key needed there
+  auto denied = c.Get("/v1/models");
+  EXPECT_EQ(denied->status, 401);
+  EXPECT_EQ(json::parse(denied->body)["error"]["code"], "invalid_api_key");
+  httplib::Headers wrong = {{"Authorization", "Bearer sk-test-124"}};
+  EXPECT_EQ(c.Get("/v1/models", wrong)->status, 401);
+  httplib::Headers auth = {{"Authorization", "Bearer sk-test-123"}};
+  EXPECT_EQ(c.Get("/v1/models", auth)->status, 200);
+  // A long request runs; SIGTERM drains: it completes, then the server exits 0.
+  std::string result;
+  std::thread running([&] {
+    auto cc = s.client();
+    auto r = cc.Post("/v1/completions", auth,
+                     json({{"prompt", "Debian"}, {"max_tokens", 200}, {"ignore_eos", true}}).dump(), "application/json");
+    if (r) result = r->body;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(s.terminate(), 0) << s.log();
+  running.join();
+  ASSERT_FALSE(result.empty());
+  EXPECT_EQ(json::parse(result)["usage"]["completion_tokens"], 200);
+}
+
+}  // namespace
+}  // namespace replayssm
