@@ -65,6 +65,7 @@ cudaError_t mamba2_append_cuda(const Mamba2AppendArgs& a, cudaStream_t stream);
 // (rows = cv.batch, C = H·P + 2·G·N): the conv's output goes to cv.y as
 // before and is the append's source (xbc, ldxbc unused). Same bits as the
 // two launches; at batch 1 a launch boundary is most of either's time.
+// cv's window may be paged (Conv1dArgs::log_rows), as for conv1d_step_cuda.
 cudaError_t mamba2_conv_append_cuda(const Conv1dArgs& cv, const Mamba2AppendArgs& a, cudaStream_t stream);
 
 struct GdnAppendArgs {
