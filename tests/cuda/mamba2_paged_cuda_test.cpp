@@ -70,21 +70,9 @@ TEST_P(Mamba2Paged, ReplayIsBitIdenticalToTheContiguousLog) {
     fold[b] = b % 4 == 1 ? 0 : (b % 4 == 2 ? n_log[b] : (b * 7) % (n_log[b] + 1));
     fold_slot[b] = b % 3 == 0 ? slot[b] : 2 * b;
   }
-  std::vector<int32_t> group_start{0}, order(B);
-  for (int v = 0; v < B; ++v) order[v] = v;
-  if (k.groups == 2) std::shuffle(order.begin(), order.end(), g);
-  if (k.groups > 0) {
-    for (int v = 0, n = 0; v < B; ++n) {
-      const int members = std::min(B - v, n % 3 == 0 ? 3 : (n % 3 == 1 ? 1 : 2));
-      for (int m = 0; m < members; ++m) {
-        slot[order[v + m]] = slot[order[v]];
-        if (members > 1) fold[order[v + m]] = 0;
-      }
-      v += members;
-      group_start.push_back(v);
-    }
-    if (k.groups == 2) group_start.push_back(B), group_start.push_back(B);
-  }
+  const test::ForkGroups fg(g, B, k.groups, slot, fold);
+  const std::vector<int32_t>& group_start = fg.start;
+  const std::vector<int32_t>& order = fg.order;
   std::vector<float> state(size_t(slots) * H * P * N);
   for (float& x : state) x = 0.3f * u(g);
   const Bf Cm = bf_rand(g, size_t(B) * T * G * N, 1.0f), lx = bf_rand(g, size_t(B) * W * H * P, 1.0f),

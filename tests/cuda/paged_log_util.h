@@ -95,6 +95,31 @@ struct PagedLayout {
   }
 };
 
+// Fork groups for the replay kernels (group_start, seq): kind 0 none
+// (start {0}, the decode order the batch's); 1 groups of 3, 1, 2, …
+// members at consecutive positions of the batch; 2 the same over a
+// shuffled decode order, with two empty groups after the last. Members
+// share their first's slot, and a member of a group of more than one
+// folds nothing (fold[b] = 0).
+struct ForkGroups {
+  std::vector<int32_t> start{0}, order;  // (groups + 1), (B)
+  ForkGroups(std::mt19937& g, int B, int kind, std::vector<int32_t>& slot, std::vector<int32_t>& fold) : order(B) {
+    std::iota(order.begin(), order.end(), 0);
+    if (kind == 0) return;
+    if (kind == 2) std::shuffle(order.begin(), order.end(), g);
+    for (int v = 0, n = 0; v < B; ++n) {
+      const int members = std::min(B - v, n % 3 == 0 ? 3 : (n % 3 == 1 ? 1 : 2));
+      for (int m = 0; m < members; ++m) {
+        slot[order[v + m]] = slot[order[v]];
+        if (members > 1) fold[order[v + m]] = 0;
+      }
+      v += members;
+      start.push_back(v);
+    }
+    if (kind == 2) start.push_back(B), start.push_back(B);
+  }
+};
+
 template <typename E>
 ::testing::AssertionResult same_bits(const std::vector<E>& got, const std::vector<E>& want, const char* what) {
   if (got.size() != want.size())
