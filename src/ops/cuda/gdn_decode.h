@@ -19,8 +19,13 @@
 // the log-decay −exp(A_log)·softplus(a + dt_bias), β = sigmoid(b):
 // ops/cpu/gdn_scan.h gdn_prepare.
 //
+// The log is contiguous — sequence b's entry s at row b·W + s of each log
+// array — or paged (GdnDecodeArgs::pages, log_pages.h): entry s at
+// row(b, s), the arrays then (slots·page_size, …).
+//
 // Launched with PDL (launch.cuh), the kernels may read their index arrays
-// — slot, out_slot, n_log, fold, fold_slot, row, group_start, seq — before
+// — slot, out_slot, n_log, fold, fold_slot, row, group_start, seq, the
+// pages' table and offsets — before
 // they wait for the launch before theirs: those must not be written by
 // the kernel launched just before (the decoder's plan is copied from the
 // host; a copy in the stream is not overlapped).
@@ -29,6 +34,8 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+
+#include "ops/cuda/log_pages.h"
 
 namespace replayssm::ops::cuda {
 
@@ -53,6 +60,7 @@ struct GdnDecodeArgs {
 
   // Replay: the log since the checkpoint, capacity W; the T new tokens are
   // its last T entries (k and g written by the caller, u by the kernel).
+  // Paged (`pages` below), the arrays hold rows row(b, s) instead.
   int W = 0;
   const int32_t* n_log = nullptr;   // (B) entries in use, T..W
   const uint16_t* log_k = nullptr;  // (B, W, Hk, dk) bf16
@@ -135,6 +143,15 @@ struct GdnDecodeArgs {
   // says. Leave false when the launch before may have written a slot this
   // one reads (a fold, a copy into a slot) or an older entry (a log move).
   bool early = false;
+
+  // Paged log (pages.page == nullptr: sequence b's entry s is row b·W + s,
+  // as above): entry s of log_k, log_u and log_g at row(b, s) of
+  // log_pages.h, the arrays (slots·page_size, …) — read there and the new
+  // tokens' u written there — by every replay kernel, exact and fork
+  // groups alike, with the bits of the contiguous log. W is then no
+  // stride: it only bounds n_log (≤ kGdnMaxW, which sizes shared memory),
+  // and 0 stands for kGdnMaxW.
+  LogPages pages;
 };
 
 // The arrays every GDN decode call reads or writes, standard or replay.

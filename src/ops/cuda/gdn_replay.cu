@@ -18,6 +18,7 @@
 #include "ops/cuda/gdn_replay_mma.cuh"
 #include "ops/cuda/gdn_token.cuh"
 #include "ops/cuda/launch.cuh"
+#include "ops/cuda/log_pages.cuh"
 #include "ops/cuda/tile.cuh"
 
 namespace replayssm::ops::cuda {
@@ -100,7 +101,8 @@ struct GdnReplayShm {
 // kFold: the fold's code, for steps that may fold (a.fold set); without it
 // the steps that do not keep fewer registers (H200: the fold's code made the
 // shared instance 72 registers, 7 blocks an SM, where 8 fit without it).
-template <typename TileT, int kQ, bool kFoldRows, bool kMma, bool kFold>
+// kPaged: the log's rows through the block table (GdnDecodeArgs::pages).
+template <typename TileT, int kQ, bool kFoldRows, bool kMma, bool kFold, bool kPaged>
 __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ, kMma, kFold>) gdn_replay_kernel(GdnDecodeArgs a) {
   static_assert(!kMma || (kQ == GdnMmaTile::kVectors && TileT::kCols == 128 && !kFoldRows));
   static_assert(kFold || !kFoldRows);
@@ -115,6 +117,7 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ, kM
   const int64_t r0 = decode_row0(a.row, b, T);  // this sequence's first row of q, v, β, o (k, g, out_slot)
   if (r0 < 0) return pdl_leave();               // not in this launch (block-uniform)
   const int n_log = span.n_log, base = span.base, f = span.f;
+  const PagedLog pl = paged_log_if<kPaged>(a.pages, b);  // the log's rows, kPaged
   // KB: floats a key row takes as bf16, 4 more than dk needs so that lanes
   // reading one row each (the dots below) meet 4 to a bank, not 32.
   const int W4 = (W + 3) & ~3, K4 = (dk + 3) & ~3, V4 = (cw + 3) & ~3, KB = ((dk + 7) & ~7) / 2 + 4;
@@ -170,12 +173,17 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ, kM
   // fold needs it before the passes; the dots and the outputs come after.
   // (T, SK) k, (T, SK) q, (T, SV) v as bf16, with kStage
   const int SK = GdnReplayShm::stage_k(dk), SV = GdnReplayShm::stage_v(cw);
-  auto stage_ktqv = [&](auto&& copy) {  // copy(stage, src, cols, src row stride, stage row stride)
+  // copy(stage, src, row map (tile.cuh), cols, src row stride, stage row stride)
+  auto stage_ktqv = [&](auto&& copy) {
     uint16_t* st = reinterpret_cast<uint16_t*>(shm + L.St);
-    const uint16_t* lk = a.log_k + (int64_t(b) * W * a.Hk + kh) * dk;
-    copy(st, lk + int64_t(base) * a.Hk * dk, dk, int64_t(a.Hk) * dk, SK);
-    copy(st + T * SK, a.q + (r0 * a.Hk + kh) * dk, dk, int64_t(a.Hk) * dk, SK);
-    copy(st + 2 * T * SK, a.v + (r0 * a.Hv + h) * dv + c0, cw, int64_t(a.Hv) * dv, SV);
+    if constexpr (kPaged) {
+      copy(st, a.log_k + int64_t(kh) * dk, PagedRows{pl, base}, dk, int64_t(a.Hk) * dk, SK);
+    } else {
+      const uint16_t* lk = a.log_k + (int64_t(b) * W * a.Hk + kh) * dk;
+      copy(st, lk + int64_t(base) * a.Hk * dk, Consecutive{}, dk, int64_t(a.Hk) * dk, SK);
+    }
+    copy(st + T * SK, a.q + (r0 * a.Hk + kh) * dk, Consecutive{}, dk, int64_t(a.Hk) * dk, SK);
+    copy(st + 2 * T * SK, a.v + (r0 * a.Hv + h) * dv + c0, Consecutive{}, cw, int64_t(a.Hv) * dv, SV);
   };
   // Everything read so far is the plan (slots, log lengths, folds, rows),
   // which no kernel writes (launch.cuh): read while the kernel before ends
@@ -185,8 +193,8 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ, kM
   pdl_begin();
   if constexpr (kStage) {
     // kMma: the copies' loops stepped (tile.cuh; its instances have the registers).
-    stage_ktqv([&](uint16_t* st, const uint16_t* src, int cols, int64_t lds, int ldst) {
-      copy_async_bf_rows<kMma>(st, src, T, cols, lds, ldst);
+    stage_ktqv([&](uint16_t* st, const uint16_t* src, auto rows, int cols, int64_t lds, int ldst) {
+      copy_async_bf_rows_at<kMma>(st, src, rows, T, cols, lds, ldst);
     });
     copy_async_rows<kMma>(sBeta, a.beta + r0 * a.Hv + h, T, 1, a.Hv, 1);
     cp_async_commit();
@@ -202,22 +210,31 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ, kM
     if (pf && threadIdx.x == 0 && p0 < dk) prefetch_l2(S + int64_t(p0) * dv, 4u * unsigned(min(pass_rows, dk - p0) * dv));
   };
   for (int k = 1; k <= ahead; ++k) prefetch_pass(k * pass_rows);
-  const uint16_t* lk = a.log_k + (int64_t(b) * W * a.Hk + kh) * dk;
+  // The keys' columns: entry s at lk + s·Hk·dk, or paged at lk + row(s)·Hk·dk.
+  const uint16_t* lk = kPaged ? a.log_k + int64_t(kh) * dk : a.log_k + (int64_t(b) * W * a.Hk + kh) * dk;
   // kMma: the copies' loops stepped (tile.cuh; its instances have the registers).
-  copy_async_rows<kMma>(sG, a.log_g + int64_t(b) * W * a.Hv + h, n_log, 1, a.Hv, 1);
-  copy_async_bf_rows<kMma>(sKb, lk, n_log, dk, int64_t(a.Hk) * dk, 2 * KB);
-  copy_async_rows<kMma>(sU, a.log_u + (int64_t(b) * W * a.Hv + h) * dv + c0, base, cw, int64_t(a.Hv) * dv, V4);
+  if constexpr (kPaged) {
+    const PagedRows all{pl, 0};
+    copy_async_rows_at<kMma>(sG, a.log_g + h, all, n_log, 1, a.Hv, 1);
+    copy_async_bf_rows_at<kMma>(sKb, lk, all, n_log, dk, int64_t(a.Hk) * dk, 2 * KB);
+    copy_async_rows_at<kMma>(sU, a.log_u + int64_t(h) * dv + c0, all, base, cw, int64_t(a.Hv) * dv, V4);
+  } else {
+    copy_async_rows<kMma>(sG, a.log_g + int64_t(b) * W * a.Hv + h, n_log, 1, a.Hv, 1);
+    copy_async_bf_rows<kMma>(sKb, lk, n_log, dk, int64_t(a.Hk) * dk, 2 * KB);
+    copy_async_rows<kMma>(sU, a.log_u + (int64_t(b) * W * a.Hv + h) * dv + c0, base, cw, int64_t(a.Hv) * dv, V4);
+  }
   cp_async_commit();
   if constexpr (kStage) {  // kMma: no sRed to zero
     // The first group: v converted by the threads that copied it; k and q
     // go from the stage straight into sXT, after the barrier below.
     cp_async_wait<1>();
     int r = 0;
-    stage_ktqv([&](uint16_t* st, const uint16_t* src, int cols, int64_t lds, int ldst) {
+    stage_ktqv([&](uint16_t* st, const uint16_t* src, auto, int cols, int64_t lds, int ldst) {
       if (r++ == 2) unstage_bf_rows(sV, V4, st, ldst, T, cols, bf_rows_chunk(st, src, cols, lds, ldst));
     });
   } else {
-    load_bf_rows<kMma>(sKt, lk + int64_t(base) * a.Hk * dk, T, dk, int64_t(a.Hk) * dk, K4);
+    if constexpr (kPaged) load_bf_rows_at<kMma>(sKt, lk, PagedRows{pl, base}, T, dk, int64_t(a.Hk) * dk, K4);
+    else load_bf_rows<kMma>(sKt, lk + int64_t(base) * a.Hk * dk, T, dk, int64_t(a.Hk) * dk, K4);
     load_bf_rows<kMma>(sQ, a.q + (r0 * a.Hk + kh) * dk, T, dk, int64_t(a.Hk) * dk, K4);
     load_bf_rows<kMma>(sV, a.v + (r0 * a.Hv + h) * dv + c0, T, cw, int64_t(a.Hv) * dv, V4);
     for (int t = threadIdx.x; t < T; t += blockDim.x) sBeta[t] = a.beta[(r0 + t) * a.Hv + h];
@@ -478,7 +495,8 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ, kM
         }
         const float u = (sV[t * V4 + c] - mem) * sBeta[t];
         un[t] = u;
-        a.log_u[((int64_t(b) * W + tt) * a.Hv + h) * dv + c0 + c] = u;
+        if constexpr (kPaged) a.log_u[(pl.row(tt) * a.Hv + h) * dv + c0 + c] = u;
+        else a.log_u[((int64_t(b) * W + tt) * a.Hv + h) * dv + c0 + c] = u;
         put_bf(a.o, ((r0 + t) * a.Hv + h) * dv + c0 + c, out + sCo[tt * kQ + kT + t] * u);
       }
     }
@@ -496,7 +514,8 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ, kM
         }
         const float u = (sV[t * V4 + c] - mem) * sBeta[t];
         sU[tt * V4 + c] = u;
-        a.log_u[((int64_t(b) * W + tt) * a.Hv + h) * dv + c0 + c] = u;
+        if constexpr (kPaged) a.log_u[(pl.row(tt) * a.Hv + h) * dv + c0 + c] = u;
+        else a.log_u[((int64_t(b) * W + tt) * a.Hv + h) * dv + c0 + c] = u;
         put_bf(a.o, ((r0 + t) * a.Hv + h) * dv + c0 + c, out + sKQ[t * W4 + tt] * u);
       }
     }
@@ -507,7 +526,12 @@ __global__ void __launch_bounds__(32 * kGdnWarps, kGdnReplayBlocks<TileT, kQ, kM
 
 cudaError_t gdn_replay_cuda(const GdnDecodeArgs& a, cudaStream_t stream) {
   if (a.batch == 0) return cudaSuccess;
-  if (!gdn_has_common_arrays(a)) return cudaErrorInvalidValue;
+  if (!gdn_has_common_arrays(a) || !log_pages_valid(a.pages)) return cudaErrorInvalidValue;
+  if (a.pages.page != nullptr && a.W == 0) {  // paged: W only bounds the log, 0 the most a kernel takes
+    GdnDecodeArgs b = a;
+    b.W = kGdnMaxW;
+    return gdn_replay_cuda(b, stream);
+  }
   if (a.batch < 0 || a.Hk <= 0 || a.Hv % a.Hk != 0 || a.dk < 1 || a.dv < 1 || a.T < 1 || a.T > kGdnMaxT || a.W < a.T ||
       a.W > kGdnMaxW || a.max_fold < 0 || a.max_fold > a.W || (a.fold != nullptr && a.fold_slot == nullptr) ||
       (a.tile_rows != 0 && a.tile_rows != 4 && a.tile_rows != 8) ||
@@ -584,18 +608,23 @@ cudaError_t gdn_replay_cuda(const GdnDecodeArgs& a, cudaStream_t stream) {
       launch_kernel(kernel, grid, 32 * nw, shm, stream, a);
       return cudaGetLastError();
     };
-    if constexpr (TileT::kVec == 4 && TileT::kColChunks == 1) {
-      constexpr int kV = GdnMmaTile::kVectors;
-      if constexpr (TileT::kRows == 4)
-        if (mma) return folds ? go(gdn_replay_kernel<TileT, kV, false, true, true>)
-                              : go(gdn_replay_kernel<TileT, kV, false, true, false>);
-      if (kq == 2)
-        return !folds     ? go(gdn_replay_kernel<TileT, 2, false, false, false>)
-               : fold_rows ? go(gdn_replay_kernel<TileT, 2, true, false, true>)
-                           : go(gdn_replay_kernel<TileT, 2, false, false, true>);
-      if (kq == 8) return go(gdn_replay_kernel<TileT, 8, false, false, true>);
-    }
-    return go(gdn_replay_kernel<TileT, 0, false, false, true>);
+    auto pick = [&](auto paged) {
+      constexpr bool kP = decltype(paged)::value;
+      if constexpr (TileT::kVec == 4 && TileT::kColChunks == 1) {
+        if constexpr (TileT::kRows == 4) {
+          constexpr int kV = GdnMmaTile::kVectors;
+          if (mma) return folds ? go(gdn_replay_kernel<TileT, kV, false, true, true, kP>)
+                                : go(gdn_replay_kernel<TileT, kV, false, true, false, kP>);
+        }
+        if (kq == 2)
+          return !folds     ? go(gdn_replay_kernel<TileT, 2, false, false, false, kP>)
+                 : fold_rows ? go(gdn_replay_kernel<TileT, 2, true, false, true, kP>)
+                             : go(gdn_replay_kernel<TileT, 2, false, false, true, kP>);
+        if (kq == 8) return go(gdn_replay_kernel<TileT, 8, false, false, true, kP>);
+      }
+      return go(gdn_replay_kernel<TileT, 0, false, false, true, kP>);
+    };
+    return a.pages.page != nullptr ? pick(std::true_type{}) : pick(std::false_type{});
   };
   return tile_rows == 8 ? with_gdn_slice_tile<8>(a.dv, slice, launch) : with_gdn_slice_tile<4>(a.dv, slice, launch);
 }

@@ -27,6 +27,7 @@
 #include "ops/cuda/gdn_decode.h"
 #include "ops/cuda/gdn_token.cuh"
 #include "ops/cuda/launch.cuh"
+#include "ops/cuda/log_pages.cuh"
 #include "ops/cuda/mma_tf32.cuh"
 #include "ops/cuda/tile.cuh"
 
@@ -91,10 +92,11 @@ __device__ __forceinline__ int64_t sums_row(const GdnDecodeArgs& a, int b, int t
 // group of one folds here, its rows as they stream.
 // Blocks an SM the compiler must fit, for the halves without the fold's
 // code: 8 (beams of 8 at batch 64 are then 1,024 blocks: one wave), 7 for
-// kV = 32 (8 spills); none elsewhere.
+// kV = 32 (8 spills); none elsewhere. kPaged: the log's rows through the
+// block table (GdnDecodeArgs::pages).
 template <int kV, bool kFold, int kSplit>
 constexpr int kSumsBlocks = kFold || kSplit == 1 ? 0 : kV == 32 ? 7 : 8;
-template <int kV, bool kFold, int kSplit>
+template <int kV, bool kFold, int kSplit, bool kPaged>
 __global__ void __launch_bounds__(32 * kWarps, (kSumsBlocks<kV, kFold, kSplit>))
     gdn_group_sums_kernel(GdnDecodeArgs a) {
   static_assert(kV % 8 == 0 && (kSplit == 1 || kSplit == 2));
@@ -110,6 +112,7 @@ __global__ void __launch_bounds__(32 * kWarps, (kSumsBlocks<kV, kFold, kSplit>))
   // This warp's k-steps: all of them, or the first or the second half.
   const int part = (steps + kSplit - 1) / kSplit, k_begin = (w / kColWarps) * part, k_end = min(steps, k_begin + part);
   const int f = kFold && fg.alone ? gdn_log_span<true>(a, b0).f : 0;  // fork_group.cuh
+  const PagedLog pl0 = paged_log_if<kPaged>(a.pages, b0);  // the folding sequence's log rows, kPaged
   const int f4 = (kFold && a.fold != nullptr ? a.max_fold + 3 : 0) & ~3;
   constexpr int XP = SumsShm::pitch(kV);
   const SumsShm L(kV, dk, W, f4, kCols, kSplit);
@@ -149,9 +152,15 @@ __global__ void __launch_bounds__(32 * kWarps, (kSumsBlocks<kV, kFold, kSplit>))
   // chained behind the decode order and the log lengths per element took
   // the step to 40 µs where its state needs 5).
   __shared__ int sSeq[kV / 2], sBase[kV / 2];
+  // kPaged: member j's new keys' log rows, token r at j·T + r (m·T ≤ kV / 2).
+  __shared__ int64_t sKeyRow[kPaged ? kV / 2 : 1];
   if (threadIdx.x < m) {
     const int b = replay_seq(a, first + threadIdx.x);
     sSeq[threadIdx.x] = b, sBase[threadIdx.x] = gdn_log_span<true, false>(a, b).base;
+    if constexpr (kPaged) {
+      const PagedLog pl = paged_log(a.pages, b);
+      for (int r = 0; r < T; ++r) sKeyRow[threadIdx.x * T + r] = pl.row(sBase[threadIdx.x] + r);
+    }
   }
   // Zeros past dk (a state row of 0 against garbage would be NaN) and past the members.
   for (int x = threadIdx.x; x < 8 * steps * XP; x += blockDim.x) sX[x] = 0.0f;
@@ -163,7 +172,10 @@ __global__ void __launch_bounds__(32 * kWarps, (kSumsBlocks<kV, kFold, kSplit>))
   float cur[kSteps][2][2];
   load_round(cur, k_begin);
   if (f > 0 && w == 0) {  // (sG is the fold's own: before the barrier)
-    for (int s = lane; s < f; s += 32) sG[s] = a.log_g[(int64_t(b0) * W + s) * a.Hv + h];
+    if constexpr (kPaged)
+      for (int s = lane; s < f; s += 32) sG[s] = a.log_g[pl0.row(s) * a.Hv + h];
+    else
+      for (int s = lane; s < f; s += 32) sG[s] = a.log_g[(int64_t(b0) * W + s) * a.Hv + h];
     __syncwarp();
     warp_prefix_sum(sG, f, lane);
   }
@@ -172,7 +184,10 @@ __global__ void __launch_bounds__(32 * kWarps, (kSumsBlocks<kV, kFold, kSplit>))
   // fold's coefficients the same way.
   auto vec_row = [&](int v) {
     const int j = v / T2, r = v - j * T2, b = sSeq[j];
-    return r < T ? key_row(b, sBase[j] + r) : a.q + (int64_t(b * T + r - T) * a.Hk + kh) * dk;
+    if constexpr (kPaged)
+      return r < T ? a.log_k + (sKeyRow[j * T + r] * a.Hk + kh) * dk : a.q + (int64_t(b * T + r - T) * a.Hk + kh) * dk;
+    else
+      return r < T ? key_row(b, sBase[j] + r) : a.q + (int64_t(b * T + r - T) * a.Hk + kh) * dk;
   };
   const bool by8 = dk % 8 == 0 && reinterpret_cast<uintptr_t>(a.log_k) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(a.q) % 16 == 0;
@@ -195,11 +210,18 @@ __global__ void __launch_bounds__(32 * kWarps, (kSumsBlocks<kV, kFold, kSplit>))
   };
   rows_to(m * T2, vec_row, [&](int i, int v, float x) { sX[i * XP + v] = x; });
   if (f > 0) {  // block-uniform: the fold's coefficients and its entries' u (entries past f never read)
-    rows_to(f, [&](int s) { return key_row(b0, s); },
-            [&](int i, int s, float k) { sKF[i * f4 + s] = expf(sG[f - 1] - sG[s]) * k; });
+    if constexpr (kPaged)
+      rows_to(f, [&](int s) { return a.log_k + (pl0.row(s) * a.Hk + kh) * dk; },
+              [&](int i, int s, float k) { sKF[i * f4 + s] = expf(sG[f - 1] - sG[s]) * k; });
+    else
+      rows_to(f, [&](int s) { return key_row(b0, s); },
+              [&](int i, int s, float k) { sKF[i * f4 + s] = expf(sG[f - 1] - sG[s]) * k; });
     for (int x = threadIdx.x; x < f4 * kCols; x += blockDim.x) {
       const int s = x / kCols, c = x % kCols;
-      sUF[x] = s < f && c < cw ? a.log_u[((int64_t(b0) * W + s) * a.Hv + h) * dv + c0 + c] : 0.0f;
+      if constexpr (kPaged)
+        sUF[x] = s < f && c < cw ? a.log_u[(pl0.row(s) * a.Hv + h) * dv + c0 + c] : 0.0f;
+      else
+        sUF[x] = s < f && c < cw ? a.log_u[((int64_t(b0) * W + s) * a.Hv + h) * dv + c0 + c] : 0.0f;
     }
   }
   __syncthreads();
@@ -299,7 +321,9 @@ struct LogShm {
 // One block per (key head, member j of group k): grid (Hk, max_group,
 // groups), the key head's rep = Hv / Hk value heads side by side (its key
 // dots serve them all). H200 (ncu): a block per value head was bound by
-// the issue of each block's fixed work, 970 instructions a warp.
+// the issue of each block's fixed work, 970 instructions a warp. kPaged:
+// the log's rows through the block table (GdnDecodeArgs::pages).
+template <bool kPaged>
 __global__ void __launch_bounds__(32 * kLogWarps) gdn_group_log_kernel(GdnDecodeArgs a) {
   const int kh = blockIdx.x, j = blockIdx.y, rep = a.Hv / a.Hk, h0 = kh * rep;
   const ReplayGroup fg = replay_group(a, blockIdx.z);
@@ -325,13 +349,22 @@ __global__ void __launch_bounds__(32 * kLogWarps) gdn_group_log_kernel(GdnDecode
 
   // The log and the new tokens' inputs (written by the kernels before the
   // sums kernel, which waited for them) arrive while the sums are made.
-  copy_async_bf_rows(sK, a.log_k + (int64_t(b) * W * a.Hk + kh) * dk, n_log, dk, int64_t(a.Hk) * dk, kb);
+  const PagedLog pl = paged_log_if<kPaged>(a.pages, b);  // the log's rows, kPaged
+  if constexpr (kPaged)
+    copy_async_bf_rows_at(sK, a.log_k + int64_t(kh) * dk, PagedRows{pl, 0}, n_log, dk, int64_t(a.Hk) * dk, kb);
+  else
+    copy_async_bf_rows(sK, a.log_k + (int64_t(b) * W * a.Hk + kh) * dk, n_log, dk, int64_t(a.Hk) * dk, kb);
   copy_async_bf_rows(sQ, a.q + (int64_t(b) * T * a.Hk + kh) * dk, T, dk, int64_t(a.Hk) * dk, kb);
   for (int hh = 0; hh < rep; ++hh) {
     const int h = h0 + hh;
     copy_async_bf_rows(sV + hh * L.nV * 2, a.v + (int64_t(b) * T * a.Hv + h) * dv, T, dv, int64_t(a.Hv) * dv, vb);
-    copy_async_rows(sU + hh * L.nU, a.log_u + (int64_t(b) * W * a.Hv + h) * dv, base, dv, int64_t(a.Hv) * dv, V4);
-    copy_async_rows(sG + hh * L.nG, a.log_g + int64_t(b) * W * a.Hv + h, n_log, 1, a.Hv, 1);
+    if constexpr (kPaged) {
+      copy_async_rows_at(sU + hh * L.nU, a.log_u + int64_t(h) * dv, PagedRows{pl, 0}, base, dv, int64_t(a.Hv) * dv, V4);
+      copy_async_rows_at(sG + hh * L.nG, a.log_g + h, PagedRows{pl, 0}, n_log, 1, a.Hv, 1);
+    } else {
+      copy_async_rows(sU + hh * L.nU, a.log_u + (int64_t(b) * W * a.Hv + h) * dv, base, dv, int64_t(a.Hv) * dv, V4);
+      copy_async_rows(sG + hh * L.nG, a.log_g + int64_t(b) * W * a.Hv + h, n_log, 1, a.Hv, 1);
+    }
     copy_async_rows(sBeta + hh * L.nB, a.beta + int64_t(b) * T * a.Hv + h, T, 1, a.Hv, 1);
   }
   cp_async_commit();
@@ -387,7 +420,8 @@ __global__ void __launch_bounds__(32 * kLogWarps) gdn_group_log_kernel(GdnDecode
       }
       const float u = (bf(sV + hh * L.nV * 2, t * vb + c) - mem) * sBeta[hh * L.nB + t];
       U[tt * V4 + c] = u;
-      a.log_u[((int64_t(b) * W + tt) * a.Hv + h) * dv + c] = u;
+      if constexpr (kPaged) a.log_u[(pl.row(tt) * a.Hv + h) * dv + c] = u;
+      else a.log_u[((int64_t(b) * W + tt) * a.Hv + h) * dv + c] = u;
       put_bf(a.o, (int64_t(b * T + t) * a.Hv + h) * dv + c, out + co[tt * T2 + T + t] * u);
     }
   }
@@ -406,22 +440,28 @@ cudaError_t gdn_replay_group(const GdnDecodeArgs& a, cudaStream_t stream) {
                     : int64_t((a.dv + kSumsCols<1> - 1) / kSumsCols<1>) * a.Hv * a.n_groups < 4 * sms ? 2 : 1;
   const int cols = split == 2 ? kSumsCols<2> : kSumsCols<1>;
   const bool fold = a.fold != nullptr;
-  auto pick = [&](auto split_tag) {
+  auto pick = [&](auto split_tag, auto paged) {
     constexpr int kS = decltype(split_tag)::value;
-    return nv == 8    ? (fold ? gdn_group_sums_kernel<8, true, kS> : gdn_group_sums_kernel<8, false, kS>)
-           : nv == 16 ? (fold ? gdn_group_sums_kernel<16, true, kS> : gdn_group_sums_kernel<16, false, kS>)
-                      : (fold ? gdn_group_sums_kernel<32, true, kS> : gdn_group_sums_kernel<32, false, kS>);
+    constexpr bool kP = decltype(paged)::value;
+    return nv == 8    ? (fold ? gdn_group_sums_kernel<8, true, kS, kP> : gdn_group_sums_kernel<8, false, kS, kP>)
+           : nv == 16 ? (fold ? gdn_group_sums_kernel<16, true, kS, kP> : gdn_group_sums_kernel<16, false, kS, kP>)
+                      : (fold ? gdn_group_sums_kernel<32, true, kS, kP> : gdn_group_sums_kernel<32, false, kS, kP>);
   };
-  auto* sums = split == 2 ? pick(std::integral_constant<int, 2>{}) : pick(std::integral_constant<int, 1>{});
+  auto by_split = [&](auto paged) {
+    return split == 2 ? pick(std::integral_constant<int, 2>{}, paged) : pick(std::integral_constant<int, 1>{}, paged);
+  };
+  const bool paged = a.pages.page != nullptr;
+  auto* sums = paged ? by_split(std::true_type{}) : by_split(std::false_type{});
+  auto* log = paged ? gdn_group_log_kernel<true> : gdn_group_log_kernel<false>;
   const int f4 = fold ? (a.max_fold + 3) & ~3 : 0;
   const size_t sums_shm = sizeof(float) * SumsShm(nv, a.dk, a.W, f4, cols, split).total;
   const size_t log_shm = sizeof(float) * LogShm(a.W, a.T, a.dk, a.dv, a.Hv / a.Hk).total;
   // Both refusals before either launch: the sums kernel may fold in place.
   if (cudaError_t e = allow_dynamic_smem(sums, sums_shm); e != cudaSuccess) return e;
-  if (cudaError_t e = allow_dynamic_smem(gdn_group_log_kernel, log_shm); e != cudaSuccess) return e;
+  if (cudaError_t e = allow_dynamic_smem(log, log_shm); e != cudaSuccess) return e;
   launch_kernel(sums, dim3((a.dv + cols - 1) / cols, a.Hv, a.n_groups), 32 * kWarps, sums_shm, stream, a);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  launch_kernel(gdn_group_log_kernel, dim3(a.Hk, a.max_group, a.n_groups), 32 * kLogWarps, log_shm, stream, a);
+  launch_kernel(log, dim3(a.Hk, a.max_group, a.n_groups), 32 * kLogWarps, log_shm, stream, a);
   return cudaGetLastError();
 }
 

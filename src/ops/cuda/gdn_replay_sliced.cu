@@ -17,13 +17,15 @@
 #include "ops/cuda/decode_rows.cuh"
 #include "ops/cuda/gdn_token.cuh"
 #include "ops/cuda/launch.cuh"
+#include "ops/cuda/log_pages.cuh"
 #include "ops/cuda/tile.cuh"
 
 namespace replayssm::ops::cuda {
 
 namespace {
 
-template <typename TileT>
+// kPaged: the log's rows through the block table (GdnDecodeArgs::pages).
+template <typename TileT, bool kPaged>
 __global__ void __launch_bounds__(512) gdn_replay_sliced_kernel(GdnDecodeArgs a) {
   constexpr int kS = kColumnSlice;
   const int h = blockIdx.x, b = blockIdx.y, kh = h / (a.Hv / a.Hk);
@@ -52,14 +54,28 @@ __global__ void __launch_bounds__(512) gdn_replay_sliced_kernel(GdnDecodeArgs a)
   TileT tile;
   tile.load(a.state + (int64_t(a.slot[b]) * a.Hv + h) * dk * dv + c0, dk, cols, dv, w, nw, lane);
 
-  for (int s = threadIdx.x; s < n_log; s += blockDim.x) sG[s] = a.log_g[(int64_t(b) * W + s) * a.Hv + h];
-  load_bf_rows(sK, a.log_k + (int64_t(b) * W * a.Hk + kh) * dk, n_log, dk, int64_t(a.Hk) * dk);
-  load_bf_rows(sQ, a.q + (r0 * a.Hk + kh) * dk, T, dk, int64_t(a.Hk) * dk);
-  if (cols == kS) {
-    load_f32_rows(sU, a.log_u + (int64_t(b) * W * a.Hv + h) * dv + c0, base, kS, int64_t(a.Hv) * dv);
+  const PagedLog pl = paged_log_if<kPaged>(a.pages, b);  // the log's rows, kPaged
+  if constexpr (kPaged) {
+    const PagedRows all{pl, 0};
+    for (int s = threadIdx.x; s < n_log; s += blockDim.x) sG[s] = a.log_g[pl.row(s) * a.Hv + h];
+    load_bf_rows_at(sK, a.log_k + int64_t(kh) * dk, all, n_log, dk, int64_t(a.Hk) * dk);
+    load_bf_rows(sQ, a.q + (r0 * a.Hk + kh) * dk, T, dk, int64_t(a.Hk) * dk);
+    if (cols == kS) {
+      load_f32_rows_at(sU, a.log_u + int64_t(h) * dv + c0, all, base, kS, int64_t(a.Hv) * dv);
+    } else {
+      for (int i = threadIdx.x; i < base * kS; i += blockDim.x)
+        sU[i] = i % kS < cols ? a.log_u[(pl.row(i / kS) * a.Hv + h) * dv + c0 + i % kS] : 0.0f;
+    }
   } else {
-    for (int i = threadIdx.x; i < base * kS; i += blockDim.x)
-      sU[i] = i % kS < cols ? a.log_u[((int64_t(b) * W + i / kS) * a.Hv + h) * dv + c0 + i % kS] : 0.0f;
+    for (int s = threadIdx.x; s < n_log; s += blockDim.x) sG[s] = a.log_g[(int64_t(b) * W + s) * a.Hv + h];
+    load_bf_rows(sK, a.log_k + (int64_t(b) * W * a.Hk + kh) * dk, n_log, dk, int64_t(a.Hk) * dk);
+    load_bf_rows(sQ, a.q + (r0 * a.Hk + kh) * dk, T, dk, int64_t(a.Hk) * dk);
+    if (cols == kS) {
+      load_f32_rows(sU, a.log_u + (int64_t(b) * W * a.Hv + h) * dv + c0, base, kS, int64_t(a.Hv) * dv);
+    } else {
+      for (int i = threadIdx.x; i < base * kS; i += blockDim.x)
+        sU[i] = i % kS < cols ? a.log_u[((int64_t(b) * W + i / kS) * a.Hv + h) * dv + c0 + i % kS] : 0.0f;
+    }
   }
   for (int i = threadIdx.x; i < T * kS; i += blockDim.x)
     sV[i] = i % kS < cols ? bf(a.v, ((r0 + i / kS) * a.Hv + h) * dv + c0 + i % kS) : 0.0f;
@@ -120,7 +136,8 @@ __global__ void __launch_bounds__(512) gdn_replay_sliced_kernel(GdnDecodeArgs a)
     }
     const float u = (sV[t * kS + c] - mem) * sBeta[t];
     sU[tt * kS + c] = u;
-    a.log_u[((int64_t(b) * W + tt) * a.Hv + h) * dv + c0 + c] = u;
+    if constexpr (kPaged) a.log_u[(pl.row(tt) * a.Hv + h) * dv + c0 + c] = u;
+    else a.log_u[((int64_t(b) * W + tt) * a.Hv + h) * dv + c0 + c] = u;
     put_bf(a.o, ((r0 + t) * a.Hv + h) * dv + c0 + c, out + sKQ[t * W + tt] * u);
   }
 }
@@ -133,10 +150,14 @@ cudaError_t gdn_replay_sliced(const GdnDecodeArgs& a, cudaStream_t stream) {
     constexpr int kS = kColumnSlice;
     const size_t shm = sizeof(float) * (2 * a.W + a.W * (a.dk + kS) + a.T * (a.dk + kS + 1) + 2 * a.T * a.W +
                                         2 * a.T * kS * (1 + nw));
-    if (cudaError_t e = allow_dynamic_smem(gdn_replay_sliced_kernel<TileT>, shm); e != cudaSuccess) return e;
     const int slices = (a.dv + kS - 1) / kS;
-    launch_kernel(gdn_replay_sliced_kernel<TileT>, dim3(a.Hv, a.batch, slices), 32 * nw, shm, stream, a);
-    return cudaGetLastError();
+    auto go = [&](auto kernel) {
+      if (cudaError_t e = allow_dynamic_smem(kernel, shm); e != cudaSuccess) return e;
+      launch_kernel(kernel, dim3(a.Hv, a.batch, slices), 32 * nw, shm, stream, a);
+      return cudaGetLastError();
+    };
+    return a.pages.page != nullptr ? go(gdn_replay_sliced_kernel<TileT, true>)
+                                   : go(gdn_replay_sliced_kernel<TileT, false>);
   });
 }
 

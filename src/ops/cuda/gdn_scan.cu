@@ -15,6 +15,7 @@
 
 #include "ops/cuda/gdn_token.cuh"
 #include "ops/cuda/launch.cuh"
+#include "ops/cuda/log_pages.cuh"
 #include "ops/cuda/tile.cuh"
 
 namespace replayssm::ops::cuda {
@@ -25,8 +26,9 @@ constexpr int kScanWarps = 8;              // 32 columns a block, 4 a warp
 constexpr int kScanMaxTok = 16;            // tokens per shared-memory tile
 constexpr size_t kScanMaxShm = 48 * 1024;  // the default limit
 
-// R rows a lane (8·R ≥ dk).
-template <int R>
+// R rows a lane (8·R ≥ dk). kPaged: the log's rows through the block
+// table (GdnScanArgs::pages).
+template <int R, bool kPaged>
 __global__ void __launch_bounds__(32 * kScanWarps) gdn_scan_kernel(GdnScanArgs a, int tok) {
   pdl_begin();
   const int h = blockIdx.x, b = blockIdx.y, kh = h / (a.Hv / a.Hk);
@@ -70,11 +72,18 @@ __global__ void __launch_bounds__(32 * kScanWarps) gdn_scan_kernel(GdnScanArgs a
   const int n_log = a.n_log != nullptr ? a.n_log[b] : 0;
   for (int e0 = 0; e0 < n_log; e0 += tok) {
     const int n = min(tok, n_log - e0);
-    const int64_t e = int64_t(b) * a.W + e0;
+    const int64_t e = int64_t(b) * a.W + e0;  // entry e0's row, contiguous
     __syncthreads();  // the tile before is read
-    load_bf_rows(sK, a.log_k + e * ldk + int64_t(kh) * dk, n, dk, ldk);
-    stage_columns(n, [&](int t, int c) { return a.log_u[(e + t) * ldv + int64_t(h) * dv + c0 + c]; });
-    for (int i = threadIdx.x; i < n; i += blockDim.x) sA[i] = expf(a.log_g[(e + i) * a.Hv + h]);
+    if constexpr (kPaged) {
+      const PagedRows at{paged_log(a.pages, b), e0};
+      load_bf_rows_at(sK, a.log_k + int64_t(kh) * dk, at, n, dk, ldk);
+      stage_columns(n, [&](int t, int c) { return a.log_u[at(t) * ldv + int64_t(h) * dv + c0 + c]; });
+      for (int i = threadIdx.x; i < n; i += blockDim.x) sA[i] = expf(a.log_g[at(i) * a.Hv + h]);
+    } else {
+      load_bf_rows(sK, a.log_k + e * ldk + int64_t(kh) * dk, n, dk, ldk);
+      stage_columns(n, [&](int t, int c) { return a.log_u[(e + t) * ldv + int64_t(h) * dv + c0 + c]; });
+      for (int i = threadIdx.x; i < n; i += blockDim.x) sA[i] = expf(a.log_g[(e + i) * a.Hv + h]);
+    }
     __syncthreads();
     for (int i = 0; i < n; ++i) {
       const float alpha = sA[i], u = sV[i * kColumnSlice + cl];
@@ -144,15 +153,15 @@ __global__ void __launch_bounds__(32 * kScanWarps) gdn_scan_kernel(GdnScanArgs a
 }
 
 // Calls f(kernel instance) for the rows a lane holds: R with 8·R ≥ dk.
-template <typename F>
+template <bool kPaged, typename F>
 cudaError_t with_scan_rows(int dk, F&& f) {
-  if (dk <= 8) return f(gdn_scan_kernel<1>);
-  if (dk <= 16) return f(gdn_scan_kernel<2>);
-  if (dk <= 32) return f(gdn_scan_kernel<4>);
-  if (dk <= 64) return f(gdn_scan_kernel<8>);
-  if (dk <= 128) return f(gdn_scan_kernel<16>);
-  if (dk <= 256) return f(gdn_scan_kernel<32>);
-  if (dk <= 512) return f(gdn_scan_kernel<64>);
+  if (dk <= 8) return f(gdn_scan_kernel<1, kPaged>);
+  if (dk <= 16) return f(gdn_scan_kernel<2, kPaged>);
+  if (dk <= 32) return f(gdn_scan_kernel<4, kPaged>);
+  if (dk <= 64) return f(gdn_scan_kernel<8, kPaged>);
+  if (dk <= 128) return f(gdn_scan_kernel<16, kPaged>);
+  if (dk <= 256) return f(gdn_scan_kernel<32, kPaged>);
+  if (dk <= 512) return f(gdn_scan_kernel<64, kPaged>);
   return cudaErrorInvalidValue;
 }
 
@@ -164,17 +173,21 @@ cudaError_t gdn_scan_cuda(const GdnScanArgs& a, cudaStream_t stream) {
       a.dv < 1 || a.T < 1 || a.state == nullptr || a.slot == nullptr || a.out_slot == nullptr || a.q == nullptr ||
       a.k == nullptr || a.v == nullptr || a.g == nullptr || a.beta == nullptr || a.o == nullptr)
     return cudaErrorInvalidValue;
-  if (a.n_log != nullptr && (a.W < 1 || a.log_k == nullptr || a.log_u == nullptr || a.log_g == nullptr))
+  if (a.n_log != nullptr && ((a.pages.page == nullptr && a.W < 1) || a.log_k == nullptr || a.log_u == nullptr ||
+                             a.log_g == nullptr))
     return cudaErrorInvalidValue;
+  if (!log_pages_valid(a.pages)) return cudaErrorInvalidValue;
   const int slices = (a.dv + kColumnSlice - 1) / kColumnSlice;
   if (slices > 65535) return cudaErrorInvalidValue;
   const size_t per_tok = sizeof(float) * (2 * size_t(a.dk) + kColumnSlice + 3);
   const int tok = int(std::min<size_t>(kScanMaxTok, kScanMaxShm / per_tok));
   if (tok < 1) return cudaErrorInvalidValue;
-  return with_scan_rows(a.dk, [&](auto kernel) {
+  auto launch = [&](auto kernel) {
     launch_kernel(kernel, dim3(a.Hv, a.batch, slices), 32 * kScanWarps, per_tok * size_t(tok), stream, a, tok);
     return cudaGetLastError();
-  });
+  };
+  return a.pages.page != nullptr && a.n_log != nullptr ? with_scan_rows<true>(a.dk, launch)
+                                                       : with_scan_rows<false>(a.dk, launch);
 }
 
 }  // namespace replayssm::ops::cuda

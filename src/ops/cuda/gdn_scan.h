@@ -23,6 +23,8 @@
 
 #include <cstdint>
 
+#include "ops/cuda/log_pages.h"
+
 namespace replayssm::ops::cuda {
 
 struct GdnScanArgs {
@@ -47,10 +49,18 @@ struct GdnScanArgs {
   // Replay (n_log nullptr: none): sequence b's log entries 0..n_log[b]−1,
   // applied before the chunk's tokens (gdn_decode.h's layout).
   int W = 0;
-  const int32_t* n_log = nullptr;   // (B) 0..W
+  const int32_t* n_log = nullptr;   // (B) 0..W (paged: any count)
   const uint16_t* log_k = nullptr;  // (B, W, Hk·dk) bf16
   const float* log_u = nullptr;     // (B, W, Hv·dv) fp32
   const float* log_g = nullptr;     // (B, W, Hv)
+
+  // Paged log (pages.page == nullptr: sequence b's entry s is row b·W + s,
+  // as above): entry s of log_k, log_u and log_g at row(b, s) of
+  // log_pages.h, the arrays (slots·page_size, …), with the bits of the
+  // contiguous log. W is then ignored: n_log[b] may be any count of
+  // entries (a log longer than the decode kernels' kGdnMaxW, applied
+  // before a chunk).
+  LogPages pages;
 };
 
 // T ≥ 1 (ragged: the most rows a sequence has); batch = 0 is a no-op. A bad shape is cudaErrorInvalidValue before

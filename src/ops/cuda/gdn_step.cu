@@ -25,6 +25,7 @@
 #include "ops/cuda/decode_rows.cuh"
 #include "ops/cuda/gdn_token.cuh"
 #include "ops/cuda/launch.cuh"
+#include "ops/cuda/log_pages.cuh"
 #include "ops/cuda/tile.cuh"
 
 namespace replayssm::ops::cuda {
@@ -48,8 +49,10 @@ __device__ __forceinline__ void add_partials(float* red, const float (&part)[Til
       if (TileT::col(lane, j, e) < dv) red[TileT::col(lane, j, e)] += part[j][e];
 }
 
-template <typename TileT, bool kLog>
+// kPaged (with kLog): the log's rows through the block table (GdnDecodeArgs::pages).
+template <typename TileT, bool kLog, bool kPaged>
 __global__ void __launch_bounds__(32 * kGdnStepWarps) gdn_step_kernel(GdnDecodeArgs a) {
+  static_assert(kLog || !kPaged);
   const int h = blockIdx.y, b = blockIdx.z, kh = h / (a.Hv / a.Hk);
   constexpr int nw = kGdnStepWarps;  // a constant: see docs/perf (GDN block shapes)
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -72,8 +75,11 @@ __global__ void __launch_bounds__(32 * kGdnStepWarps) gdn_step_kernel(GdnDecodeA
   // which are its last T (their keys and decays read from there); the
   // first f go to the fold slot.
   const GdnLogSpan span = gdn_log_span<kLog>(a, b);
-  const uint16_t* kin = kLog ? a.log_k + ((int64_t(b) * a.W + span.base) * a.Hk + kh) * dk
-                             : a.k + (r0 * a.Hk + kh) * dk;
+  const PagedLog pl = paged_log_if<kPaged>(a.pages, b);  // the log's rows, kPaged
+  // The step's keys and decays (paged: the keys' columns, rows from the table).
+  const uint16_t* kin = kPaged ? a.log_k + int64_t(kh) * dk
+                        : kLog ? a.log_k + ((int64_t(b) * a.W + span.base) * a.Hk + kh) * dk
+                               : a.k + (r0 * a.Hk + kh) * dk;
   const float* gin = kLog ? a.log_g + (int64_t(b) * a.W + span.base) * a.Hv + h : a.g + r0 * a.Hv + h;
 
   // The whole slice is requested at once, straight into shared memory (two
@@ -92,10 +98,12 @@ __global__ void __launch_bounds__(32 * kGdnStepWarps) gdn_step_kernel(GdnDecodeA
   }
   cp_async_commit();
   load_bf_rows(sQ, a.q + (r0 * a.Hk + kh) * dk, T, dk, int64_t(a.Hk) * dk, K4);
-  load_bf_rows(sK, kin, T, dk, int64_t(a.Hk) * dk, K4);
+  if constexpr (kPaged) load_bf_rows_at(sK, kin, PagedRows{pl, span.base}, T, dk, int64_t(a.Hk) * dk, K4);
+  else load_bf_rows(sK, kin, T, dk, int64_t(a.Hk) * dk, K4);
   load_bf_rows(sV, a.v + (r0 * a.Hv + h) * dv + c0, T, cw, int64_t(a.Hv) * dv, V4);
   for (int t = threadIdx.x; t < T; t += blockDim.x) {
-    sGB[3 * t] = expf(gin[int64_t(t) * a.Hv]);
+    if constexpr (kPaged) sGB[3 * t] = expf(a.log_g[pl.row(span.base + t) * a.Hv + h]);
+    else sGB[3 * t] = expf(gin[int64_t(t) * a.Hv]);
     sGB[3 * t + 1] = a.beta[(r0 + t) * a.Hv + h];
   }
   for (int i = threadIdx.x; i < 2 * nw * V4; i += blockDim.x) sRed[i] = 0.0f;
@@ -118,14 +126,18 @@ __global__ void __launch_bounds__(32 * kGdnStepWarps) gdn_step_kernel(GdnDecodeA
     for (int s0 = 0; s0 < span.base; s0 += kGroup) {
       const int n = min(kGroup, span.base - s0);
       const int64_t e0 = int64_t(b) * a.W + s0;
+      auto row = [&](int q) -> int64_t {  // entry s0 + q's row
+        if constexpr (kPaged) return pl.row(s0 + q);
+        else return e0 + q;
+      };
       __syncthreads();  // the group before is done with sRed
       for (int i = threadIdx.x; i < n * V4; i += blockDim.x) {
         const int c = i % V4;
-        sRed[i] = c < cw ? a.log_u[((e0 + i / V4) * a.Hv + h) * dv + c0 + c] : 0.0f;
+        sRed[i] = c < cw ? a.log_u[(row(i / V4) * a.Hv + h) * dv + c0 + c] : 0.0f;
       }
       float alpha[kGroup];
 #pragma unroll
-      for (int q = 0; q < kGroup; ++q) alpha[q] = q < n ? expf(a.log_g[(e0 + q) * a.Hv + h]) : 0.0f;
+      for (int q = 0; q < kGroup; ++q) alpha[q] = q < n ? expf(a.log_g[row(q) * a.Hv + h]) : 0.0f;
       __syncthreads();
       for (int p = 0; p < passes; ++p) {
         const int p0 = p * pass_rows, rows = min(pass_rows, dk - p0);
@@ -134,7 +146,7 @@ __global__ void __launch_bounds__(32 * kGdnStepWarps) gdn_step_kernel(GdnDecodeA
 #pragma unroll
         for (int q = 0; q < kGroup; ++q) {
           if (q >= n) break;
-          const uint16_t* ks = a.log_k + ((e0 + q) * a.Hk + kh) * dk + p0;
+          const uint16_t* ks = a.log_k + (row(q) * a.Hk + kh) * dk + p0;
           float Uc[TileT::kColChunks][TileT::kVec];
           TileT::columns(sRed + q * V4, cw, lane, Uc);
 #pragma unroll
@@ -189,7 +201,8 @@ __global__ void __launch_bounds__(32 * kGdnStepWarps) gdn_step_kernel(GdnDecodeA
       }
       const float u = (sV[t * V4 + c] - alpha * mk) * beta;
       sU[c] = u;
-      if constexpr (kLog) a.log_u[((int64_t(b) * a.W + span.base + t) * a.Hv + h) * dv + c0 + c] = u;
+      if constexpr (kPaged) a.log_u[(pl.row(span.base + t) * a.Hv + h) * dv + c0 + c] = u;
+      else if constexpr (kLog) a.log_u[((int64_t(b) * a.W + span.base + t) * a.Hv + h) * dv + c0 + c] = u;
       put_bf(a.o, ((r0 + t) * a.Hv + h) * dv + c0 + c, alpha * mq + u * sGB[3 * t + 2]);
     }
     __syncthreads();
@@ -266,7 +279,8 @@ cudaError_t gdn_step_launch(const GdnDecodeArgs& a, bool log, cudaStream_t strea
       launch_kernel(kernel, grid, 32 * nw, shm, stream, a);
       return cudaGetLastError();
     };
-    return log ? go(gdn_step_kernel<TileT, true>) : go(gdn_step_kernel<TileT, false>);
+    if (!log) return go(gdn_step_kernel<TileT, false, false>);
+    return a.pages.page != nullptr ? go(gdn_step_kernel<TileT, true, true>) : go(gdn_step_kernel<TileT, true, false>);
   };
   return a.tile_rows == 4 ? with_gdn_slice_tile<4>(a.dv, slice, launch) : with_gdn_slice_tile<8>(a.dv, slice, launch);
 }

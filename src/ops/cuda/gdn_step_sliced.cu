@@ -8,6 +8,7 @@
 #include "ops/cuda/decode_rows.cuh"
 #include "ops/cuda/gdn_token.cuh"
 #include "ops/cuda/launch.cuh"
+#include "ops/cuda/log_pages.cuh"
 #include "ops/cuda/tile.cuh"
 
 namespace replayssm::ops::cuda {
@@ -16,9 +17,11 @@ namespace {
 
 constexpr int kLogGroup = 4;  // exact replay: log entries staged in shared memory at a time
 
-// kLog: exact replay (gdn_step.cu).
-template <typename TileT, bool kLog>
+// kLog: exact replay (gdn_step.cu); kPaged (with kLog): the log's rows
+// through the block table (GdnDecodeArgs::pages).
+template <typename TileT, bool kLog, bool kPaged>
 __global__ void __launch_bounds__(512) gdn_step_sliced_kernel(GdnDecodeArgs a) {
+  static_assert(kLog || !kPaged);
   const int h = blockIdx.x, b = blockIdx.y, kh = h / (a.Hv / a.Hk);
   const int nw = blockDim.x / 32, w = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int dk = a.dk, dv = a.dv, T = a.T, c0 = blockIdx.z * kColumnSlice, cols = min(kColumnSlice, dv - c0);
@@ -35,8 +38,11 @@ __global__ void __launch_bounds__(512) gdn_step_sliced_kernel(GdnDecodeArgs a) {
   float* sLU = sLK + kLogGroup * dk;      //       (kLogGroup, 32) their u at this slice
   float* sLA = sLU + kLogGroup * kColumnSlice;  // (kLogGroup) their e^g
   const GdnLogSpan span = gdn_log_span<kLog>(a, b);
-  const uint16_t* kin = kLog ? a.log_k + ((int64_t(b) * a.W + span.base) * a.Hk + kh) * dk
-                             : a.k + (r0 * a.Hk + kh) * dk;
+  const PagedLog pl = paged_log_if<kPaged>(a.pages, b);  // the log's rows, kPaged
+  // The step's keys and decays (paged: the keys' columns, rows from the table).
+  const uint16_t* kin = kPaged ? a.log_k + int64_t(kh) * dk
+                        : kLog ? a.log_k + ((int64_t(b) * a.W + span.base) * a.Hk + kh) * dk
+                               : a.k + (r0 * a.Hk + kh) * dk;
   const float* gin = kLog ? a.log_g + (int64_t(b) * a.W + span.base) * a.Hv + h : a.g + r0 * a.Hv + h;
 
   // Everything read so far is the plan (slots, log lengths, folds, rows),
@@ -45,13 +51,15 @@ __global__ void __launch_bounds__(512) gdn_step_sliced_kernel(GdnDecodeArgs a) {
   TileT tile;
   tile.load(a.state + (int64_t(a.slot[b]) * a.Hv + h) * dk * dv + c0, dk, cols, dv, w, nw, lane);
   load_bf_rows(sQ, a.q + (r0 * a.Hk + kh) * dk, T, dk, int64_t(a.Hk) * dk);
-  load_bf_rows(sK, kin, T, dk, int64_t(a.Hk) * dk);
+  if constexpr (kPaged) load_bf_rows_at(sK, kin, PagedRows{pl, span.base}, T, dk, int64_t(a.Hk) * dk);
+  else load_bf_rows(sK, kin, T, dk, int64_t(a.Hk) * dk);
   for (int i = threadIdx.x; i < T * kColumnSlice; i += blockDim.x)
     sV[i] = i % kColumnSlice < cols
                 ? bf(a.v, ((r0 + i / kColumnSlice) * a.Hv + h) * dv + c0 + i % kColumnSlice)
                 : 0.0f;
   for (int t = threadIdx.x; t < T; t += blockDim.x) {
-    sGB[2 * t] = expf(gin[int64_t(t) * a.Hv]);
+    if constexpr (kPaged) sGB[2 * t] = expf(a.log_g[pl.row(span.base + t) * a.Hv + h]);
+    else sGB[2 * t] = expf(gin[int64_t(t) * a.Hv]);
     sGB[2 * t + 1] = a.beta[(r0 + t) * a.Hv + h];
   }
   if constexpr (kLog) {
@@ -61,13 +69,19 @@ __global__ void __launch_bounds__(512) gdn_step_sliced_kernel(GdnDecodeArgs a) {
     for (int s0 = 0; s0 < span.base; s0 += kLogGroup) {
       const int n = min(kLogGroup, span.base - s0);
       const int64_t e0 = int64_t(b) * a.W + s0;
+      auto row = [&](int q) -> int64_t {  // entry s0 + q's row
+        if constexpr (kPaged) return pl.row(s0 + q);
+        else return e0 + q;
+      };
       __syncthreads();  // the group before is applied (and, first, sQ… are loaded)
-      load_bf_rows(sLK, a.log_k + (e0 * a.Hk + kh) * dk, n, dk, int64_t(a.Hk) * dk);
+      if constexpr (kPaged)
+        load_bf_rows_at(sLK, a.log_k + int64_t(kh) * dk, PagedRows{pl, s0}, n, dk, int64_t(a.Hk) * dk);
+      else load_bf_rows(sLK, a.log_k + (e0 * a.Hk + kh) * dk, n, dk, int64_t(a.Hk) * dk);
       for (int i = threadIdx.x; i < n * kColumnSlice; i += blockDim.x) {
         const int c = i % kColumnSlice;
-        sLU[i] = c < cols ? a.log_u[((e0 + i / kColumnSlice) * a.Hv + h) * dv + c0 + c] : 0.0f;
+        sLU[i] = c < cols ? a.log_u[(row(i / kColumnSlice) * a.Hv + h) * dv + c0 + c] : 0.0f;
       }
-      for (int i = threadIdx.x; i < n; i += blockDim.x) sLA[i] = expf(a.log_g[(e0 + i) * a.Hv + h]);
+      for (int i = threadIdx.x; i < n; i += blockDim.x) sLA[i] = expf(a.log_g[row(i) * a.Hv + h]);
       __syncthreads();
       for (int q = 0; q < n; ++q) {
         const float alpha = sLA[q], u = sLU[q * kColumnSlice + lane];
@@ -97,7 +111,11 @@ __global__ void __launch_bounds__(512) gdn_step_sliced_kernel(GdnDecodeArgs a) {
       return part;
     }, sRed, sU, nw, w, lane);
     const float u = (sV[t * kColumnSlice + lane] - sU[lane]) * beta;
-    if (kLog && w == 0 && lane < cols) a.log_u[((int64_t(b) * a.W + span.base + t) * a.Hv + h) * dv + c0 + lane] = u;
+    if constexpr (kPaged) {
+      if (w == 0 && lane < cols) a.log_u[(pl.row(span.base + t) * a.Hv + h) * dv + c0 + lane] = u;
+    } else if (kLog && w == 0 && lane < cols) {
+      a.log_u[((int64_t(b) * a.W + span.base + t) * a.Hv + h) * dv + c0 + lane] = u;
+    }
     // S ← S + k·uᵀ (the decay is in already: gdn_update's rounding) ; o = Sᵀq
     float part = 0.0f;
 #pragma unroll
@@ -126,8 +144,10 @@ cudaError_t gdn_step_sliced(const GdnDecodeArgs& a, bool log, cudaStream_t strea
     if (shm > 48 * 1024) return cudaErrorInvalidValue;
     const int slices = (a.dv + kColumnSlice - 1) / kColumnSlice;
     const dim3 grid(a.Hv, a.batch, slices);
-    if (log) launch_kernel(gdn_step_sliced_kernel<TileT, true>, grid, 32 * nw, shm, stream, a);
-    else launch_kernel(gdn_step_sliced_kernel<TileT, false>, grid, 32 * nw, shm, stream, a);
+    auto* kernel = !log                       ? gdn_step_sliced_kernel<TileT, false, false>
+                   : a.pages.page != nullptr ? gdn_step_sliced_kernel<TileT, true, true>
+                                             : gdn_step_sliced_kernel<TileT, true, false>;
+    launch_kernel(kernel, grid, 32 * nw, shm, stream, a);
     return cudaGetLastError();
   });
 }

@@ -37,6 +37,7 @@
 #include "ops/cuda/decode_rows.cuh"
 #include "ops/cuda/gdn_token.cuh"
 #include "ops/cuda/launch.cuh"
+#include "ops/cuda/log_pages.cuh"
 #include "ops/cuda/mma_bf16.cuh"
 #include "ops/cuda/tile.cuh"
 
@@ -237,8 +238,10 @@ __device__ __forceinline__ void apply_dual(LaneRows<kR, kVec>& S, const float* s
   }
 }
 
-template <int kR, bool kVec, bool kLog, bool kDual>
+// kPaged (with kLog): the log's rows through the block table (GdnDecodeArgs::pages).
+template <int kR, bool kVec, bool kLog, bool kDual, bool kPaged>
 __global__ void __launch_bounds__(32 * kWarps, kBlocksPerSm<kR>) gdn_step_warps_kernel(GdnDecodeArgs a) {
+  static_assert(kLog || !kPaged);
   const int h = blockIdx.y, b = blockIdx.z, kh = h / (a.Hv / a.Hk);
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32, rg = lane / 4;
   const int dk = a.dk, dv = a.dv, T = a.T, i0 = rg * kR;
@@ -246,6 +249,7 @@ __global__ void __launch_bounds__(32 * kWarps, kBlocksPerSm<kR>) gdn_step_warps_
   const int64_t r0 = decode_row0(a.row, b, T);  // this sequence's first row of q, v, β, o (k, g, out_slot)
   if (r0 < 0) return pdl_leave();               // not in this launch (block-uniform)
   const GdnLogSpan span = gdn_log_span<kLog>(a, b);
+  const PagedLog pl = paged_log_if<kPaged>(a.pages, b);  // the log's rows, kPaged
   const int64_t hs = int64_t(dk) * dv;
   const float* src = a.state + (int64_t(a.slot[b]) * a.Hv + h) * hs;
   // Everything read so far is the plan (slots, log lengths, folds, rows),
@@ -268,10 +272,18 @@ __global__ void __launch_bounds__(32 * kWarps, kBlocksPerSm<kR>) gdn_step_warps_
     uint16_t* sK = reinterpret_cast<uint16_t*>(sU + W * kBlockCols);  // (W, KB)
     const int64_t e0 = int64_t(b) * W;
     auto stage = [&] {
-      copy_async_rows(sG, a.log_g + e0 * a.Hv + h, base, 1, a.Hv, 1);
-      copy_async_rows(sU, a.log_u + (e0 * a.Hv + h) * dv + c0b, base, min(kBlockCols, dv - c0b), int64_t(a.Hv) * dv,
-                      kBlockCols);
-      copy_async_bf_rows(sK, a.log_k + (e0 * a.Hk + kh) * dk, base, dk, int64_t(a.Hk) * dk, KB);
+      if constexpr (kPaged) {
+        const PagedRows all{pl, 0};
+        copy_async_rows_at(sG, a.log_g + h, all, base, 1, a.Hv, 1);
+        copy_async_rows_at(sU, a.log_u + int64_t(h) * dv + c0b, all, base, min(kBlockCols, dv - c0b),
+                           int64_t(a.Hv) * dv, kBlockCols);
+        copy_async_bf_rows_at(sK, a.log_k + int64_t(kh) * dk, all, base, dk, int64_t(a.Hk) * dk, KB);
+      } else {
+        copy_async_rows(sG, a.log_g + e0 * a.Hv + h, base, 1, a.Hv, 1);
+        copy_async_rows(sU, a.log_u + (e0 * a.Hv + h) * dv + c0b, base, min(kBlockCols, dv - c0b), int64_t(a.Hv) * dv,
+                        kBlockCols);
+        copy_async_bf_rows(sK, a.log_k + (e0 * a.Hk + kh) * dk, base, dk, int64_t(a.Hk) * dk, KB);
+      }
       cp_async_commit();
       cp_async_wait<0>();
       __syncthreads();
@@ -325,11 +337,16 @@ __global__ void __launch_bounds__(32 * kWarps, kBlocksPerSm<kR>) gdn_step_warps_
   for (int t = 0; t < T; ++t) {
     const int64_t rt = r0 + t;
     KeyRows<kR> kr, qr;
-    const uint16_t* kin = kLog ? a.log_k + ((int64_t(b) * a.W + span.base + t) * a.Hk + kh) * dk
-                               : a.k + (rt * a.Hk + kh) * dk;
+    // The token's log row (kPaged: from the table; else b·W + base + t below).
+    const int64_t lt = kPaged ? pl.row(span.base + t) : 0;
+    const uint16_t* kin = kPaged ? a.log_k + (lt * a.Hk + kh) * dk
+                          : kLog ? a.log_k + ((int64_t(b) * a.W + span.base + t) * a.Hk + kh) * dk
+                                 : a.k + (rt * a.Hk + kh) * dk;
     kr.load(kin, i0, dk, vec8);
     qr.load(a.q + (rt * a.Hk + kh) * dk, i0, dk, vec8);
-    const float g = kLog ? a.log_g[(int64_t(b) * a.W + span.base + t) * a.Hv + h] : a.g[rt * a.Hv + h];
+    const float g = kPaged ? a.log_g[lt * a.Hv + h]
+                    : kLog ? a.log_g[(int64_t(b) * a.W + span.base + t) * a.Hv + h]
+                           : a.g[rt * a.Hv + h];
     const float alpha = expf(g), beta = a.beta[rt * a.Hv + h];
     float vv[4];
     const uint16_t* vin = a.v + (rt * a.Hv + h) * dv;
@@ -353,7 +370,9 @@ __global__ void __launch_bounds__(32 * kWarps, kBlocksPerSm<kR>) gdn_step_warps_
     }
     if (rg == 0) {  // one lane per column group writes the token's outputs
       uint16_t* out = a.o + (rt * a.Hv + h) * dv;
-      float* log_u = kLog ? a.log_u + ((int64_t(b) * a.W + span.base + t) * a.Hv + h) * dv : nullptr;
+      float* log_u = kPaged ? a.log_u + (lt * a.Hv + h) * dv
+                     : kLog ? a.log_u + ((int64_t(b) * a.W + span.base + t) * a.Hv + h) * dv
+                            : nullptr;
 #pragma unroll
       for (int e = 0; e < 4; ++e)
         if (c + e < dv) {
@@ -391,11 +410,16 @@ cudaError_t launch_warps(const GdnDecodeArgs& a, bool log, bool dual, cudaStream
   };
   // 16-byte state (and log u) accesses where every row is so aligned.
   const bool vec = a.dv % 4 == 0 && aligned_to(a.state, 16) && (!log || aligned_to(a.log_u, 16));
+  const bool paged = a.pages.page != nullptr;
   auto pick = [&](auto rows, auto vec_tag) {
     constexpr int kR = decltype(rows)::value;
     constexpr bool kVec = decltype(vec_tag)::value;
-    if (!log) return go(gdn_step_warps_kernel<kR, kVec, false, false>);
-    return dual ? go(gdn_step_warps_kernel<kR, kVec, true, true>) : go(gdn_step_warps_kernel<kR, kVec, true, false>);
+    if (!log) return go(gdn_step_warps_kernel<kR, kVec, false, false, false>);
+    if (paged)
+      return dual ? go(gdn_step_warps_kernel<kR, kVec, true, true, true>)
+                  : go(gdn_step_warps_kernel<kR, kVec, true, false, true>);
+    return dual ? go(gdn_step_warps_kernel<kR, kVec, true, true, false>)
+                : go(gdn_step_warps_kernel<kR, kVec, true, false, false>);
   };
   auto rows = [&](auto r) { return vec ? pick(r, std::true_type{}) : pick(r, std::false_type{}); };
   static_assert(kRowGroups * 16 == kGdnStepWarpsMaxDk);

@@ -16,8 +16,8 @@
 //      every kernel but the one just before it has finished — a kernel may
 //      therefore read, before it waits, what no kernel in the same step
 //      writes (weights; the decoder's plan, copied from the host: the SSM
-//      kernels' slots, log lengths, folds, rows, fork groups and decode
-//      order), and nothing else. A block leaving before its wait calls
+//      kernels' slots, log lengths, folds, rows, fork groups, decode
+//      order and paged logs' block tables, log_pages.h), and nothing else. A block leaving before its wait calls
 //      pdl_leave(). Two exceptions, each a flag
 //      its launcher sets only where the decoder's kernel order makes it
 //      hold (Mamba2DecodeArgs): `early` — a kernel whose launch before

@@ -16,11 +16,17 @@
 // Shapes: B batch, H heads, P head dim, N state size (≤ 256), G groups
 // (head h reads group h/(H/G)), W log capacity per sequence (≤ 64),
 // T tokens per sequence this step (≤ 8).
+//
+// The log is contiguous — sequence b's entry s at row b·W + s of each log
+// array — or paged (Mamba2DecodeArgs::pages, log_pages.h): entry s at
+// row(b, s), the arrays then (slots·page_size, …).
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+
+#include "ops/cuda/log_pages.h"
 
 namespace replayssm::ops::cuda {
 
@@ -50,6 +56,7 @@ struct Mamba2DecodeArgs {
 
   // Replay: each sequence's log since its checkpoint, capacity W; the T new
   // tokens are its last T entries (written by whoever produced x, B, dt).
+  // Paged (`pages` below), the arrays hold rows row(b, s) instead.
   int W = 0;
   const int32_t* n_log = nullptr;     // (B) entries in use, T..W
   const uint16_t* log_x = nullptr;    // (B, W, H, P) bf16
@@ -135,6 +142,14 @@ struct Mamba2DecodeArgs {
   // a step (one kernel: wide blocks or 4 warps, as `variant` picks;
   // scratch is not used).
   bool exact = false;
+
+  // Paged log (pages.page == nullptr: sequence b's entry s is row b·W + s,
+  // as above): entry s of every log array at row(b, s) of log_pages.h, the
+  // arrays (slots·page_size, …); every replay kernel, all variants, exact
+  // and fork groups alike, with the bits of the contiguous log. W is then
+  // no stride: it only bounds n_log (≤ kMamba2MaxW, which sizes shared
+  // memory), and 0 stands for kMamba2MaxW.
+  LogPages pages;
 };
 
 inline int64_t mamba2_replay_scratch_floats(int batch, int T, int H, int P) {

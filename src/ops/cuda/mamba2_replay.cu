@@ -9,7 +9,10 @@
 // registers: the flush costs one state write, not a second read. At small
 // batch the launcher takes the sequential recurrence in wide blocks
 // instead (mamba2_replay_wide.cu).
+#include <type_traits>
+
 #include "ops/cuda/decode_rows.cuh"
+#include "ops/cuda/log_pages.cuh"
 #include "ops/cuda/mamba2_decode.h"
 #include "ops/cuda/mamba2_launch.h"
 #include "ops/cuda/launch.cuh"
@@ -194,8 +197,9 @@ constexpr int kMamba2ReplayBlocks =
 // fork group (the sequences group_start[k] .. group_start[k+1] − 1, sharing
 // a checkpoint): the checkpoint is read once for all of them. The log is
 // read only to fold (a sequence alone in its group). Without kSplit: one
-// sequence, its log's part computed here.
-template <typename TileT, bool kSplit, bool kFold>
+// sequence, its log's part computed here. kPaged: the log's rows through
+// the block table (Mamba2DecodeArgs::pages).
+template <typename TileT, bool kSplit, bool kFold, bool kPaged>
 __global__ void __launch_bounds__(32 * kMamba2Warps, kMamba2ReplayBlocks<TileT, kSplit, kFold>) mamba2_replay_kernel(
     Mamba2DecodeArgs a) {
   // The one-kernel path: the checkpoint's first pass before the wait under
@@ -244,13 +248,24 @@ __global__ void __launch_bounds__(32 * kMamba2Warps, kMamba2ReplayBlocks<TileT, 
   // The log rows: all of them to compute y here, or the folded ones only.
   const int rows_needed = kSplit ? f : n_log;
   const float A = -expf(a.A_log[h]);
-  for (int s = threadIdx.x; s < rows_needed; s += blockDim.x) {
-    const float dt = a.log_dt[(int64_t(b) * W + s) * a.H + h];
-    sDt[s] = dt;
-    sL[s] = dt * A;
+  if constexpr (kPaged) {
+    const PagedLog pl = paged_log(a.pages, b);
+    for (int s = threadIdx.x; s < rows_needed; s += blockDim.x) {
+      const float dt = a.log_dt[pl.row(s) * a.H + h];
+      sDt[s] = dt;
+      sL[s] = dt * A;
+    }
+    load_bf_rows_at(sB, a.log_B + int64_t(g) * N, PagedRows{pl, 0}, rows_needed, N, int64_t(a.G) * N, N4);
+    load_bf_rows_at(sX, a.log_x + int64_t(h) * P, PagedRows{pl, 0}, rows_needed, P, int64_t(a.H) * P, P4);
+  } else {
+    for (int s = threadIdx.x; s < rows_needed; s += blockDim.x) {
+      const float dt = a.log_dt[(int64_t(b) * W + s) * a.H + h];
+      sDt[s] = dt;
+      sL[s] = dt * A;
+    }
+    load_bf_rows(sB, a.log_B + (int64_t(b) * W * a.G + g) * N, rows_needed, N, int64_t(a.G) * N, N4);
+    load_bf_rows(sX, a.log_x + (int64_t(b) * W * a.H + h) * P, rows_needed, P, int64_t(a.H) * P, P4);
   }
-  load_bf_rows(sB, a.log_B + (int64_t(b) * W * a.G + g) * N, rows_needed, N, int64_t(a.G) * N, N4);
-  load_bf_rows(sX, a.log_x + (int64_t(b) * W * a.H + h) * P, rows_needed, P, int64_t(a.H) * P, P4);
   for (int m = 0; m < members; ++m)
     load_bf_rows(sC + m * T * N4, a.Cm + (first_row(m) * a.G + g) * N, T, N, int64_t(a.G) * N, N4);
   for (int u = threadIdx.x; u < n_out; u += blockDim.x)
@@ -327,6 +342,12 @@ bool mamba2_replay_steps_faster(const Mamba2DecodeArgs& a) {
 
 cudaError_t mamba2_replay_cuda(const Mamba2DecodeArgs& a, cudaStream_t stream) {
   if (a.batch == 0) return cudaSuccess;
+  if (!log_pages_valid(a.pages)) return cudaErrorInvalidValue;
+  if (a.pages.page != nullptr && a.W == 0) {  // paged: W only bounds the log, 0 the most a kernel takes
+    Mamba2DecodeArgs b = a;
+    b.W = kMamba2MaxW;
+    return mamba2_replay_cuda(b, stream);
+  }
   if (a.batch < 0 || a.G <= 0 || a.H % a.G != 0 || a.P <= 0 || a.T < 1 || a.T > kMamba2MaxT || a.W < a.T ||
       a.W > kMamba2MaxW || a.max_fold < 0 || a.max_fold > a.W || (a.fold != nullptr && a.fold_slot == nullptr))
     return cudaErrorInvalidValue;
@@ -388,8 +409,13 @@ cudaError_t mamba2_replay_cuda(const Mamba2DecodeArgs& a, cudaStream_t stream) {
       launch_kernel(kernel, dim3(a.H, blocks_y), 32 * nw, shm, stream, a);
       return cudaGetLastError();
     };
-    if (!split) return launch(mamba2_replay_kernel<TileT, false, true>);
-    return a.fold != nullptr ? launch(mamba2_replay_kernel<TileT, true, true>) : launch(mamba2_replay_kernel<TileT, true, false>);
+    auto pick = [&](auto paged) {
+      constexpr bool kPaged = decltype(paged)::value;
+      if (!split) return launch(mamba2_replay_kernel<TileT, false, true, kPaged>);
+      return a.fold != nullptr ? launch(mamba2_replay_kernel<TileT, true, true, kPaged>)
+                               : launch(mamba2_replay_kernel<TileT, true, false, kPaged>);
+    };
+    return a.pages.page != nullptr ? pick(std::true_type{}) : pick(std::false_type{});
   });
 }
 

@@ -4,6 +4,7 @@
 // the new tokens' outputs and the folded state are bit-identical to
 // stepping from the checkpoint with the logged dt.
 #include "ops/cuda/decode_rows.cuh"
+#include "ops/cuda/log_pages.cuh"
 #include "ops/cuda/mamba2_decode.h"
 #include "ops/cuda/mamba2_launch.h"
 #include "ops/cuda/launch.cuh"
@@ -13,7 +14,8 @@ namespace replayssm::ops::cuda {
 
 namespace {
 
-template <typename TileT>
+// kPaged: the log's rows through the block table (Mamba2DecodeArgs::pages).
+template <typename TileT, bool kPaged>
 __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_replay_exact_kernel(Mamba2DecodeArgs a) {
   pdl_begin();
   const int h = blockIdx.x, b = blockIdx.y, g = h / (a.H / a.G);
@@ -34,14 +36,26 @@ __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_replay_exact_kernel(
   const float* S = a.state + (int64_t(a.slot[b]) * a.H + h) * P * N;
   TileT cur;
   cur.load(S, min(pass_rows, P), N, N, w, nw, lane);
-  for (int s = threadIdx.x; s < n_log; s += blockDim.x) {
-    const float dt = a.log_dt[(int64_t(b) * W + s) * a.H + h];
-    sDt[s] = dt;
-    sDA[s] = expf(-expf(a.A_log[h]) * dt);  // as mamba2_step_kernel
+  if constexpr (kPaged) {
+    const PagedLog pl = paged_log(a.pages, b);
+    for (int s = threadIdx.x; s < n_log; s += blockDim.x) {
+      const float dt = a.log_dt[pl.row(s) * a.H + h];
+      sDt[s] = dt;
+      sDA[s] = expf(-expf(a.A_log[h]) * dt);  // as mamba2_step_kernel
+    }
+    load_bf_rows(sC, a.Cm + (r0 * a.G + g) * N, T, N, int64_t(a.G) * N, N4);
+    load_bf_rows_at(sB, a.log_B + int64_t(g) * N, PagedRows{pl, 0}, n_log, N, int64_t(a.G) * N, N4);
+    load_bf_rows_at(sX, a.log_x + int64_t(h) * P, PagedRows{pl, 0}, n_log, P, int64_t(a.H) * P, P4);
+  } else {
+    for (int s = threadIdx.x; s < n_log; s += blockDim.x) {
+      const float dt = a.log_dt[(int64_t(b) * W + s) * a.H + h];
+      sDt[s] = dt;
+      sDA[s] = expf(-expf(a.A_log[h]) * dt);  // as mamba2_step_kernel
+    }
+    load_bf_rows(sC, a.Cm + (r0 * a.G + g) * N, T, N, int64_t(a.G) * N, N4);
+    load_bf_rows(sB, a.log_B + (int64_t(b) * W * a.G + g) * N, n_log, N, int64_t(a.G) * N, N4);
+    load_bf_rows(sX, a.log_x + (int64_t(b) * W * a.H + h) * P, n_log, P, int64_t(a.H) * P, P4);
   }
-  load_bf_rows(sC, a.Cm + (r0 * a.G + g) * N, T, N, int64_t(a.G) * N, N4);
-  load_bf_rows(sB, a.log_B + (int64_t(b) * W * a.G + g) * N, n_log, N, int64_t(a.G) * N, N4);
-  load_bf_rows(sX, a.log_x + (int64_t(b) * W * a.H + h) * P, n_log, P, int64_t(a.H) * P, P4);
   __syncthreads();
 
   const float Dh = a.D[h];
@@ -77,9 +91,13 @@ cudaError_t mamba2_replay_exact(const Mamba2DecodeArgs& a, cudaStream_t stream) 
     const int nw = mamba2_warps(a.P, TileT::kRows);
     const int W4 = (a.W + 3) & ~3, P4 = (a.P + 3) & ~3, N4 = (a.N + 3) & ~3;
     const size_t shm = sizeof(float) * (a.T * N4 + a.W * N4 + a.W * P4 + 2 * W4);
-    if (cudaError_t e = allow_dynamic_smem(mamba2_replay_exact_kernel<TileT>, shm); e != cudaSuccess) return e;
-    launch_kernel(mamba2_replay_exact_kernel<TileT>, dim3(a.H, a.batch), 32 * nw, shm, stream, a);
-    return cudaGetLastError();
+    auto go = [&](auto kernel) {
+      if (cudaError_t e = allow_dynamic_smem(kernel, shm); e != cudaSuccess) return e;
+      launch_kernel(kernel, dim3(a.H, a.batch), 32 * nw, shm, stream, a);
+      return cudaGetLastError();
+    };
+    return a.pages.page != nullptr ? go(mamba2_replay_exact_kernel<TileT, true>)
+                                   : go(mamba2_replay_exact_kernel<TileT, false>);
   });
 }
 

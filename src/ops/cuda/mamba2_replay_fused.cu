@@ -26,6 +26,7 @@
 // 321 M, and the step without a fold takes 317–322 µs.
 #include "ops/cuda/decode_rows.cuh"
 #include "ops/cuda/launch.cuh"
+#include "ops/cuda/log_pages.cuh"
 #include "ops/cuda/mamba2_decode.h"
 #include "ops/cuda/mma_bf16.cuh"
 #include "ops/cuda/tile.cuh"
@@ -64,13 +65,15 @@ __host__ __device__ __forceinline__ FusedLayout fused_layout(int kT, int kN, boo
   return l;
 }
 
-// n rows of kChunks 16-byte chunks from src (row stride lds) to dst (row
-// stride ldd) by cp.async, the chunk count known at compile time.
-template <int kChunks>
-__device__ __forceinline__ void copy_rows16(uint16_t* dst, int ldd, const uint16_t* src, int64_t lds, int n) {
+// n rows of kChunks 16-byte chunks from src (row stride lds; row r at
+// row_of(r), tile.cuh) to dst (row stride ldd) by cp.async, the chunk
+// count known at compile time.
+template <int kChunks, typename RowOf = Consecutive>
+__device__ __forceinline__ void copy_rows16(uint16_t* dst, int ldd, const uint16_t* src, int64_t lds, int n,
+                                            RowOf row_of = {}) {
   for (int i = threadIdx.x; i < n * kChunks; i += blockDim.x) {
     const int r = i / kChunks, c = i % kChunks * 8;
-    cp_async<16>(dst + r * ldd + c, src + r * lds + c);
+    cp_async<16>(dst + r * ldd + c, src + row_of(r) * lds + c);
   }
 }
 
@@ -101,10 +104,11 @@ __device__ __forceinline__ void unstage_rows(float* dst, const uint16_t* stage, 
 // spills;
 // a fold's entries four at a time instead of two spilled 8–16 bytes and
 // made fold steps 2–4% slower; an L2 prefetch of later passes was no
-// faster: 2026-12-02, af625d3).
+// faster: 2026-12-02, af625d3). kPaged: the log's rows through the block
+// table (Mamba2DecodeArgs::pages).
 template <int kJ, int kT, bool kFold>
 constexpr int kFusedBlocks = kJ == 1 ? (kFold ? 7 : kT == 1 ? 10 : 8) : 4;
-template <int kJ, int kT, bool kFold>
+template <int kJ, int kT, bool kFold, bool kPaged>
 __global__ void __launch_bounds__(32 * kFusedWarps, kFusedBlocks<kJ, kT, kFold>) mamba2_replay_fused_kernel(
     Mamba2DecodeArgs a) {
   using TileT = Tile<4, kJ, kFusedRows>;
@@ -149,10 +153,18 @@ __global__ void __launch_bounds__(32 * kFusedWarps, kFusedBlocks<kJ, kT, kFold>)
   // The log and the tokens' C in one round trip (16-byte copies: the
   // launcher checked the layout), dt by 4 bytes.
   constexpr int ldst = kN + 8;
-  copy_rows16<kN / 8>(stB, ldst, a.log_B + (int64_t(b) * W * a.G + g) * kN, int64_t(a.G) * kN, n_log);
-  copy_rows16<kN / 8>(stC, ldst, a.Cm + (r0 * a.G + g) * kN, int64_t(a.G) * kN, T);
-  copy_async_bf_rows<true>(stX, a.log_x + (int64_t(b) * W * H + h) * P, n_log, P, int64_t(H) * P, P);
-  for (int s = threadIdx.x; s < n_log; s += blockDim.x) cp_async<4>(sDt + s, a.log_dt + (int64_t(b) * W + s) * H + h);
+  if constexpr (kPaged) {
+    const PagedLog pl = paged_log(a.pages, b);
+    copy_rows16<kN / 8>(stB, ldst, a.log_B + int64_t(g) * kN, int64_t(a.G) * kN, n_log, PagedRows{pl, 0});
+    copy_rows16<kN / 8>(stC, ldst, a.Cm + (r0 * a.G + g) * kN, int64_t(a.G) * kN, T);
+    copy_async_bf_rows_at<true>(stX, a.log_x + int64_t(h) * P, PagedRows{pl, 0}, n_log, P, int64_t(H) * P, P);
+    for (int s = threadIdx.x; s < n_log; s += blockDim.x) cp_async<4>(sDt + s, a.log_dt + pl.row(s) * H + h);
+  } else {
+    copy_rows16<kN / 8>(stB, ldst, a.log_B + (int64_t(b) * W * a.G + g) * kN, int64_t(a.G) * kN, n_log);
+    copy_rows16<kN / 8>(stC, ldst, a.Cm + (r0 * a.G + g) * kN, int64_t(a.G) * kN, T);
+    copy_async_bf_rows<true>(stX, a.log_x + (int64_t(b) * W * H + h) * P, n_log, P, int64_t(H) * P, P);
+    for (int s = threadIdx.x; s < n_log; s += blockDim.x) cp_async<4>(sDt + s, a.log_dt + (int64_t(b) * W + s) * H + h);
+  }
   cp_async_commit();
   cp_async_wait<0>();
   __syncthreads();
@@ -333,8 +345,11 @@ cudaError_t launch_fused(const Mamba2DecodeArgs& a, cudaStream_t stream) {
     launch_kernel(kernel, dim3(a.H / a.G, a.G, a.batch), 32 * kFusedWarps, shm, stream, a);
     return cudaGetLastError();
   };
-  return a.fold != nullptr ? go(mamba2_replay_fused_kernel<kJ, kT, true>, true)
-                           : go(mamba2_replay_fused_kernel<kJ, kT, false>, false);
+  if (a.pages.page != nullptr)
+    return a.fold != nullptr ? go(mamba2_replay_fused_kernel<kJ, kT, true, true>, true)
+                             : go(mamba2_replay_fused_kernel<kJ, kT, false, true>, false);
+  return a.fold != nullptr ? go(mamba2_replay_fused_kernel<kJ, kT, true, false>, true)
+                           : go(mamba2_replay_fused_kernel<kJ, kT, false, false>, false);
 }
 
 }  // namespace

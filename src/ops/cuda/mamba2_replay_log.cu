@@ -14,8 +14,11 @@
 // Here the block's whole log (B, C, its heads' x rows, dt) arrives by
 // cp.async in one round trip, and a thread sums all T outputs of one
 // (head, row) out of shared memory. Same arithmetic in the same order.
+#include <type_traits>
+
 #include "ops/cuda/decode_rows.cuh"
 #include "ops/cuda/launch.cuh"
+#include "ops/cuda/log_pages.cuh"
 #include "ops/cuda/mamba2_decode.h"
 #include "ops/cuda/tile.cuh"
 
@@ -50,7 +53,8 @@ __host__ __device__ __forceinline__ LogLayout log_layout(int kT, int W, int hc, 
 // decode order and row map (321a416, c58e8cb) took it from 32 to 48 registers,
 // 5 blocks an SM, and beams of 8 at batch 64 from 35.4 to 39.7 µs (H200,
 // the old kernel in the new binary: 37.0). 0 for the others: no bound, as before.
-template <int kT>
+// kPaged: the log's rows through the block table (Mamba2DecodeArgs::pages).
+template <int kT, bool kPaged>
 __global__ void __launch_bounds__(kLogThreads, kT == 1 ? 8 : 0) mamba2_replay_log_kernel(Mamba2DecodeArgs a, int hc) {
   pdl_begin();
   const int hpg = a.H / a.G, chunks = (hpg + hc - 1) / hc;
@@ -72,12 +76,21 @@ __global__ void __launch_bounds__(kLogThreads, kT == 1 ? 8 : 0) mamba2_replay_lo
 
   // The block's log in one round trip: for entry s, the heads' x rows are
   // contiguous in the log (nh·P values).
-  const float* gDt = a.log_dt + int64_t(b) * W * H + h0;
-  copy_async_bf_rows(stB, a.log_B + (int64_t(b) * W * a.G + g) * N, n_log, N, int64_t(a.G) * N, l.N8);
-  copy_async_bf_rows(stC, a.Cm + (r0 * a.G + g) * N, T, N, int64_t(a.G) * N, l.N8);
-  copy_async_bf_rows(stX, a.log_x + (int64_t(b) * W * H + h0) * P, n_log, nh * P, int64_t(H) * P, l.XR);
-  for (int i = threadIdx.x; i < n_log * nh; i += blockDim.x)
-    cp_async<4>(sDt + i / nh * l.hc4 + i % nh, gDt + int64_t(i / nh) * H + i % nh);
+  if constexpr (kPaged) {
+    const PagedLog pl = paged_log(a.pages, b);
+    copy_async_bf_rows_at(stB, a.log_B + int64_t(g) * N, PagedRows{pl, 0}, n_log, N, int64_t(a.G) * N, l.N8);
+    copy_async_bf_rows(stC, a.Cm + (r0 * a.G + g) * N, T, N, int64_t(a.G) * N, l.N8);
+    copy_async_bf_rows_at(stX, a.log_x + int64_t(h0) * P, PagedRows{pl, 0}, n_log, nh * P, int64_t(H) * P, l.XR);
+    for (int i = threadIdx.x; i < n_log * nh; i += blockDim.x)
+      cp_async<4>(sDt + i / nh * l.hc4 + i % nh, a.log_dt + pl.row(i / nh) * H + h0 + i % nh);
+  } else {
+    const float* gDt = a.log_dt + int64_t(b) * W * H + h0;
+    copy_async_bf_rows(stB, a.log_B + (int64_t(b) * W * a.G + g) * N, n_log, N, int64_t(a.G) * N, l.N8);
+    copy_async_bf_rows(stC, a.Cm + (r0 * a.G + g) * N, T, N, int64_t(a.G) * N, l.N8);
+    copy_async_bf_rows(stX, a.log_x + (int64_t(b) * W * H + h0) * P, n_log, nh * P, int64_t(H) * P, l.XR);
+    for (int i = threadIdx.x; i < n_log * nh; i += blockDim.x)
+      cp_async<4>(sDt + i / nh * l.hc4 + i % nh, gDt + int64_t(i / nh) * H + i % nh);
+  }
   cp_async_commit();
   cp_async_wait<0>();
   __syncthreads();
@@ -132,7 +145,7 @@ __global__ void __launch_bounds__(kLogThreads, kT == 1 ? 8 : 0) mamba2_replay_lo
   }
 }
 
-template <int kT>
+template <int kT, bool kPaged>
 cudaError_t launch_log(const Mamba2DecodeArgs& a, cudaStream_t stream) {
   // Heads per block: the group's, halved until the block's shared memory
   // leaves room for two blocks an SM (long logs of wide heads).
@@ -140,16 +153,23 @@ cudaError_t launch_log(const Mamba2DecodeArgs& a, cudaStream_t stream) {
   int hc = hpg;
   auto bytes = [&](int c) { return sizeof(float) * size_t(log_layout(kT, a.W, c, a.P, a.N).total); };
   while (hc > 1 && bytes(hc) > kLogShmTarget) hc = (hc + 1) / 2;
-  if (cudaError_t e = allow_dynamic_smem(mamba2_replay_log_kernel<kT>, bytes(hc)); e != cudaSuccess) return e;
+  if (cudaError_t e = allow_dynamic_smem(mamba2_replay_log_kernel<kT, kPaged>, bytes(hc)); e != cudaSuccess) return e;
   const int chunks = (hpg + hc - 1) / hc;
-  launch_kernel(mamba2_replay_log_kernel<kT>, dim3(a.G * chunks, a.batch), kLogThreads, bytes(hc), stream, a, hc);
+  launch_kernel(mamba2_replay_log_kernel<kT, kPaged>, dim3(a.G * chunks, a.batch), kLogThreads, bytes(hc), stream, a,
+                hc);
   return cudaGetLastError();
 }
 
 }  // namespace
 
 cudaError_t mamba2_replay_log(const Mamba2DecodeArgs& a, cudaStream_t stream) {
-  return a.T <= 1 ? launch_log<1>(a, stream) : a.T <= 4 ? launch_log<4>(a, stream) : launch_log<8>(a, stream);
+  auto by_tokens = [&](auto paged) {
+    constexpr bool kPaged = decltype(paged)::value;
+    return a.T <= 1   ? launch_log<1, kPaged>(a, stream)
+           : a.T <= 4 ? launch_log<4, kPaged>(a, stream)
+                      : launch_log<8, kPaged>(a, stream);
+  };
+  return a.pages.page != nullptr ? by_tokens(std::true_type{}) : by_tokens(std::false_type{});
 }
 
 }  // namespace replayssm::ops::cuda

@@ -18,6 +18,7 @@
 // flush costs one state write.
 #include "ops/cuda/decode_rows.cuh"
 #include "ops/cuda/launch.cuh"
+#include "ops/cuda/log_pages.cuh"
 #include "ops/cuda/mamba2_decode.h"
 #include "ops/cuda/mamba2_replay_scratch.cuh"
 #include "ops/cuda/mma_tf32.cuh"
@@ -73,7 +74,8 @@ __host__ __device__ constexpr int round16(int n) { return (n + 15) & ~15; }
 // Row stride of the fold rows F_s·x_s[p] for up to Fm entries (0: no fold).
 __host__ __device__ constexpr int fold_ld(int Fm) { return Fm > 0 ? stride16(round16(Fm)) : 0; }
 
-template <int kB, int kMinBlocks>
+// kPaged: the log's rows through the block table (Mamba2DecodeArgs::pages).
+template <int kB, int kMinBlocks, bool kPaged>
 __global__ void __launch_bounds__(32 * kWarps, kMinBlocks) mamba2_replay_mma_kernel(Mamba2DecodeArgs a) {
   const int h = blockIdx.x, grp = h / (a.H / a.G);
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
@@ -123,13 +125,24 @@ __global__ void __launch_bounds__(32 * kWarps, kMinBlocks) mamba2_replay_mma_ker
   // strides. Shared through one inline function it left that file's N > 128
   // and N % 4 ≠ 0 tiles 22–32 registers more (ptxas: 94 → 116, 96 → 128).
   const float A = -expf(a.A_log[h]);
-  for (int s = threadIdx.x; s < f; s += blockDim.x) {
-    const float dt = a.log_dt[(int64_t(b) * W + s) * a.H + h];
-    sDt[s] = dt;
-    sL[s] = dt * A;
+  if constexpr (kPaged) {
+    const PagedLog pl = paged_log(a.pages, b);
+    for (int s = threadIdx.x; s < f; s += blockDim.x) {
+      const float dt = a.log_dt[pl.row(s) * a.H + h];
+      sDt[s] = dt;
+      sL[s] = dt * A;
+    }
+    load_bf_rows_at(sB, a.log_B + int64_t(grp) * N, PagedRows{pl, 0}, f, N, int64_t(a.G) * N, ldb);
+    load_bf_rows_at(sX, a.log_x + int64_t(h) * P, PagedRows{pl, 0}, f, P, int64_t(a.H) * P, ldx);
+  } else {
+    for (int s = threadIdx.x; s < f; s += blockDim.x) {
+      const float dt = a.log_dt[(int64_t(b) * W + s) * a.H + h];
+      sDt[s] = dt;
+      sL[s] = dt * A;
+    }
+    load_bf_rows(sB, a.log_B + (int64_t(b) * W * a.G + grp) * N, f, N, int64_t(a.G) * N, ldb);
+    load_bf_rows(sX, a.log_x + (int64_t(b) * W * a.H + h) * P, f, P, int64_t(a.H) * P, ldx);
   }
-  load_bf_rows(sB, a.log_B + (int64_t(b) * W * a.G + grp) * N, f, N, int64_t(a.G) * N, ldb);
-  load_bf_rows(sX, a.log_x + (int64_t(b) * W * a.H + h) * P, f, P, int64_t(a.H) * P, ldx);
   for (int m = 0; m < members; ++m)
     load_bf_rows(sC + m * T * ldc, a.Cm + (first_row(m) * a.G + grp) * N, T, N, int64_t(a.G) * N, ldc);
   for (int i = n_out * ldc + threadIdx.x; i < kMaxOut * ldc; i += blockDim.x) sC[i] = 0.0f;
@@ -238,7 +251,7 @@ cudaError_t mamba2_replay_mma(const Mamba2DecodeArgs& a, cudaStream_t stream) {
   // 32 columns a pass, 6 blocks an SM (80 registers): the fastest of 64
   // columns at 4 or 5 blocks (128 and 96 registers, both spilling) and 32
   // unbounded (94) on the H200's beams (docs/perf).
-  auto kernel = mamba2_replay_mma_kernel<2, 6>;
+  auto kernel = a.pages.page != nullptr ? mamba2_replay_mma_kernel<2, 6, true> : mamba2_replay_mma_kernel<2, 6, false>;
   if (cudaError_t e = allow_dynamic_smem(kernel, floats * sizeof(float)); e != cudaSuccess) return e;
   launch_kernel(kernel, dim3(a.H, blocks_y), 32 * kWarps, floats * sizeof(float), stream, a);
   return cudaGetLastError();

@@ -29,6 +29,7 @@
 
 #include "ops/cuda/decode_rows.cuh"
 #include "ops/cuda/launch.cuh"
+#include "ops/cuda/log_pages.cuh"
 #include "ops/cuda/mamba2_decode.h"
 #include "ops/cuda/mamba2_launch.h"
 #include "ops/cuda/mamba2_token.cuh"
@@ -56,7 +57,8 @@ __host__ __device__ __forceinline__ WideLayout wide_layout(int T, int W, int P, 
   return l;
 }
 
-template <typename TileT>
+// kPaged: the log's rows through the block table (Mamba2DecodeArgs::pages).
+template <typename TileT, bool kPaged>
 __global__ void __launch_bounds__(32 * kMamba2WideWarps, 2) mamba2_replay_wide_kernel(Mamba2DecodeArgs a) {
   if (a.release_early) pdl_release();  // Mamba2DecodeArgs::release_early
   if (!a.early) pdl_begin();
@@ -77,18 +79,27 @@ __global__ void __launch_bounds__(32 * kMamba2WideWarps, 2) mamba2_replay_wide_k
   const float* S = a.state + (int64_t(a.slot[b]) * a.H + h) * P * N;
   TileT cur;
   cur.load(S, P, N, N, w, nw, lane);
-  const uint16_t* gB = a.log_B + (int64_t(b) * W * a.G + g) * N;
-  const uint16_t* gX = a.log_x + (int64_t(b) * W * a.H + h) * P;
-  const float* gDt = a.log_dt + int64_t(b) * W * a.H + h;
+  // The log's columns of this block: entry s at gB + s·G·N (…), or paged
+  // at gB + row(s)·G·N.
+  const uint16_t* gB = kPaged ? a.log_B + int64_t(g) * N : a.log_B + (int64_t(b) * W * a.G + g) * N;
+  const uint16_t* gX = kPaged ? a.log_x + int64_t(h) * P : a.log_x + (int64_t(b) * W * a.H + h) * P;
+  const float* gDt = kPaged ? a.log_dt + h : a.log_dt + int64_t(b) * W * a.H + h;
+  const PagedLog pl = paged_log_if<kPaged>(a.pages, b);
   const float A = -expf(a.A_log[h]);  // dA = e^{A·dt} as mamba2_step_kernel makes it
   // Before the wait: the older entries, applied to the rows up to the fold
   // point when it lies among them (its state is stored after the wait).
   const int staged = a.early ? base : 0;                        // block-uniform
   const int pre = staged > 0 && f > 0 && f <= staged ? f : staged;  // entries applied before the wait
   if (staged > 0) {
-    for (int s = threadIdx.x; s < staged; s += blockDim.x) cp_async<4>(sDt + s, gDt + int64_t(s) * a.H);
-    copy_async_bf_rows(stB, gB, staged, N, int64_t(a.G) * N, N8);
-    copy_async_bf_rows(stX, gX, staged, P, int64_t(a.H) * P, P8);
+    if constexpr (kPaged) {
+      for (int s = threadIdx.x; s < staged; s += blockDim.x) cp_async<4>(sDt + s, gDt + pl.row(s) * a.H);
+      copy_async_bf_rows_at(stB, gB, PagedRows{pl, 0}, staged, N, int64_t(a.G) * N, N8);
+      copy_async_bf_rows_at(stX, gX, PagedRows{pl, 0}, staged, P, int64_t(a.H) * P, P8);
+    } else {
+      for (int s = threadIdx.x; s < staged; s += blockDim.x) cp_async<4>(sDt + s, gDt + int64_t(s) * a.H);
+      copy_async_bf_rows(stB, gB, staged, N, int64_t(a.G) * N, N8);
+      copy_async_bf_rows(stX, gX, staged, P, int64_t(a.H) * P, P8);
+    }
     cp_async_commit();
     cp_async_wait<0>();  // a thread converts what it copied itself, then one barrier
     for (int s = threadIdx.x; s < staged; s += blockDim.x) sDA[s] = expf(A * sDt[s]);
@@ -103,13 +114,23 @@ __global__ void __launch_bounds__(32 * kMamba2WideWarps, 2) mamba2_replay_wide_k
   }
 
   if (a.early) pdl_begin();  // the new tokens' entries and C come from the kernel before
-  for (int s = staged + threadIdx.x; s < n_log; s += blockDim.x) {
-    const float dt = gDt[int64_t(s) * a.H];
-    sDt[s] = dt;
-    sDA[s] = expf(A * dt);
+  if constexpr (kPaged) {
+    for (int s = staged + threadIdx.x; s < n_log; s += blockDim.x) {
+      const float dt = gDt[pl.row(s) * a.H];
+      sDt[s] = dt;
+      sDA[s] = expf(A * dt);
+    }
+    load_bf_rows_at(sB + staged * N4, gB, PagedRows{pl, staged}, n_log - staged, N, int64_t(a.G) * N, N4);
+    load_bf_rows_at(sX + staged * P4, gX, PagedRows{pl, staged}, n_log - staged, P, int64_t(a.H) * P, P4);
+  } else {
+    for (int s = staged + threadIdx.x; s < n_log; s += blockDim.x) {
+      const float dt = gDt[int64_t(s) * a.H];
+      sDt[s] = dt;
+      sDA[s] = expf(A * dt);
+    }
+    load_bf_rows(sB + staged * N4, gB + int64_t(staged) * a.G * N, n_log - staged, N, int64_t(a.G) * N, N4);
+    load_bf_rows(sX + staged * P4, gX + int64_t(staged) * a.H * P, n_log - staged, P, int64_t(a.H) * P, P4);
   }
-  load_bf_rows(sB + staged * N4, gB + int64_t(staged) * a.G * N, n_log - staged, N, int64_t(a.G) * N, N4);
-  load_bf_rows(sX + staged * P4, gX + int64_t(staged) * a.H * P, n_log - staged, P, int64_t(a.H) * P, P4);
   load_bf_rows(sC, a.Cm + (r0 * a.G + g) * N, T, N, int64_t(a.G) * N, N4);
   __syncthreads();
 
@@ -139,9 +160,13 @@ cudaError_t mamba2_replay_wide(const Mamba2DecodeArgs& a, cudaStream_t stream) {
     const int nw = (a.P + TileT::kRows - 1) / TileT::kRows;
     const size_t shm = sizeof(float) * size_t(wide_layout(a.T, a.W, a.P, a.N).total);
     if (nw > kMamba2WideWarps || shm > 227 * 1024) return cudaErrorNotSupported;
-    if (cudaError_t e = allow_dynamic_smem(mamba2_replay_wide_kernel<TileT>, shm); e != cudaSuccess) return e;
-    launch_kernel(mamba2_replay_wide_kernel<TileT>, dim3(a.H, a.batch), 32 * nw, shm, stream, a);
-    return cudaGetLastError();
+    auto go = [&](auto kernel) {
+      if (cudaError_t e = allow_dynamic_smem(kernel, shm); e != cudaSuccess) return e;
+      launch_kernel(kernel, dim3(a.H, a.batch), 32 * nw, shm, stream, a);
+      return cudaGetLastError();
+    };
+    return a.pages.page != nullptr ? go(mamba2_replay_wide_kernel<TileT, true>)
+                                   : go(mamba2_replay_wide_kernel<TileT, false>);
   });
 }
 

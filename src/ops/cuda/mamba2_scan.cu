@@ -14,6 +14,7 @@
 #include <algorithm>
 
 #include "ops/cuda/launch.cuh"
+#include "ops/cuda/log_pages.cuh"
 #include "ops/cuda/mamba2_launch.h"
 #include "ops/cuda/mamba2_token.cuh"
 #include "ops/cuda/tile.cuh"
@@ -26,7 +27,8 @@ constexpr int kScanMaxTok = 32;           // tokens per shared-memory tile
 constexpr size_t kScanMaxShm = 48 * 1024;  // the default limit: several blocks an SM
 constexpr int kScanTokensPerSum = 2;       // Mamba2ScanArgs::tokens_per_sum's default (H200: 1 is 7% slower, 4 20%)
 
-template <typename TileT, int kSum>
+// kPaged: the log's rows through the block table (Mamba2ScanArgs::pages).
+template <typename TileT, int kSum, bool kPaged>
 __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_scan_kernel(Mamba2ScanArgs a, int tok) {
   pdl_begin();
   const int h = blockIdx.x, b = blockIdx.y, g = h / (a.H / a.G);
@@ -55,13 +57,23 @@ __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_scan_kernel(Mamba2Sc
   const int n_log = a.n_log != nullptr ? a.n_log[b] : 0;
   for (int e0 = 0; e0 < n_log; e0 += tok) {
     const int n = min(tok, n_log - e0);
-    const int64_t e = int64_t(b) * a.W + e0;
+    const int64_t e = int64_t(b) * a.W + e0;  // entry e0's row, contiguous
     __syncthreads();  // the tile before is read
-    load_bf_rows(sB, a.log_B + e * a.G * N + int64_t(g) * N, n, N, int64_t(a.G) * N, N4);
-    load_bf_rows(sX, a.log_x + e * a.H * P + int64_t(h) * P + p0, n, rows, int64_t(a.H) * P, pass_rows);
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
-      const float dt = a.log_dt[(e + i) * a.H + h];
-      sDt[i] = dt, sDA[i] = expf(A * dt);
+    if constexpr (kPaged) {
+      const PagedRows at{paged_log(a.pages, b), e0};
+      load_bf_rows_at(sB, a.log_B + int64_t(g) * N, at, n, N, int64_t(a.G) * N, N4);
+      load_bf_rows_at(sX, a.log_x + int64_t(h) * P + p0, at, n, rows, int64_t(a.H) * P, pass_rows);
+      for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const float dt = a.log_dt[at(i) * a.H + h];
+        sDt[i] = dt, sDA[i] = expf(A * dt);
+      }
+    } else {
+      load_bf_rows(sB, a.log_B + e * a.G * N + int64_t(g) * N, n, N, int64_t(a.G) * N, N4);
+      load_bf_rows(sX, a.log_x + e * a.H * P + int64_t(h) * P + p0, n, rows, int64_t(a.H) * P, pass_rows);
+      for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const float dt = a.log_dt[(e + i) * a.H + h];
+        sDt[i] = dt, sDA[i] = expf(A * dt);
+      }
     }
     __syncthreads();
     for (int i = 0; i < n; ++i) {
@@ -118,8 +130,10 @@ cudaError_t mamba2_scan_cuda(const Mamba2ScanArgs& a, cudaStream_t stream) {
       a.D == nullptr || a.dt_bias == nullptr || a.state == nullptr || a.slot == nullptr || a.out_slot == nullptr ||
       a.x == nullptr || a.Bm == nullptr || a.Cm == nullptr || a.dt_raw == nullptr || a.y == nullptr)
     return cudaErrorInvalidValue;
-  if (a.n_log != nullptr && (a.W < 1 || a.log_x == nullptr || a.log_B == nullptr || a.log_dt == nullptr))
+  if (a.n_log != nullptr && ((a.pages.page == nullptr && a.W < 1) || a.log_x == nullptr || a.log_B == nullptr ||
+                             a.log_dt == nullptr))
     return cudaErrorInvalidValue;
+  if (!log_pages_valid(a.pages)) return cudaErrorInvalidValue;
   // Rows a warp: the step kernel's (tile_rows; 8 measured no faster on the
   // H200 at batch 1–64: shared memory's reads of B and C do not bound this loop).
   return with_mamba2_tile(a, [&](auto tag) {
@@ -133,8 +147,10 @@ cudaError_t mamba2_scan_cuda(const Mamba2ScanArgs& a, cudaStream_t stream) {
       launch_kernel(kernel, dim3(a.H, a.batch, slices), 32 * nw, per_tok * size_t(tok), stream, a, tok);
       return cudaGetLastError();
     };
-    return (a.tokens_per_sum != 0 ? a.tokens_per_sum : kScanTokensPerSum) == 1 ? launch(mamba2_scan_kernel<TileT, 1>)
-                                                                               : launch(mamba2_scan_kernel<TileT, 2>);
+    const bool one = (a.tokens_per_sum != 0 ? a.tokens_per_sum : kScanTokensPerSum) == 1;
+    if (a.pages.page != nullptr && a.n_log != nullptr)
+      return one ? launch(mamba2_scan_kernel<TileT, 1, true>) : launch(mamba2_scan_kernel<TileT, 2, true>);
+    return one ? launch(mamba2_scan_kernel<TileT, 1, false>) : launch(mamba2_scan_kernel<TileT, 2, false>);
   });
 }
 

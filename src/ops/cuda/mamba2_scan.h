@@ -26,6 +26,8 @@
 
 #include <cstdint>
 
+#include "ops/cuda/log_pages.h"
+
 namespace replayssm::ops::cuda {
 
 struct Mamba2ScanArgs {
@@ -60,7 +62,7 @@ struct Mamba2ScanArgs {
   // Replay (n_log nullptr: none): sequence b's log entries 0..n_log[b]−1,
   // applied before the chunk's tokens, without outputs (mamba2_decode.h's layout).
   int W = 0;
-  const int32_t* n_log = nullptr;     // (B) 0..W
+  const int32_t* n_log = nullptr;     // (B) 0..W (paged: any count)
   const uint16_t* log_x = nullptr;    // (B, W, H·P) bf16
   const uint16_t* log_B = nullptr;    // (B, W, G·N) bf16
   const float* log_dt = nullptr;      // (B, W, H) after softplus and clamp
@@ -69,6 +71,14 @@ struct Mamba2ScanArgs {
   // are: a row's arithmetic and its sum's tree over the lanes do not change.
   int tile_rows = 0;       // state rows a warp, 2 or 4
   int tokens_per_sum = 0;  // tokens whose y rows a warp sums in one transposed butterfly, 1 or 2
+
+  // Paged log (pages.page == nullptr: sequence b's entry s is row b·W + s,
+  // as above): entry s of log_x, log_B and log_dt at row(b, s) of
+  // log_pages.h, the arrays (slots·page_size, …), with the bits of the
+  // contiguous log. W is then ignored: n_log[b] may be any count of
+  // entries (a log longer than the decode kernels' kMamba2MaxW, applied
+  // before a chunk).
+  LogPages pages;
 };
 
 // T ≥ 1 (ragged: the most rows a sequence has); batch = 0 is a no-op. A bad shape or stride is

@@ -38,9 +38,10 @@ __global__ void __launch_bounds__(kAppendThreads) mamba2_append_kernel(Mamba2App
 // to the projection row (as conv1d_step_kernel) and straight on to their
 // log entry or C row; the first block's threads also take the row's dt.
 // kVec = kConvVec where conv1d_step_vec and the x | B | C split allow
-// (mamba2_conv_append_cuda): no pair straddles two of them.
-template <int kVec>
-__global__ void __launch_bounds__(kConvThreads) mamba2_conv_append_kernel(Conv1dArgs cv, Mamba2AppendArgs a) {
+// (mamba2_conv_append_cuda): no pair straddles two of them. kPaged: the
+// conv's window from a paged log (Conv1dArgs::log_rows).
+template <int kVec, bool kPaged>
+__global__ void __launch_bounds__(kConvThreads) mamba2_conv_append_kernel(ConvArgsT<kPaged> cv, Mamba2AppendArgs a) {
   if (a.release_early) pdl_release();
   pdl_begin();
   const int c = (blockIdx.x * blockDim.x + threadIdx.x) * kVec, r = blockIdx.y;
@@ -50,11 +51,11 @@ __global__ void __launch_bounds__(kConvThreads) mamba2_conv_append_kernel(Conv1d
     if constexpr (kVec > 1) {
       static_assert(kVec == kConvVec, "conv_step_channels' width");
       uint32_t v;
-      conv_step_channels(cv, c, r, v);
+      conv_step_channels<kPaged>(cv, c, r, v);
       *reinterpret_cast<uint32_t*>(cv.y + int64_t(r) * cv.ldy + c) = v;
       *reinterpret_cast<uint32_t*>(dst) = v;
     } else {
-      const uint16_t v = conv_step_channel(cv, c, r);
+      const uint16_t v = conv_step_channel<kPaged>(cv, c, r);
       cv.y[int64_t(r) * cv.ldy + c] = v;
       *dst = v;
     }
@@ -138,8 +139,13 @@ cudaError_t mamba2_conv_append_cuda(const Conv1dArgs& cv, const Mamba2AppendArgs
   vec = vec && HP % kConvVec == 0 && GN % kConvVec == 0 && aligned_to(a.x, kConvVecBytes) &&
         aligned_to(a.Bm, kConvVecBytes) && aligned_to(a.Cm, kConvVecBytes);
   const int per_block = kConvThreads * (vec ? kConvVec : 1);
-  launch_kernel(vec ? mamba2_conv_append_kernel<kConvVec> : mamba2_conv_append_kernel<1>,
-                dim3((cv.C + per_block - 1) / per_block, unsigned(a.rows)), kConvThreads, 0, stream, cv, a);
+  const dim3 grid((cv.C + per_block - 1) / per_block, unsigned(a.rows));
+  if (cv.log_rows != nullptr)
+    launch_kernel(vec ? mamba2_conv_append_kernel<kConvVec, true> : mamba2_conv_append_kernel<1, true>, grid,
+                  kConvThreads, 0, stream, cv, a);
+  else
+    launch_kernel(vec ? mamba2_conv_append_kernel<kConvVec, false> : mamba2_conv_append_kernel<1, false>, grid,
+                  kConvThreads, 0, stream, cv, a);
   return cudaGetLastError();
 }
 

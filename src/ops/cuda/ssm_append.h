@@ -1,8 +1,10 @@
 // From a projection's post-conv rows to what the SSM decode kernels read
 // (mamba2_decode.h, gdn_decode.h): the inputs of each new token, dense,
 // either into a step's compact buffers (standard: entry[r] = r) or into the
-// sequence's log (replay: entry[r] = b·W + its log position). One kernel
-// per layer and step, so a decode step does not pay a launch per array.
+// sequence's log (replay: entry[r] = b·W + its log position s; with a
+// paged log, log_pages.h, entry[r] = row(b, s) — the host computes it, the
+// kernels here only write where entry[r] says). One kernel per layer and
+// step, so a decode step does not pay a launch per array.
 //
 //   mamba2_append_cuda — x, B (bf16) and dt = clamp(softplus(dt_raw + dt_bias),
 //                        dt_min, dt_max) (fp32) to `entry[r]`; C (bf16) to row r;
@@ -63,6 +65,7 @@ cudaError_t mamba2_append_cuda(const Mamba2AppendArgs& a, cudaStream_t stream);
 // (rows = cv.batch, C = H·P + 2·G·N): the conv's output goes to cv.y as
 // before and is the append's source (xbc, ldxbc unused). Same bits as the
 // two launches; at batch 1 a launch boundary is most of either's time.
+// cv's window may be paged (Conv1dArgs::log_rows), as for conv1d_step_cuda.
 cudaError_t mamba2_conv_append_cuda(const Conv1dArgs& cv, const Mamba2AppendArgs& a, cudaStream_t stream);
 
 struct GdnAppendArgs {

@@ -310,17 +310,27 @@ __device__ __forceinline__ void for_rows_chunks(int n, int chunks, F&& f) {
   }
 }
 
+// Row maps of the bulk loaders below (the *_at forms): the source row of
+// loaded row r, whose values start at src + row(r)·lds. Consecutive: row r
+// of a strided run, what the plain forms read; a paged log's map
+// (log_pages.cuh) gives each entry's own row. Alignment is judged on src
+// and lds, so it holds for every row a map may give.
+struct Consecutive {
+  __device__ __forceinline__ int64_t operator()(int r) const { return r; }
+};
+
 // n rows of `cols` bf16 values at src (row stride lds elements) into dst
 // as fp32 (row stride ldd, default cols), by the whole block: 16-byte
 // loads when the layout allows, so the log arrives in one or two rounds.
-template <bool kStepped = false>
-__device__ inline void load_bf_rows(float* dst, const uint16_t* src, int n, int cols, int64_t lds, int ldd = 0) {
+template <bool kStepped = false, typename RowOf>
+__device__ inline void load_bf_rows_at(float* dst, const uint16_t* src, RowOf row_of, int n, int cols, int64_t lds,
+                                       int ldd = 0) {
   if (ldd == 0) ldd = cols;
   const bool vec = cols % 8 == 0 && lds % 8 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0;
   if (vec) {
     for_rows_chunks<kStepped>(n, cols / 8, [&](int r, int k) {
       const int c = 8 * k;
-      const uint4 x = *reinterpret_cast<const uint4*>(src + r * lds + c);
+      const uint4 x = *reinterpret_cast<const uint4*>(src + row_of(r) * lds + c);
       const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&x);
       float* d = dst + r * ldd + c;
 #pragma unroll
@@ -330,22 +340,34 @@ __device__ inline void load_bf_rows(float* dst, const uint16_t* src, int n, int 
       }
     });
   } else {
-    for_rows_chunks<kStepped>(n, cols, [&](int r, int c) { dst[r * ldd + c] = bf(src, r * lds + c); });
+    for_rows_chunks<kStepped>(n, cols, [&](int r, int c) { dst[r * ldd + c] = bf(src, row_of(r) * lds + c); });
   }
+}
+template <bool kStepped = false>
+__device__ inline void load_bf_rows(float* dst, const uint16_t* src, int n, int cols, int64_t lds, int ldd = 0) {
+  load_bf_rows_at<kStepped>(dst, src, Consecutive{}, n, cols, lds, ldd);
 }
 
 // n rows of `cols` fp32 at src (row stride lds) into shared memory at dst
 // (row stride ldd), by the whole block with cp.async — 16 bytes at a time
 // where the layout allows, else 4 — for the caller to commit and wait for.
-template <bool kStepped = false>
-__device__ inline void copy_async_rows(float* dst, const float* src, int n, int cols, int64_t lds, int ldd) {
+template <bool kStepped = false, typename RowOf>
+__device__ inline void copy_async_rows_at(float* dst, const float* src, RowOf row_of, int n, int cols, int64_t lds,
+                                          int ldd) {
   const bool vec = cols % 4 == 0 && lds % 4 == 0 && ldd % 4 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(dst) % 16 == 0;
   if (vec) {
-    for_rows_chunks<kStepped>(n, cols / 4, [&](int r, int k) { cp_async<16>(dst + r * ldd + 4 * k, src + r * lds + 4 * k); });
+    for_rows_chunks<kStepped>(n, cols / 4, [&](int r, int k) {
+      cp_async<16>(dst + r * ldd + 4 * k, src + row_of(r) * lds + 4 * k);
+    });
   } else {
-    for_rows_chunks<kStepped>(n, cols, [&](int r, int c) { cp_async<4>(dst + r * ldd + c, src + r * lds + c); });
+    for_rows_chunks<kStepped>(n, cols,
+                              [&](int r, int c) { cp_async<4>(dst + r * ldd + c, src + row_of(r) * lds + c); });
   }
+}
+template <bool kStepped = false>
+__device__ inline void copy_async_rows(float* dst, const float* src, int n, int cols, int64_t lds, int ldd) {
+  copy_async_rows_at<kStepped>(dst, src, Consecutive{}, n, cols, lds, ldd);
 }
 
 // bf16 elements per cp.async of copy_async_bf_rows: 8 (16 bytes), 2 (4
@@ -361,16 +383,21 @@ __device__ __forceinline__ int bf_rows_chunk(const uint16_t* dst, const uint16_t
 // The same for bf16 rows, kept as bf16: 16 or 4 bytes at a time; a layout
 // that allows neither (odd widths) is copied with plain loads, visible
 // after the same wait and barrier.
-template <bool kStepped = false>
-__device__ inline void copy_async_bf_rows(uint16_t* dst, const uint16_t* src, int n, int cols, int64_t lds, int ldd) {
+template <bool kStepped = false, typename RowOf>
+__device__ inline void copy_async_bf_rows_at(uint16_t* dst, const uint16_t* src, RowOf row_of, int n, int cols,
+                                             int64_t lds, int ldd) {
   const int k = bf_rows_chunk(dst, src, cols, lds, ldd);
   for_rows_chunks<kStepped>(n, cols / k, [&](int r, int j) {
     uint16_t* d = dst + r * ldd + j * k;
-    const uint16_t* g = src + r * lds + j * k;
+    const uint16_t* g = src + row_of(r) * lds + j * k;
     if (k == 8) cp_async<16>(d, g);
     else if (k == 2) cp_async<4>(d, g);
     else *d = *g;
   });
+}
+template <bool kStepped = false>
+__device__ inline void copy_async_bf_rows(uint16_t* dst, const uint16_t* src, int n, int cols, int64_t lds, int ldd) {
+  copy_async_bf_rows_at<kStepped>(dst, src, Consecutive{}, n, cols, lds, ldd);
 }
 
 // The rows copy_async_bf_rows(stage, src, n, cols, lds, ldst) staged,
@@ -395,18 +422,22 @@ __device__ inline void unstage_bf_rows(float* dst, int ldd, const uint16_t* stag
   });
 }
 
-// Same for fp32 rows.
-__device__ inline void load_f32_rows(float* dst, const float* src, int n, int cols, int64_t lds) {
+// load_bf_rows for fp32 rows (row stride of dst: cols).
+template <typename RowOf>
+__device__ inline void load_f32_rows_at(float* dst, const float* src, RowOf row_of, int n, int cols, int64_t lds) {
   const bool vec = cols % 4 == 0 && lds % 4 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0;
   if (vec) {
     for_rows_chunks<false>(n, cols / 4, [&](int r, int k) {
-      const float4 x = *reinterpret_cast<const float4*>(src + r * lds + 4 * k);
+      const float4 x = *reinterpret_cast<const float4*>(src + row_of(r) * lds + 4 * k);
       float* d = dst + r * cols + 4 * k;  // shared memory, not necessarily 16-byte aligned
       d[0] = x.x, d[1] = x.y, d[2] = x.z, d[3] = x.w;
     });
   } else {
-    for_rows_chunks<false>(n, cols, [&](int r, int c) { dst[r * cols + c] = src[r * lds + c]; });
+    for_rows_chunks<false>(n, cols, [&](int r, int c) { dst[r * cols + c] = src[row_of(r) * lds + c]; });
   }
+}
+__device__ inline void load_f32_rows(float* dst, const float* src, int n, int cols, int64_t lds) {
+  load_f32_rows_at(dst, src, Consecutive{}, n, cols, lds);
 }
 
 // Mamba2's blocks: a slice of kR rows per warp, all of a row's columns
