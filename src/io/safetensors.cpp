@@ -83,33 +83,33 @@ Status parse_entry(const std::string& path, const std::string& name, const json&
 
 }  // namespace
 
-Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string& path) {
-  auto f = std::make_unique<SafetensorsFile>();
-  RSSM_ASSIGN_OR_RETURN(f->file_, MappedFile::open(path));
-  const uint64_t size = f->file_.size();
+Result<std::map<std::string, TensorInfo>> SafetensorsFile::parse(std::span<const uint8_t> bytes,
+                                                                 const std::string& path) {
+  const uint64_t size = bytes.size();
   if (size < 8) return corrupt(path + ": too short for a safetensors header (" + std::to_string(size) + " bytes)");
   uint64_t hlen = 0;
-  for (int i = 7; i >= 0; --i) hlen = (hlen << 8) | f->file_.data()[i];
+  for (int i = 7; i >= 0; --i) hlen = (hlen << 8) | bytes[i];
   if (hlen > size - 8)
     return corrupt(path + ": header length " + std::to_string(hlen) + " exceeds file size " +
                    std::to_string(size) + ": file truncated?");
-  const char* hbegin = reinterpret_cast<const char*>(f->file_.data() + 8);
+  const char* hbegin = reinterpret_cast<const char*>(bytes.data() + 8);
   json header = json::parse(hbegin, hbegin + hlen, nullptr, /*allow_exceptions=*/false);
   if (header.is_discarded() || !header.is_object())
     return corrupt(path + ": header is not a JSON object");
-  const uint8_t* data = f->file_.data() + 8 + hlen;
+  const uint8_t* data = bytes.data() + 8 + hlen;
   const uint64_t data_size = size - 8 - hlen;
+  std::map<std::string, TensorInfo> tensors;
   for (auto it = header.begin(); it != header.end(); ++it) {
     if (it.key() == "__metadata__") continue;
     TensorInfo t;
     RSSM_RETURN_IF_ERROR(parse_entry(path, it.key(), it.value(), data, data_size, &t));
-    f->tensors_.emplace(it.key(), std::move(t));
+    tensors.emplace(it.key(), std::move(t));
   }
   // As the format requires (and its reference reader checks): the tensors
   // tile the data exactly, in some order — no overlap (a tensor reading
   // another's bytes), no gap, no bytes past the last one.
   std::vector<const TensorInfo*> order;
-  for (const auto& [name, t] : f->tensors_) order.push_back(&t);
+  for (const auto& [name, t] : tensors) order.push_back(&t);
   std::sort(order.begin(), order.end(), [](const TensorInfo* x, const TensorInfo* y) {
     return x->data != y->data ? x->data < y->data : x->nbytes < y->nbytes;
   });
@@ -126,6 +126,14 @@ Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string
   if (at != data + data_size)
     return corrupt(path + ": " + std::to_string(data + data_size - at) +
                    " bytes after the last tensor's end (tensors must tile the data)");
+  return tensors;
+}
+
+Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string& path) {
+  auto f = std::make_unique<SafetensorsFile>();
+  RSSM_ASSIGN_OR_RETURN(f->file_, MappedFile::open(path));
+  const std::span<const uint8_t> bytes(f->file_.data(), f->file_.size());
+  RSSM_ASSIGN_OR_RETURN(f->tensors_, parse(bytes, path));
   for (auto& [name, t] : f->tensors_) t.file = &f->file_.path();
   return f;
 }

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -35,6 +37,10 @@ struct TensorInfo {
 class SafetensorsFile {
  public:
   static Result<std::unique_ptr<SafetensorsFile>> open(const std::string& path);
+  // The tensors of a whole file held in memory, checked as open() checks
+  // them; `name` stands for the file in errors. Each TensorInfo's data
+  // points into `bytes` and its `file` is null.
+  static Result<std::map<std::string, TensorInfo>> parse(std::span<const uint8_t> bytes, const std::string& name);
   const std::map<std::string, TensorInfo>& tensors() const { return tensors_; }
   const std::string& path() const { return file_.path(); }
 

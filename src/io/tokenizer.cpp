@@ -56,6 +56,10 @@ Status check_decoder(const json& d, const std::string& path) {
 
 Result<Tokenizer> Tokenizer::load(const std::string& path) {
   RSSM_ASSIGN_OR_RETURN(const std::string text, read_whole_file(path));
+  return from_text(text, path);
+}
+
+Result<Tokenizer> Tokenizer::from_text(const std::string& text, const std::string& path) {
   json root;
   try {
     root = json::parse(text);

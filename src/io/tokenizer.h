@@ -43,6 +43,8 @@ class Tokenizer {
   // whose parts or result are not in the vocab (by merge index), ids shared
   // by two tokens, added tokens whose id disagrees with the vocab.
   static Result<Tokenizer> load(const std::string& path);
+  // The same from the file's text; `name` stands for the file in errors.
+  static Result<Tokenizer> from_text(const std::string& text, const std::string& name);
 
   // Token ids of UTF-8 `text`. Ill-formed UTF-8 is an error naming the byte
   // offset; so is a regex engine limit hit on a pathological input. With
