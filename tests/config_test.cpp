@@ -78,7 +78,19 @@ TEST(Config, ErrorsNameTheField) {
       {"{" + nh + R"(, "hybrid_override_pattern": "M*", "num_hidden_layers": 5})", StatusCode::kInvalidArgument, "'num_hidden_layers'"},
       {"{" + nh + R"(, "hybrid_override_pattern": "M*", "time_step_limit": [1, 0]})", StatusCode::kInvalidArgument, "'time_step_limit'"},
       {"{" + nh + R"(, "hybrid_override_pattern": "M*", "time_step_limit": [NaN, Infinity]})", StatusCode::kInvalidArgument, "'time_step_limit'"},
-      {"{" + nh + R"(, "hybrid_override_pattern": "M*", "eos_token_id": 10})", StatusCode::kInvalidArgument, "eos_token_id 10"},
+      {"{" + nh + R"(, "hybrid_override_pattern": "M*", "eos_token_id": 10})", StatusCode::kInvalidArgument, "'eos_token_id': 10 is outside the vocabulary (10)"},
+      // Checked before narrowing to a token id, which would wrap it to 1.
+      {"{" + nh + R"(, "hybrid_override_pattern": "M*", "eos_token_id": [4294967297]})", StatusCode::kInvalidArgument, "'eos_token_id': 4294967297 is outside"},
+      // transformers' head_dim default, hidden_size // num_attention_heads, would be 0.
+      {"{" + nh + R"(, "hybrid_override_pattern": "M*", "head_dim": null, "num_attention_heads": 32, "num_key_value_heads": 32})", StatusCode::kInvalidArgument, "'head_dim': missing, and hidden_size 16 / num_attention_heads 32 leaves no head dimension"},
+      // Sizes whose products would overflow, and layer counts that would
+      // list millions of tensors, are refused before anything multiplies them.
+      {"{" + nh + R"(, "hybrid_override_pattern": "M*", "hidden_size": 16777217})", StatusCode::kInvalidArgument, "'hidden_size': value 16777217 out of range [1, 16777216]"},
+      {"{" + nh + R"(, "hybrid_override_pattern": "M*", "mamba_num_heads": 16777216, "mamba_head_dim": 16777216, "n_groups": 1})", StatusCode::kInvalidArgument, "tensor 'backbone.layers.0.mixer.in_proj.weight' of shape [562949970198536, 16] would hold more than 2^48 elements"},
+      {"{" + nh + R"(, "hybrid_override_pattern": "M-", "hidden_size": 16777216, "intermediate_size": 16777216})", StatusCode::kInvalidArgument, "the model's parameters would number more than 2^48"},
+      {"{" + nh + R"(, "hybrid_override_pattern": "M", "mamba_num_heads": 16777216, "mamba_head_dim": 1024, "ssm_state_size": 16777216, "n_groups": 1})", StatusCode::kInvalidArgument, "cache layer 0 (SSM): a sequence's state or a token's K and V would hold more than 2^48 elements"},
+      {"{" + nh + R"(, "hybrid_override_pattern": ")" + std::string(4097, 'M') + R"("})", StatusCode::kInvalidArgument, "the layer list has 4097 entries; at most 4096"},
+      {R"({"architectures": ["Qwen3_5ForCausalLM"], "num_hidden_layers": 1099511627776})", StatusCode::kInvalidArgument, "'num_hidden_layers': value 1099511627776 out of range [1, 4096]"},
       {"{" + nh + R"(, "hybrid_override_pattern": "M*", "dtype": "int8"})", StatusCode::kInvalidArgument, "'dtype'"},
       {R"({"architectures": ["Qwen3_5ForConditionalGeneration"]})", StatusCode::kInvalidArgument, "'text_config': missing"},
       {R"({"architectures": ["Qwen3_5ForConditionalGeneration"], "text_config": "x"})", StatusCode::kInvalidArgument, "'text_config': expected an object, got \"x\""},

@@ -24,8 +24,12 @@ class ConfigReader {
   bool has(const char* key) const;
   bool is_null(const char* key) const;
   // Required when `def` is nullopt. Values outside [lo, hi] are an error.
+  // Sizes stop at 2^24 (vocabularies, widths, heads: real models are well
+  // inside it): the product of two sizes, and the sums of such products that
+  // make a tensor's shape, then fit an int64_t with room to spare.
   int64_t integer(const char* key, std::optional<int64_t> def = std::nullopt, int64_t lo = 1,
-                  int64_t hi = int64_t{1} << 40);
+                  int64_t hi = kMaxSize);
+  static constexpr int64_t kMaxSize = int64_t{1} << 24;
   // Accepts JSON numbers and transformers' {"__float__": "Infinity"} form.
   double number(const char* key, std::optional<double> def = std::nullopt);
   bool boolean(const char* key, std::optional<bool> def = std::nullopt);

@@ -45,6 +45,12 @@ Status read_eos(ConfigReader& r, const nlohmann::json& top, ModelConfig* c) {
       r.fail("eos_token_id", "expected an integer or a list of integers, got " + e->dump());
       return;
     }
+    // Checked before narrowing, which would wrap 2^32 + 1 to the id 1.
+    if (v.is_number_unsigned() ? v.get<uint64_t>() >= static_cast<uint64_t>(c->vocab_size)
+                               : (v.get<int64_t>() < 0 || v.get<int64_t>() >= c->vocab_size)) {
+      r.fail("eos_token_id", v.dump() + " is outside the vocabulary (" + std::to_string(c->vocab_size) + ")");
+      return;
+    }
     c->eos_token_ids.push_back(static_cast<int32_t>(v.get<int64_t>()));
   };
   if (e->is_array()) for (const auto& v : *e) take(v);
@@ -69,10 +75,6 @@ Status check_common(const ModelConfig& c, const std::string& file) {
   if (c.count(BlockKind::kGatedDeltaNet) > 0 && c.gdn.n_v_heads % c.gdn.n_k_heads != 0)
     return bad("linear_num_value_heads " + std::to_string(c.gdn.n_v_heads) +
                " is not a multiple of linear_num_key_heads " + std::to_string(c.gdn.n_k_heads));
-  for (int32_t e : c.eos_token_ids)
-    if (e < 0 || e >= c.vocab_size)
-      return bad("eos_token_id " + std::to_string(e) + " is outside the vocabulary (" +
-                 std::to_string(c.vocab_size) + ")");
   return {};
 }
 
@@ -149,6 +151,7 @@ Result<ModelConfig> parse_model_config(const std::string& text, const std::strin
     return invalid_argument(file + ": field 'dtype': unsupported value '" + c.dtype +
                             "' (expected float32, bfloat16 or float16)");
   RSSM_RETURN_IF_ERROR(check_common(c, file));
+  RSSM_RETURN_IF_ERROR(check_model_sizes(c, file));
   return c;
 }
 

@@ -4,6 +4,7 @@
 // config and model/program.h.
 #include "replayssm/model.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,7 +25,83 @@ class SpecBinder final : public WeightBinder {
   }
 };
 
+// a × b for non-negative sizes; nullopt past kMaxElements.
+std::optional<int64_t> checked_mul(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r) || r > kMaxElements) return std::nullopt;
+  return r;
+}
+
+std::string dims_str(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// Checks each tensor's shape as bind_program lists it; keeps the first error.
+class SizeBinder final : public WeightBinder {
+ public:
+  explicit SizeBinder(const std::string& file) : file_(file) {}
+  Status status;
+  int64_t total = 0;
+
+  void tensor(const std::string& name, const std::vector<int64_t>& shape, const float** ptr, bool) override {
+    *ptr = nullptr;
+    if (!status.ok()) return;
+    std::optional<int64_t> n = 1;
+    for (int64_t d : shape) {
+      if (d < 1) {
+        status = invalid_argument(file_ + ": tensor '" + name + "' would have shape " + dims_str(shape) +
+                                  ": every dimension must be positive");
+        return;
+      }
+      if (n) n = checked_mul(*n, d);
+    }
+    if (!n) {
+      status = invalid_argument(file_ + ": tensor '" + name + "' of shape " + dims_str(shape) +
+                                " would hold more than 2^48 elements");
+      return;
+    }
+    total += *n;  // both at most 2^48: no overflow
+    if (total > kMaxElements)
+      status = invalid_argument(file_ + ": the model's parameters would number more than 2^48");
+  }
+
+ private:
+  const std::string& file_;
+};
+
 }  // namespace
+
+Status check_model_sizes(const ModelConfig& c, const std::string& file) {
+  SizeBinder b(file);
+  Program p;
+  bind_program(c, b, &p);
+  RSSM_RETURN_IF_ERROR(b.status);
+  // Past the tensor check every conv width and channel count is a tensor
+  // dimension; the state is a product of three sizes and is checked here.
+  int64_t state = 0, kv = 0;
+  const CacheSpec spec = cache_spec(c);
+  for (size_t i = 0; i < spec.layers.size(); ++i) {
+    const CacheLayerSpec& l = spec.layers[i];
+    std::optional<int64_t> n;
+    if (l.kind == CacheLayerSpec::kAttention) {
+      n = checked_mul(2 * l.n_kv_heads, l.head_dim);
+      if (n) kv += *n;
+    } else {
+      n = checked_mul(l.n_heads, l.state_rows);
+      if (n) n = checked_mul(*n, l.state_cols);
+      const std::optional<int64_t> window = checked_mul(l.conv_width - 1, l.conv_channels);
+      if (n && window) state += *n + *window;
+      if (!window) n.reset();
+    }
+    if (!n || state > kMaxElements || kv > kMaxElements)
+      return invalid_argument(file + ": cache layer " + std::to_string(i) + " (" +
+                              (l.kind == CacheLayerSpec::kAttention ? "attention" : "SSM") +
+                              "): a sequence's state or a token's K and V would hold more than 2^48 elements");
+  }
+  return {};
+}
 
 std::vector<TensorSpec> expected_tensors(const ModelConfig& c) {
   SpecBinder b;

@@ -80,6 +80,9 @@ Status parse_nemotron_h(ConfigReader& r, ModelConfig* c) {
   c->weight_prefix = "backbone.";
   RSSM_RETURN_IF_ERROR(layer_kinds(r, &c->blocks));
   c->n_layers = static_cast<int64_t>(c->blocks.size());
+  if (c->n_layers > kMaxLayers)
+    return invalid_argument(r.file() + ": the layer list has " + std::to_string(c->n_layers) + " entries; at most " +
+                            std::to_string(kMaxLayers));
   for (int64_t i = 0; i < c->n_layers; ++i) c->block_layer.push_back(i);
   if (r.has("num_hidden_layers") && r.integer("num_hidden_layers", std::nullopt, 1) != c->n_layers)
     r.fail("num_hidden_layers", "is " + std::to_string(r.integer("num_hidden_layers")) +
@@ -97,8 +100,13 @@ Status parse_nemotron_h(ConfigReader& r, ModelConfig* c) {
   a.n_heads = r.integer("num_attention_heads", 32);
   // An explicit null means one KV head per query head (transformers' rule).
   a.n_kv_heads = r.is_null("num_key_value_heads") ? a.n_heads : r.integer("num_key_value_heads", 8);
-  a.head_dim = r.integer(pick(r, {"head_dim", "attention_head_dim"}),
-                         a.n_heads > 0 ? c->hidden_size / a.n_heads : 128);
+  const char* head_dim_key = pick(r, {"head_dim", "attention_head_dim"});
+  a.head_dim = r.integer(head_dim_key, a.n_heads > 0 ? c->hidden_size / a.n_heads : 128);
+  // transformers' default, hidden_size // num_attention_heads, is 0 when
+  // the heads outnumber the width: no attention layer can have that.
+  if (a.head_dim < 1 && c->count(BlockKind::kAttention) > 0)
+    r.fail(head_dim_key, "missing, and hidden_size " + std::to_string(c->hidden_size) + " / num_attention_heads " +
+                             std::to_string(a.n_heads) + " leaves no head dimension");
   a.bias = false;  // transformers hard-codes bias-free q/k/v/o for NemotronH
 
   Mamba2Config& m = c->mamba;

@@ -88,6 +88,11 @@ class WeightBinder {
   }
 };
 
+// Layers a config may declare: far past any real model (the largest have
+// under 200), small enough that the tensor list a hostile config.json
+// implies stays small.
+inline constexpr int64_t kMaxLayers = 4096;
+
 // Per architecture: config.json fields → ModelConfig (nemotron_h.cpp, qwen3_5.cpp).
 class ConfigReader;
 Status parse_nemotron_h(ConfigReader& r, ModelConfig* c);
@@ -101,5 +106,13 @@ inline void bind_program(const ModelConfig& c, WeightBinder& b, Program* p) {
   if (c.arch == Architecture::kNemotronH) bind_nemotron_h(c, b, p);
   else bind_qwen3_5(c, b, p);
 }
+
+// The sizes a parsed config implies (model_sizes.cpp), checked before
+// anything multiplies them: every tensor dimension positive, and at most
+// kMaxElements in each tensor, in all parameters together, in one
+// sequence's state and in one token's K and V. Errors name `file` and the
+// tensor or layer.
+inline constexpr int64_t kMaxElements = int64_t{1} << 48;
+Status check_model_sizes(const ModelConfig& c, const std::string& file);
 
 }  // namespace replayssm

@@ -45,7 +45,7 @@ Status layer_kinds(ConfigReader& r, int64_t n_layers, std::vector<BlockKind>* ki
 Status parse_qwen3_5(ConfigReader& r, ModelConfig* c) {
   c->vocab_size = r.integer("vocab_size", 248320);
   c->hidden_size = r.integer("hidden_size", 4096);
-  c->n_layers = r.integer("num_hidden_layers", 32);
+  c->n_layers = r.integer("num_hidden_layers", 32, 1, kMaxLayers);
   c->norm_eps = static_cast<float>(r.number("rms_norm_eps", 1e-6));
   if (!(c->norm_eps > 0.0f && std::isfinite(c->norm_eps))) r.fail("rms_norm_eps", "must be a positive number");
   c->norm_unit_offset = true;
