@@ -47,6 +47,7 @@ float f16_to_f32(uint16_t h) {
 }
 
 void convert_to_f32(DType t, const void* src, size_t n, float* dst) {
+  if (n == 0) return;  // dst may be null (an empty vector's data()); memcpy must not see it
   const auto* b = static_cast<const unsigned char*>(src);
   switch (t) {
     case DType::kF32:
