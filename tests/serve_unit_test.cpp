@@ -190,6 +190,57 @@ TEST(OpenAiRequests, EachBadFieldIsNamed) {
   EXPECT_NE(refusal(json::array({1, 2})), "");
 }
 
+// A body that is not JSON is a 400 whatever the parser's complaint: a
+// number past a double's range once escaped as an exception, and a stray
+// 0xFF byte quoted in the message made the error body itself throw.
+TEST(OpenAiRequests, BodiesThatAreNotJson) {
+  Json body;
+  for (const char* text : {"{\"prompt\": ", "{\"prompt\": \"x\", \"max_tokens\": 1e400}", "\xff"}) {
+    const auto e = parse_body(text, &body);
+    ASSERT_TRUE(e) << text;
+    EXPECT_EQ(e->status, 400);
+    EXPECT_NE(e->message.find("the body is not JSON"), std::string::npos) << e->message;
+    // The parser quotes the bad byte; the error body is still JSON.
+    EXPECT_TRUE(Json::accept(error_body(*e))) << error_body(*e);
+  }
+  EXPECT_NE(parse_body("[1e400]", &body)->message.find("number overflow"), std::string::npos);
+  ASSERT_FALSE(parse_body(R"({"prompt": "x"})", &body));
+  EXPECT_EQ(body["prompt"], "x");
+}
+
+// Bodies as clients send them: the JSON parser keeps a non-negative integer
+// unsigned and a big or fractional-looking one as a float, and each form
+// must meet the field's bounds (an unsigned 0 once passed every lower bound).
+TEST(OpenAiRequests, ParsedNumbersMeetTheirBounds) {
+  int status = 0;
+  std::string param;
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {R"({"prompt": "x", "n": 0})", "n"},
+      {R"({"prompt": "x", "best_of": 0})", "best_of"},
+      {R"({"prompt": "x", "max_tokens": 1e300})", "max_tokens"},
+      {R"({"prompt": "x", "seed": 9223372036854775808.0})", "seed"},
+      {R"({"prompt": "x", "seed": 18446744073709551615})", "seed"},
+  };
+  for (const auto& [body, field] : bad) {
+    const std::string msg = refusal(json::parse(body), &status, &param);
+    EXPECT_NE(msg, "") << body;
+    EXPECT_EQ(status, 400) << body;
+    EXPECT_EQ(param, field) << body << ": " << msg;
+  }
+  ApiRequest r;
+  ASSERT_FALSE(parse_completion(json::parse(R"({"prompt": "x", "n": 2.0, "seed": -9223372036854775808.0})"),
+                                context(), &r));
+  EXPECT_EQ(r.n, 2);
+  EXPECT_EQ(r.prompts[0].sampling.seed, uint64_t{1} << 63);
+  for (const char* field : {"max_tokens", "max_completion_tokens"}) {
+    const json body = json::parse(std::string(R"({"messages": [{"role": "user", "content": "hi"}], ")") + field +
+                                  R"(": 0})");
+    const auto e = parse_chat(body, context(), {5, 6}, "hi", &r);
+    ASSERT_TRUE(e) << field;
+    EXPECT_EQ(e->param, field);
+  }
+}
+
 TEST(OpenAiRequests, ChatFieldsAndMessages) {
   ChatInput in;
   EXPECT_TRUE(parse_chat_input({{"messages", json::array()}}, &in));

@@ -14,7 +14,9 @@ std::string error_body(const ApiError& e) {
               {"type", e.type},
               {"param", e.param.empty() ? json(nullptr) : json(e.param)},
               {"code", e.code.empty() ? json(nullptr) : json(e.code)}};
-  return json({{"error", err}}).dump();
+  // A message may quote the body's bytes (a parse error does): ill-formed
+  // UTF-8 becomes U+FFFD rather than an exception while answering.
+  return json({{"error", err}}).dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 namespace {
@@ -36,13 +38,22 @@ std::optional<ApiError> read_int(const json& b, const char* f, int64_t lo, int64
   if (!v.is_number() || (v.is_number_float() && (!std::isfinite(v.get<double>()) ||
                                                   v.get<double>() != std::floor(v.get<double>()))))
     return bad(f, std::string("'") + f + "' must be an integer");
-  const double d = v.get<double>();
-  if (v.is_number_float() ? (d < static_cast<double>(lo) || d > static_cast<double>(hi))
-                          : (v.is_number_unsigned() ? v.get<uint64_t>() > static_cast<uint64_t>(hi)
-                                                    : (v.get<int64_t>() < lo || v.get<int64_t>() > hi)))
+  // The parser keeps non-negative integers unsigned, so each form is brought
+  // to int64_t only where it fits, then compared: a float at or past 2^63
+  // does not convert, an unsigned past INT64_MAX does not either.
+  std::optional<int64_t> x;
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (d >= -0x1p63 && d < 0x1p63) x = static_cast<int64_t>(d);
+  } else if (v.is_number_unsigned()) {
+    if (v.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)) x = static_cast<int64_t>(v.get<uint64_t>());
+  } else {
+    x = v.get<int64_t>();
+  }
+  if (!x || *x < lo || *x > hi)
     return bad(f, std::string("'") + f + "' must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
                       "], got " + v.dump());
-  *out = v.is_number_float() ? static_cast<int64_t>(d) : v.get<int64_t>();
+  *out = *x;
   return std::nullopt;
 }
 
@@ -190,6 +201,15 @@ std::optional<ApiError> check_prompt_length(const std::vector<int32_t>& p, const
 }
 
 }  // namespace
+
+std::optional<ApiError> parse_body(const std::string& text, json* out) {
+  try {
+    *out = json::parse(text);
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for 1e400
+    return ApiError{400, std::string("the body is not JSON: ") + e.what(), "invalid_request_error", "", ""};
+  }
+  return std::nullopt;
+}
 
 std::optional<ApiError> parse_completion(const json& b, const ApiContext& ctx, ApiRequest* out) {
   *out = ApiRequest{};

@@ -33,6 +33,8 @@ struct ApiError {
   std::string param;  // "" → null
   std::string code;   // "" → null
 };
+// The JSON error body; never throws (ill-formed UTF-8 in the message, which
+// may quote the request's bytes, becomes U+FFFD).
 std::string error_body(const ApiError& e);
 
 // What the server allows a request (replayssm serve's limits).
@@ -71,6 +73,10 @@ struct ApiRequest {
   int64_t logprobs = -1;
   bool search = false;                     // best_of or beam search: results at the end
 };
+
+// A request body's JSON. Every way the text can fail to be a JSON value
+// (bad syntax, a number too large for a double) is a 400 naming the reason.
+std::optional<ApiError> parse_body(const std::string& text, Json* out);
 
 // POST /v1/completions. The prompt: a string, a list of strings, a list of
 // token ids or a list of such lists.

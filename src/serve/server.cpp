@@ -482,12 +482,7 @@ void Server::routes() {
     if (!guard(req, res)) return;
     if (draining_) return send_error(res, metrics_, {503, "the server is shutting down", "server_error", "", ""});
     json body;
-    try {
-      body = json::parse(req.body);
-    } catch (const json::parse_error& e) {
-      return send_error(res, metrics_, {400, std::string("the body is not JSON: ") + e.what(), "invalid_request_error",
-                                        "", ""});
-    }
+    if (auto e = parse_body(req.body, &body)) return send_error(res, metrics_, *e);
     const ApiContext ctx{opt_.model_name, tok_, cfg_->vocab_size, opt_.limits};
     ApiRequest api;
     std::optional<ApiError> err;
