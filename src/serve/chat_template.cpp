@@ -78,4 +78,19 @@ Result<std::string> ChatTemplate::render(const ChatInput& in) const {
   return t_->render(ctx);
 }
 
+std::optional<ApiError> parse_chat_request(const Json& body, const ApiContext& ctx, const ChatTemplate* chat,
+                                           ApiRequest* out) {
+  ChatInput in;
+  if (auto e = parse_chat_input(body, &in)) return e;
+  if (chat == nullptr)
+    return ApiError{400, "this model has no chat template (give one with --chat-template, or use /v1/completions)",
+                    "invalid_request_error", "messages", ""};
+  auto text = chat->render(in);
+  if (!text.ok())
+    return ApiError{400, "the chat template: " + text.status().message(), "invalid_request_error", "messages", ""};
+  auto ids = ctx.tokenizer->encode(*text, /*add_special_tokens=*/false);
+  if (!ids.ok()) return ApiError{400, ids.status().message(), "invalid_request_error", "messages", ""};
+  return parse_chat(body, ctx, std::move(*ids), std::move(*text), out);
+}
+
 }  // namespace replayssm::serve

@@ -39,4 +39,12 @@ class ChatTemplate {
   std::string source_, bos_, eos_;
 };
 
+// POST /v1/chat/completions as the server takes it: the template's fields
+// checked (parse_chat_input), the messages rendered by `chat` (null when the
+// model has none: refused by name) and tokenized without added special
+// tokens (the template writes its own), then every other field checked
+// (parse_chat).
+std::optional<ApiError> parse_chat_request(const Json& body, const ApiContext& ctx, const ChatTemplate* chat,
+                                           ApiRequest* out);
+
 }  // namespace replayssm::serve

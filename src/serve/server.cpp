@@ -485,28 +485,8 @@ void Server::routes() {
     if (auto e = parse_body(req.body, &body)) return send_error(res, metrics_, *e);
     const ApiContext ctx{opt_.model_name, tok_, cfg_->vocab_size, opt_.limits};
     ApiRequest api;
-    std::optional<ApiError> err;
-    if (chat) {
-      ChatInput in;
-      err = parse_chat_input(body, &in);
-      if (!err && chat_ == nullptr)
-        err = ApiError{400,
-                       "this model has no chat template (give one with --chat-template, or use /v1/completions)",
-                       "invalid_request_error", "messages", ""};
-      if (!err) {
-        auto text = chat_->render(in);
-        if (!text.ok()) {
-          err = ApiError{400, "the chat template: " + text.status().message(), "invalid_request_error", "messages", ""};
-        } else {
-          // The template writes the special tokens itself (a BOS among them).
-          auto ids = tok_->encode(*text, /*add_special_tokens=*/false);
-          if (!ids.ok()) err = ApiError{400, ids.status().message(), "invalid_request_error", "messages", ""};
-          else err = parse_chat(body, ctx, std::move(*ids), std::move(*text), &api);
-        }
-      }
-    } else {
-      err = parse_completion(body, ctx, &api);
-    }
+    const std::optional<ApiError> err =
+        chat ? parse_chat_request(body, ctx, chat_, &api) : parse_completion(body, ctx, &api);
     if (err) return send_error(res, metrics_, *err);
     for (RequestParams& p : api.prompts)
       if (p.beam_width == 0 && opt_.spec != RequestParams::kNoSpec) p.spec = opt_.spec, p.spec_tokens = opt_.spec_tokens;
