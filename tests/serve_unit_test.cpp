@@ -4,6 +4,8 @@
 // and the Prometheus text.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "serve/chat_template.h"
 #include "serve/metrics.h"
 #include "serve/openai.h"
@@ -285,6 +287,16 @@ TEST(OpenAiRequests, ChatToolsKeepTheirKeyOrder) {
   auto text = t->render(in);
   ASSERT_TRUE(text.ok()) << text.status().message();
   EXPECT_EQ(*text, R"({"type": "object", "properties": {"zeta": {"type": "string"}, "alpha": {"type": "integer"}}})");
+}
+
+// A tokenizer_config.json the parser refuses with out_of_range (a number
+// past a double's range) is an error naming the file, like any bad JSON.
+TEST(ChatTemplates, TokenizerConfigThatIsNotJson) {
+  test::TempDir dir;
+  std::ofstream(dir.file("tokenizer_config.json")) << R"({"bos_token": 1e400})";
+  auto t = ChatTemplate::load("", dir.path());
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("tokenizer_config.json: not JSON"), std::string::npos) << t.status().message();
 }
 
 TEST(Metrics, PrometheusText) {

@@ -339,6 +339,12 @@ TEST(Tokenizer, BadFilesNameFileAndField) {
   auto truncated = Tokenizer::load(dir.file("tokenizer.json"));
   ASSERT_FALSE(truncated.ok());
   EXPECT_NE(truncated.status().message().find("not valid JSON"), std::string::npos);
+  // A number past a double's range is the parser's out_of_range, not a
+  // parse_error: it once escaped as an exception (found by the fuzzer).
+  auto overflow = Tokenizer::from_text("{\"model\": 1e400}", "big.json");
+  ASSERT_FALSE(overflow.ok());
+  EXPECT_NE(overflow.status().message().find("big.json: not valid JSON"), std::string::npos)
+      << overflow.status().message();
   auto missing = Tokenizer::load(dir.file("absent.json"));
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);

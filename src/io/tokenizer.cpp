@@ -63,7 +63,7 @@ Result<Tokenizer> Tokenizer::from_text(const std::string& text, const std::strin
   json root;
   try {
     root = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number like 1e400
     return corrupt(path + ": not valid JSON: " + e.what());
   }
   if (!root.is_object()) return corrupt(path + ": expected a JSON object at the top level");

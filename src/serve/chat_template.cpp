@@ -35,7 +35,7 @@ Result<std::optional<ChatTemplate>> ChatTemplate::load(const std::string& file, 
     json tc;
     try {
       tc = json::parse(raw);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, and out_of_range for a number like 1e400
       return corrupt(config + ": not JSON: " + e.what());
     }
     if (!tc.is_object()) return corrupt(config + ": not a JSON object");
