@@ -13,6 +13,11 @@ pkgs=(
   libgtest-dev         # tests
   libbenchmark-dev     # bench/
   gnuplot-nox          # replayssm bench: PNG plots
+  # fuzz/ (scripts/fuzz.sh): libFuzzer targets under ASan and UBSan, built
+  # with clang-16; its sanitizer runtimes and libFuzzer come separately.
+  clang-16
+  libclang-rt-16-dev
+  libfuzzer-16-dev
 )
 
 missing=()
