@@ -25,7 +25,7 @@ std::vector<int32_t> ids(const std::string& text) { return *tokenizer().encode(t
 
 // Streams `text`'s tokens through a TextStream; returns what was released.
 std::string stream(const std::string& text, std::vector<std::string> stops, bool* stopped = nullptr) {
-  TextStream ts(tokenizer(), std::move(stops));
+  TextStream ts(&tokenizer(), std::move(stops));
   std::string out;
   for (int32_t t : ids(text)) {
     auto d = ts.push(t);
@@ -54,7 +54,7 @@ TEST(TextStream, ReleasesTheTextAndCutsAtTheFirstStopString) {
 }
 
 TEST(TextStream, HoldsBackAPossibleStopStringAndHalfCharacters) {
-  TextStream ts(tokenizer(), {"module!"});
+  TextStream ts(&tokenizer(), {"module!"});
   std::string out;
   for (int32_t t : ids("many module")) out += ts.push(t)->text;
   // "module" may yet become "module!": held back until it cannot.
@@ -62,14 +62,14 @@ TEST(TextStream, HoldsBackAPossibleStopStringAndHalfCharacters) {
   out += ts.finish();
   EXPECT_EQ(out, "many module");
   // "modules" cannot: released as it comes.
-  TextStream tm(tokenizer(), {"module!"});
+  TextStream tm(&tokenizer(), {"module!"});
   out.clear();
   for (int32_t t : ids("many modules")) out += tm.push(t)->text;
   EXPECT_EQ(out, "many modules");
   // Characters split over byte-level tokens come out whole.
   const std::string uni = "naïve café — 日本語 ✓";
   EXPECT_EQ(stream(uni, {}), uni);
-  TextStream tu(tokenizer(), {});
+  TextStream tu(&tokenizer(), {});
   for (int32_t t : ids(uni)) {
     const std::string piece = tu.push(t)->text;
     EXPECT_EQ(utf8_first_invalid(piece), std::string::npos) << "a released piece split a character";
@@ -78,7 +78,7 @@ TEST(TextStream, HoldsBackAPossibleStopStringAndHalfCharacters) {
 
 TEST(TextStream, OffsetsAreWhereEachTokensTextBegins) {
   const std::string text = "one two three";
-  TextStream ts(tokenizer(), {});
+  TextStream ts(&tokenizer(), {});
   const std::vector<int32_t> t = ids(text);
   for (int32_t x : t) (void)ts.push(x);
   (void)ts.finish();

@@ -158,6 +158,8 @@ std::optional<ApiError> read_common(const json& b, const ApiContext& ctx, ApiReq
                std::string(beam ? "beam search" : "'best_of' > 'n'") +
                    " cannot stream: its completions are known only at the end");
   if (auto e = read_stop(b, ctx.limits, &out->stop)) return e;
+  if (!out->stop.empty() && ctx.tokenizer == nullptr)
+    return bad("stop", "stop strings are matched in the text, and this server has no tokenizer (a --preset model)");
   if (auto e = only_neutral(b, "presence_penalty", 0, "the sampler applies no penalties")) return e;
   if (auto e = only_neutral(b, "frequency_penalty", 0, "the sampler applies no penalties")) return e;
   if (auto e = only_neutral(b, "repetition_penalty", 1, "the sampler applies no penalties")) return e;
@@ -245,7 +247,10 @@ std::optional<ApiError> parse_completion(const json& b, const ApiContext& ctx, A
     return bad("prompt", "'prompt' must be a string, a list of strings, a list of token ids or a list of such lists");
   }
   for (size_t i = 0; i < prompts.size(); ++i) {
-    if (prompts[i].empty()) {
+    if (ctx.tokenizer == nullptr) {
+      if (prompts[i].empty())
+        return bad("prompt", "this server has no tokenizer (a --preset model): send the prompt as token ids");
+    } else if (prompts[i].empty()) {
       // Text: as transformers' tokenizer(prompt), its special tokens included.
       auto ids = ctx.tokenizer->encode(out->prompt_texts[i], /*add_special_tokens=*/true);
       if (!ids.ok()) return bad("prompt", ids.status().message());
