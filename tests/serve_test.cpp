@@ -30,8 +30,12 @@ std::string model_dir() { return test::models_dir("nemotron_h_small"); }
 std::string chat_template_file() { return std::string(REPLAYSSM_TEST_DATA) + "/chat/role_prefixed.jinja"; }
 
 ServeProcess& server() {
+  // Without the prefix cache, so that every greedy text is generate's bit
+  // for bit (a hit replays in the dual form: equal within rounding; the
+  // cache has its own test, under --exact).
   static ServeProcess s({"--model", model_dir(), "--served-model-name", "small", "--chat-template",
-                         chat_template_file(), "--max-tokens", "256", "--max-n", "8", "--no-request-log"});
+                         chat_template_file(), "--max-tokens", "256", "--max-n", "8", "--no-request-log",
+                         "--no-prefix-cache"});
   return s;
 }
 
@@ -340,7 +344,9 @@ TEST(Serve, AClientThatGivesUpOnAWholeResponseFreesItsState) {
   httplib::Client impatient("127.0.0.1", s.port());
   impatient.set_read_timeout(1, 0);
   const double t0 = seconds();
-  auto r = impatient.Post("/v1/completions",
+  // As every SDK does: a compressed body would hold the probes back.
+  const httplib::Headers compressed = {{"Accept-Encoding", "gzip, deflate, br"}};
+  auto r = impatient.Post("/v1/completions", compressed,
                           json({{"prompt", "Debian"}, {"max_tokens", 8000}, {"ignore_eos", true}}).dump(),
                           "application/json");
   EXPECT_FALSE(r);  // timed out
@@ -388,6 +394,39 @@ TEST(Serve, BenchServeMeasuresTheServerAndTheEngine) {
   bad = test::run_cli("bench-serve --in-process --preset tiny --dataset /nonexistent/prompts.txt");
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find("/nonexistent/prompts.txt"), std::string::npos) << bad.err;
+}
+
+// The prefix cache: a request that repeats another's prompt and goes on
+// reports the shared tokens as cached, and under --exact its text is
+// generate's (also --exact) bit for bit; cache_salt partitions.
+TEST(Serve, PrefixCacheHitsReportCachedTokens) {
+  ServeProcess s({"--model", model_dir(), "--exact", "--no-request-log"});
+  ASSERT_TRUE(s.ok()) << s.log();
+  auto c = s.client();
+  auto complete = [&](const json& body) {
+    auto r = c.Post("/v1/completions", body.dump(), "application/json");
+    EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no response");
+    return r ? json::parse(r->body) : json();
+  };
+  const std::string first = "The Debian package manager installs";
+  json r = complete({{"prompt", first}, {"max_tokens", 8}, {"temperature", 0}, {"ignore_eos", true}});
+  EXPECT_EQ(r["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  const std::string second = first + " software from the archive";
+  r = complete({{"prompt", second}, {"max_tokens", 12}, {"temperature", 0}, {"ignore_eos", true}});
+  const int64_t cached = r["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
+  EXPECT_GT(cached, 0);
+  EXPECT_LT(cached, r["usage"]["prompt_tokens"].get<int64_t>());
+  const test::CliResult g = test::run_cli("generate --model " + model_dir() + " --prompt '" + second +
+                                          "' --max-new-tokens 12 --ignore-eos --exact --json");
+  ASSERT_EQ(g.exit_code, 0) << g.err;
+  EXPECT_EQ(r["choices"][0]["text"], json::parse(g.out)["text"]);
+  // Another salt shares nothing.
+  r = complete({{"prompt", second}, {"max_tokens", 2}, {"cache_salt", "other-tenant"}});
+  EXPECT_EQ(r["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  EXPECT_GT(metric_value(c, "replayssm_prefix_cache_hits_total"), 0);
+  EXPECT_GT(metric_value(c, "replayssm_prefix_cache_entries"), 0);
+  auto bad = c.Post("/v1/completions", json({{"prompt", "x"}, {"cache_salt", 5}}).dump(), "application/json");
+  EXPECT_EQ(bad->status, 400);
 }
 
 TEST(Serve, ApiKeyAndDrainOnSigterm) {

@@ -54,6 +54,7 @@ Status run_serve(ServeArgs a) {
   const std::string source = a.m.preset.empty() ? a.m.model : a.m.preset;
   a.http.model_name = a.served_name.empty() ? source : a.served_name;
   a.http.log_requests = !a.no_request_log;
+  a.http.prefix_cache = !a.m.no_prefix_cache;
   if (!a.m.spec.empty()) {
     std::string draft_dir;
     RSSM_RETURN_IF_ERROR(parse_spec_arg(a.m.spec, &a.http.spec, &a.http.spec_tokens, &draft_dir));

@@ -21,6 +21,15 @@ void add_served_model_options(CLI::App& app, ServedModelArgs* a) {
   app.add_option("--max-running", a->max_running, "Requests the engine batches at once")->capture_default_str();
   app.add_option("--max-batch-tokens", a->max_batch_tokens, "Rows of one engine step")->capture_default_str();
   app.add_option("--prefill-chunk", a->prefill_chunk, "Prompt tokens per request per step")->capture_default_str();
+  app.add_flag("--no-prefix-cache", a->no_prefix_cache, "Compute every prompt whole (no reuse across requests)");
+  app.add_option("--prefix-cache-bytes", a->prefix_cache_bytes,
+                 "Bytes (state + K/V) the prefix cache may hold alone (0: no cap of its own; --state-budget "
+                 "still applies)")
+      ->capture_default_str()
+      ->check(non_negative());
+  app.add_option("--prefix-replay-limit", a->prefix_replay_limit,
+                 "Most log entries a prefix-cache hit replays (a checkpoint kept per this many tokens)")
+      ->capture_default_str();
   add_state_options(app, &a->state);
 }
 
@@ -57,6 +66,7 @@ Status check_served_model_args(const ServedModelArgs& a) {
   RSSM_RETURN_IF_ERROR(positive(a.max_running, "--max-running"));
   RSSM_RETURN_IF_ERROR(positive(a.max_batch_tokens, "--max-batch-tokens"));
   RSSM_RETURN_IF_ERROR(positive(a.prefill_chunk, "--prefill-chunk"));
+  RSSM_RETURN_IF_ERROR(positive(a.prefix_replay_limit, "--prefix-replay-limit"));
   if (!a.spec.empty()) {
     RequestParams::Spec kind;
     int64_t tokens = 0;
@@ -95,6 +105,9 @@ Result<std::unique_ptr<ServedModel>> load_served_model(const ServedModelArgs& a)
   eo.max_batch_tokens = a.max_batch_tokens;
   eo.prefill_chunk = a.prefill_chunk;
   eo.draft = m->draft_backend.get();
+  eo.prefix_cache.enabled = !a.no_prefix_cache;
+  eo.prefix_cache.max_bytes = a.prefix_cache_bytes;
+  eo.prefix_cache.replay_limit = a.prefix_replay_limit;
   RSSM_ASSIGN_OR_RETURN(m->engine, Engine::create(*m->backend, eo));
   return m;
 }

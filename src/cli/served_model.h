@@ -24,9 +24,12 @@ struct ServedModelArgs {
   uint64_t seed = 1;  // a preset's weights
   StateArgs state;
   int64_t max_running = 256, max_batch_tokens = 1024, prefill_chunk = 256;
+  // The prefix cache, on unless turned off.
+  bool no_prefix_cache = false;
+  int64_t prefix_cache_bytes = int64_t{2} << 30, prefix_replay_limit = 256;
 };
 // --model/--preset --seed --device --spec --max-running --max-batch-tokens
-// --prefill-chunk and the state options.
+// --prefill-chunk, the prefix cache's and the state options.
 void add_served_model_options(CLI::App& app, ServedModelArgs* a);
 Status check_served_model_args(const ServedModelArgs& a);
 

@@ -84,6 +84,7 @@ struct Server::Exchange {
     for (size_t i = 0; i < n; ++i) choices.emplace_back(srv.tok_, req.stop);
     prompt_lp.resize(req.prompts.size());
     prompt_top.resize(req.prompts.size());
+    cached.assign(req.prompts.size(), 0);
   }
 
   Server& srv;
@@ -96,6 +97,7 @@ struct Server::Exchange {
   std::vector<Choice> choices;      // prompt p's completion j at p·n + j
   std::vector<std::vector<double>> prompt_lp;
   std::vector<std::vector<std::vector<TokenLogprob>>> prompt_top;
+  std::vector<int64_t> cached;      // per prompt: tokens the prefix cache held
   Status error;                     // a failure no token was sent before
   size_t done = 0;
   bool cancelled = false;
@@ -136,6 +138,7 @@ struct Server::Exchange {
   void take(const TokenEvent& e) {
     const int64_t p = prompt_of(e.request);
     if (p < 0) return;
+    cached[size_t(p)] = e.cached_tokens;
     if (e.index < 0) {  // the prompt's log-probabilities
       prompt_lp[size_t(p)] = e.prompt_logprobs;
       prompt_top[size_t(p)] = e.prompt_top;
@@ -260,9 +263,15 @@ struct Server::Exchange {
     return {{"content", content}};
   }
   json usage() const {
-    return {{"prompt_tokens", prompt_tokens()},
-            {"completion_tokens", completion_tokens()},
-            {"total_tokens", prompt_tokens() + completion_tokens()}};
+    json u = {{"prompt_tokens", prompt_tokens()},
+              {"completion_tokens", completion_tokens()},
+              {"total_tokens", prompt_tokens() + completion_tokens()}};
+    if (srv.opt_.prefix_cache) {
+      int64_t n = 0;
+      for (int64_t c : cached) n += c;
+      u["prompt_tokens_details"] = {{"cached_tokens", n}};
+    }
+    return u;
   }
 
   // The whole response (non-streaming).
@@ -520,8 +529,12 @@ void Server::routes() {
       err = parse_completion(body, ctx, &api);
     }
     if (err) return send_error(res, metrics_, *err);
-    for (RequestParams& p : api.prompts)
+    // The prefix cache's partition: the caller's credentials and its salt.
+    const std::string tenant = req.get_header_value("Authorization");
+    for (RequestParams& p : api.prompts) {
       if (p.beam_width == 0 && opt_.spec != RequestParams::kNoSpec) p.spec = opt_.spec, p.spec_tokens = opt_.spec_tokens;
+      p.cache_key = tenant + '\n' + p.cache_key;
+    }
     const int64_t in_flight = loop_->in_flight();
     if (in_flight + static_cast<int64_t>(api.prompts.size()) > opt_.max_queue)
       return send_error(res, metrics_,
@@ -564,8 +577,10 @@ void Server::routes() {
       // the client is still there: a write to a closed connection fails,
       // and the request is cancelled, its state freed, instead of running
       // for no one.
+      // A content type httplib does not compress: a compressor would hold
+      // the probes back, and a client that left would go unnoticed.
       res.set_chunked_content_provider(
-          "application/json",
+          "application/json; charset=utf-8",
           [ex, leave, last = now_seconds()](size_t, httplib::DataSink& sink) mutable {
             if (ex->finished()) {
               ex->end();

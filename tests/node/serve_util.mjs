@@ -41,11 +41,13 @@ export async function load_openai() {
   }
 }
 
-// Starts `replayssm serve --port 0 ARGS...` and resolves once /health says
+// Starts `replayssm serve --port 0 --exact ARGS...` (exact: see
+// generate_text) and resolves once /health says
 // ready; rejects if the process exits first or takes over a minute. The
 // model's id in the API is `name`.
 export async function start_server(args = [], name = "replayssm-test") {
-  const child = spawn(cli_path(), ["serve", "--port", "0", ...model_args(), "--served-model-name", name, ...args], {
+  const child = spawn(cli_path(), ["serve", "--port", "0", ...model_args(), "--served-model-name", name, "--exact",
+                                   ...args], {
     stdio: ["ignore", "ignore", "pipe"],
   });
   let log = "";
@@ -94,9 +96,12 @@ export async function start_server(args = [], name = "replayssm-test") {
 }
 
 // `replayssm generate`'s greedy text for `prompt`, alone in its process.
+// --exact, as the servers of these tests run: with the prefix cache on, a
+// hit is then generate's text bit for bit (without --exact it replays in
+// the dual form, equal within rounding only).
 export function generate_text(prompt, max_new_tokens) {
   const args = ["generate", ...model_args(), "--prompt", prompt, "--max-new-tokens", String(max_new_tokens),
-                "--ignore-eos", "--json"];
+                "--ignore-eos", "--exact", "--json"];
   return new Promise((resolve, reject) => {
     execFile(cli_path(), args, { maxBuffer: 1 << 24 }, (err, stdout, stderr) => {
       if (err) return reject(new Error(`replayssm generate failed: ${stderr || err.message}`));
