@@ -7,10 +7,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <random>
 
 #include "replayssm/engine.h"
 #include "test_util.h"
+#include "bench/prefix_bench.h"
 #include "workloads/prefix_cache.h"
 #include "workloads/session.h"
 
@@ -292,3 +294,46 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, PrefixCacheTest, ::testing::Values("nemotron_
 
 }  // namespace
 }  // namespace replayssm
+
+namespace replayssm::bench {
+namespace {
+
+// The prefix workload at small scale: every rule runs every scenario with
+// all its requests; hits at any token reuse at least what the other rules
+// do, nearly the ideal, and none reuses nothing.
+TEST(PrefixBench, RulesRankAsTheirHitPositionsAllow) {
+  auto m = Model::load(test::data_dir("nemotron_h_tiny"));
+  ASSERT_TRUE(m.ok());
+  auto backend = test::cpu_backend(**m);
+  PrefixBenchOptions o;
+  o.scale = 0.04;
+  o.reply = 6;
+  o.in_flight = 4;
+  o.probes = 2;
+  o.state.page_size = 4;
+  auto rows = run_prefix_bench(*backend, o);
+  ASSERT_TRUE(rows.ok()) << rows.status().message();
+  ASSERT_EQ(rows->size(), 12u);
+  std::map<std::string, std::map<std::string, PrefixBenchRow>> by;
+  for (const PrefixBenchRow& r : *rows) by[r.scenario][r.mode] = r;
+  for (auto& [scenario, rule] : by) {
+    EXPECT_EQ(rule["none"].reused_tokens, 0) << scenario;
+    EXPECT_GE(rule["any"].reused_tokens, rule["node"].reused_tokens) << scenario;
+    EXPECT_GE(rule["any"].reused_tokens, rule["block"].reused_tokens) << scenario;
+    EXPECT_GT(rule["any"].hits, 0) << scenario;
+    EXPECT_GE(rule["any"].ideal_ratio, 0.95) << scenario;
+    EXPECT_LE(rule["any"].reused_tokens, rule["any"].ideal_tokens) << scenario;
+    EXPECT_EQ(rule["any"].requests, rule["none"].requests) << scenario;
+    EXPECT_GT(rule["any"].ttft_p50, 0.0) << scenario;
+  }
+  // Few-shot prefixes end inside the examples: per-node hits stop at the
+  // branch points, block-aligned ones find no 512-token block at all.
+  EXPECT_GT(by["fewshot"]["any"].reused_tokens, by["fewshot"]["node"].reused_tokens);
+  EXPECT_EQ(by["fewshot"]["block"].reused_tokens, 0);
+  EXPECT_NE(prefix_bench_table(*rows).find("fewshot  any"), std::string::npos);
+  o.modes = {"nearest"};
+  EXPECT_FALSE(run_prefix_bench(*backend, o).ok());
+}
+
+}  // namespace
+}  // namespace replayssm::bench

@@ -106,6 +106,14 @@ struct PrefixCacheOptions {
   // A hit replays at most this many log entries: requests that may be
   // cached keep a checkpoint per replay_limit tokens and their whole log.
   int64_t replay_limit = 256;
+  // Where a hit may start. kAnyToken: at any token (this engine's rule).
+  // For comparison in benchmarks, the rules of engines that keep an SSM
+  // state only at some positions: kBlockAligned — multiples of
+  // `align` tokens and the ends of cached entries (vLLM's align mode);
+  // kPerNode — the radix tree's nodes, a state per node (SGLang). The
+  // storage kept is the same; only where a hit may start differs.
+  enum Mode { kAnyToken, kBlockAligned, kPerNode } mode = kAnyToken;
+  int64_t align = 512;
 };
 
 struct EngineOptions {
@@ -162,6 +170,9 @@ struct EngineStats {
   // The prefix cache: prompts looked up and their tokens, hits and the
   // tokens they reused, entries released; its entries and bytes now.
   int64_t prefix_lookups = 0, prefix_lookup_tokens = 0, prefix_hits = 0, prefix_hit_tokens = 0;
+  // What hits cost: log entries replayed from a checkpoint, tokens re-run
+  // where the log was gone.
+  int64_t prefix_replay_tokens = 0, prefix_rerun_tokens = 0;
   int64_t prefix_evictions = 0;
   int64_t prefix_entries = 0, prefix_state_bytes = 0, prefix_kv_bytes = 0;
 };

@@ -86,6 +86,8 @@ Status EngineOptions::validate() const {
   if (max_running < 1) return invalid_argument("engine: max_running must be >= 1");
   if (prefix_cache.max_bytes < 0)
     return invalid_argument("engine: prefix_cache.max_bytes must be >= 0 (0: no cap of its own)");
+  if (prefix_cache.align < 1)
+    return invalid_argument("engine: prefix_cache.align must be >= 1, got " + std::to_string(prefix_cache.align));
   if (prefix_cache.replay_limit < 1)
     return invalid_argument("engine: prefix_cache.replay_limit must be >= 1, got " +
                             std::to_string(prefix_cache.replay_limit));
@@ -340,6 +342,10 @@ bool Engine::admit_one(int64_t* reserved) {
         r.fed = r.cached = hit.length;
         stats_.prefix_hits++;
         stats_.prefix_hit_tokens += hit.length;
+        if (auto rp = sm.resume_plan(r.root); rp.ok()) {
+          if (rp->path == RestorePath::kLogReplay) stats_.prefix_replay_tokens += rp->to - rp->from;
+          if (rp->path == RestorePath::kReprefill) stats_.prefix_rerun_tokens += rp->to - rp->from;
+        }
       }
     }
     if (r.root < 0)

@@ -41,6 +41,7 @@ PrefixCache::Hit PrefixCache::lookup(const std::string& key, std::span<const int
   const Node* n = it->second.get();
   int64_t at = 0;
   const Node* below = nullptr;  // the node whose subtree holds the match
+  int64_t node_end = 0;         // the deepest node passed whole (kPerNode)
   while (at < limit) {
     auto c = n->children.find(prompt[size_t(at)]);
     if (c == n->children.end()) break;
@@ -52,8 +53,14 @@ PrefixCache::Hit PrefixCache::lookup(const std::string& key, std::span<const int
     at += j;
     below = child;
     if (j < static_cast<int64_t>(child->edge.size())) break;  // diverges (or the limit) inside the edge
+    node_end = at;
     n = child;
   }
+  // The comparison rules: where engines that keep states only at some
+  // positions could start (see PrefixCacheOptions::Mode).
+  if (opt_.mode == PrefixCacheOptions::kPerNode) at = node_end;
+  if (opt_.mode == PrefixCacheOptions::kBlockAligned && !(below != nullptr && below->seq >= 0 && at == below->depth))
+    at = at / opt_.align * opt_.align;
   if (below == nullptr || at == 0) return hit;
   // The most recently used entry below the match: any holds the prefix.
   const Node* best = nullptr;
