@@ -27,7 +27,7 @@
 #include "replayssm/model.h"
 #include "backend/cpu/dense_cache.h"
 #include "runtime/cuda/decoder.h"
-#include "runtime/cuda/device_model.h"
+#include "backend/cuda/device_model.h"
 #include "runtime/cuda/prompt_logits.h"
 
 namespace replayssm {
