@@ -306,6 +306,8 @@ TEST_P(CudaSchedule, WorkloadsGiveTheCpusTokens) {
       const std::span<const float> x = *(*ta)->logits(*ca), y = *(*tb)->logits(*cb);
       EXPECT_TRUE(std::equal(x.begin(), x.end(), y.begin(), y.end())) << s.name << " node " << i;
     }
+    // The conformance suite's budget evicts under this layout's units too.
+    EXPECT_GT((*ta)->state().stats().evictions, 0) << s.name;
     }  // the trees release the backends
     // The engine: decode tokens beside prompt chunks in one step.
     EngineOptions eo;
