@@ -132,6 +132,7 @@ class EmuCache final : public StateCache {
     log_cap_ = std::max(log_cap_, n.logs), ckpt_cap_ = std::max(ckpt_cap_, n.ckpts);
     slots_ = {log_cap_, ckpt_cap_, ckpt_cap_ + 1};
     RSSM_ASSIGN_OR_RETURN(s_, cuda::build_schedule(*plan_, kept_, has_mamba_, has_gdn_, lim_, slots_));
+    if (on_schedule) on_schedule(s_);
     apply(plan_->ops);
     return {};
   }
@@ -356,6 +357,8 @@ class EmuCache final : public StateCache {
   }
   // The model's A_log of an SSM layer (the read's arithmetic needs it).
   std::function<const float*(int, int)> ssm_param;
+  // Called with each step's schedule before it runs.
+  std::function<void(const cuda::StepSchedule&)> on_schedule;
 
  private:
   struct Layer {
@@ -559,11 +562,14 @@ class EmulatedBackend final : public Backend {
   }
   BackendMemory memory() const override { return {}; }
   int failures() const { return cache_ != nullptr ? cache_->failures() : 0; }
+  // Called with each step's schedule (from the next claim on).
+  std::function<void(const cuda::StepSchedule&)> on_schedule;
   int64_t steps() const { return steps_; }
 
  protected:
   Status reset_storage(const StateOptions& opt) override {
     cache_ = std::make_unique<EmuCache>(spec_, opt.page_size, lim_);
+    cache_->on_schedule = on_schedule;
     cache_->ssm_param = [this](int layer, int) -> const float* {
       for (const Block& b : model_.program().blocks)
         if (b.cache_layer == layer) return b.kind == BlockKind::kMamba2 ? b.mamba.A_log : b.gdn.A_log;

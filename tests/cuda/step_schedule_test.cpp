@@ -22,6 +22,8 @@
 
 #include "../backend_test_util.h"
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cuda/layer_launches.h"
+#include "model/program.h"
 #include "cuda_test_util.h"
 #include "replayssm/engine.h"
 #include "replayssm/tree_search.h"
@@ -326,6 +328,74 @@ TEST_P(CudaSchedule, WorkloadsGiveTheCpusTokens) {
     for (size_t r = 0; r < ia.size(); ++r) EXPECT_EQ(*(*ea)->output(ia[r]), *(*eb)->output(ib[r])) << s.name;
     EXPECT_EQ(emu.failures(), 0) << s.name;
   }
+}
+
+// Every launch the backend makes of these schedules, its arguments built
+// as the backend builds them (layer_launches.h) over stand-in device
+// pointers: no launcher refuses them (each checks its arguments before it
+// asks the device anything, so this runs without a GPU).
+void check_launches(const Model& m, const cuda::StepSchedule& s, int64_t B, int* checked) {
+  const ModelConfig& c = m.config();
+  const CacheSpec spec = cache_spec(c);
+  // Stand-ins: aligned, distinct (a launcher may refuse aliased buffers).
+  uintptr_t next = uintptr_t{1} << 32;
+  auto fake = [&](auto* p) {
+    next += uintptr_t{1} << 32;
+    return reinterpret_cast<decltype(p)>(next);
+  };
+  float* f = fake(static_cast<float*>(nullptr));
+  for (const Block& blk : m.program().blocks) {
+    if (blk.cache_layer < 0) continue;
+    cuda::DeviceBlock d;
+    d.kind = blk.kind, d.cache_layer = blk.cache_layer;
+    d.conv_w = f, d.A_log = d.D = d.dt_bias = d.norm_w = f;
+    cuda::LayerArgs a;
+    a.config = &c, a.blk = &d, a.page_size = B, a.sched = reinterpret_cast<const int32_t*>(f), a.check_only = true;
+    uint16_t* const h = nullptr;
+    a.proj = fake(h), a.xconv = fake(h), a.y = fake(h), a.cC = fake(h), a.gq = fake(h), a.gk = fake(h);
+    a.gv = fake(h), a.win_stage = fake(h);
+    a.mamba_scratch = fake(f), a.gg = fake(f), a.gbeta = fake(f), a.gu = fake(f), a.attn_scratch = fake(f);
+    cuda::SsmStore st;
+    cuda::KvStore kv;
+    Status r;
+    if (blk.kind == BlockKind::kAttention) {
+      const AttentionConfig& ac = c.attn;
+      const int64_t D = ac.head_dim, d_kv = ac.n_kv_heads * D, head = ac.output_gate ? 2 * D : D;
+      d.in.n_out = blk.attn.q.n_out + blk.attn.k.n_out + blk.attn.v.n_out;
+      kv.width = d_kv, kv.rows = fake(h);
+      kv.k_pages = fake(static_cast<uint16_t**>(nullptr)), kv.v_pages = fake(static_cast<uint16_t**>(nullptr));
+      a.kv = &kv, a.q = fake(h), a.k = fake(h), a.v = fake(h), a.q_head_stride = head;
+      a.ldq = ac.qk_norm ? ac.n_heads * head : d.in.n_out, a.ldk = a.ldv = ac.qk_norm ? d_kv : d.in.n_out;
+      r = cuda::attention_layer(a, s);
+    } else {
+      d.in.n_out = blk.kind == BlockKind::kMamba2
+                       ? blk.mamba.in_proj.n_out
+                       : blk.gdn.in_qkv.n_out + blk.gdn.in_z.n_out + blk.gdn.in_a.n_out + blk.gdn.in_b.n_out;
+      d.conv_b = blk.kind == BlockKind::kMamba2 && blk.mamba.conv_b != nullptr ? f : nullptr;
+      st.shape = cuda::ssm_shape(spec.layers[size_t(blk.cache_layer)]);
+      st.log_a = fake(h), st.log_pre = fake(h), st.window = fake(h), st.log_b = fake(h);
+      st.log_c = fake(f), st.state = fake(f);
+      a.ssm = &st;
+      r = cuda::ssm_layer(a, s);
+    }
+    EXPECT_TRUE(r.ok()) << block_kind_name(blk.kind) << " layer " << blk.cache_layer << ": " << r.message();
+    ++*checked;
+  }
+}
+
+TEST_P(CudaSchedule, LaunchersTakeEveryScheduledLaunch) {
+  int checked = 0;
+  for (const Limits& l : limits())
+    for (const Named& s : strategies()) {
+      test::EmulatedBackend emu(*model_, l.lim);
+      emu.on_schedule = [&](const cuda::StepSchedule& sched) {
+        check_launches(*model_, sched, s.opt.page_size, &checked);
+      };
+      test::PlannedAs ref(*cpu_, emu);
+      run_script(emu, ref, s.opt, 3, s.name + "/" + l.name);
+      ASSERT_FALSE(HasFailure()) << s.name << "/" << l.name;
+    }
+  EXPECT_GT(checked, 1000);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaSchedule, ::testing::Values("nemotron_h_tiny", "qwen3_5_tiny"));

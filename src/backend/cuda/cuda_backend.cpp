@@ -1,7 +1,7 @@
 // CudaBackend (see cuda_backend.h): creation and the model's limits, a
-// step's preparation and order, attention, the LM head, storage ops outside
-// a step, read_state and the reads. The SSM layers are in
-// cuda_backend_ssm.cpp.
+// step's preparation and order, each block around the stateful layers'
+// launches (layer_launches.cpp), the LM head, storage ops outside a step,
+// read_state and the reads.
 #include "backend/cuda/cuda_backend.h"
 
 #include <algorithm>
@@ -17,8 +17,9 @@
 #include "ops/cuda/conv1d.h"
 #include "ops/cuda/gdn_decode.h"
 #include "ops/cuda/mamba2_decode.h"
-#include "ops/cuda/mamba2_scan.h"
 #include "ops/cuda/gdn_scan.h"
+#include "ops/cuda/mamba2_scan.h"
+#include "ops/cuda/norm.h"
 #include "ops/cuda/rope.h"
 #include "ops/cuda/ssm_append.h"
 
@@ -294,10 +295,8 @@ Status CudaBackend::forward(const StepSchedule& s) {
     const float* next_norm = i + 1 < blocks.size() ? blocks[i + 1].norm : dm_->final_norm();
     switch (blk.kind) {
       case BlockKind::kMamba2:
-        RSSM_RETURN_IF_ERROR(run_mamba2(blk, *storage_->ssm(blk.cache_layer), s, next_norm));
-        break;
       case BlockKind::kGatedDeltaNet:
-        RSSM_RETURN_IF_ERROR(run_gdn(blk, *storage_->ssm(blk.cache_layer), s, next_norm));
+        RSSM_RETURN_IF_ERROR(run_ssm(blk, *storage_->ssm(blk.cache_layer), s, next_norm));
         break;
       case BlockKind::kAttention:
         RSSM_RETURN_IF_ERROR(run_attention(blk, *storage_->kv(blk.cache_layer), s, next_norm));
@@ -317,39 +316,52 @@ Status CudaBackend::forward(const StepSchedule& s) {
   return {};
 }
 
+LayerArgs CudaBackend::layer_args(const DeviceBlock& blk) const {
+  LayerArgs a;
+  a.config = &model_.config(), a.blk = &blk, a.page_size = storage_->page_size(), a.sched = sched_dev_;
+  a.stream = stream_;
+  a.proj = proj_, a.xconv = xconv_, a.y = y_, a.cC = cC_, a.mamba_scratch = mamba_scratch_;
+  a.gq = gq_, a.gk = gk_, a.gv = gv_, a.gg = gg_, a.gbeta = gbeta_, a.gu = gu_, a.win_stage = win_stage_;
+  a.attn_scratch = attn_scratch_;
+  return a;
+}
+
+Status CudaBackend::run_ssm(const DeviceBlock& blk, SsmStore& st, const StepSchedule& s, const float* next_norm) {
+  const ModelConfig& c = model_.config();
+  const int Hd = int(c.hidden_size);
+  const int64_t width = blk.in.n_out;
+  const bool mamba = blk.kind == BlockKind::kMamba2;
+  RSSM_BK_CU(gemm_->linear(xn_, Hd, s.rows, blk.in.w, width, Hd, blk.in.b, proj_, width, false),
+             mamba ? "Mamba2 in_proj" : "GDN in_proj");
+  LayerArgs a = layer_args(blk);
+  a.ssm = &st;
+  RSSM_RETURN_IF_ERROR(ssm_layer(a, s));
+  if (mamba) {  // z | xBC | dt: the gate is z
+    const Mamba2Config& mc = c.mamba;
+    const int64_t HP = mc.n_heads * mc.head_dim;
+    RSSM_BK_CU(oc::rmsnorm_gated_group_cuda(y_, HP, proj_, width, s.rows, HP, HP / mc.n_groups, blk.norm_w,
+                                            c.norm_eps, y_, HP, stream_, /*release_early=*/true),  // next: out_proj
+               "Mamba2 gated norm");
+    return project_out(bufs(), *dm_, blk, y_, HP, HP, s.rows, next_norm, "Mamba2 out_proj");
+  }
+  const GdnConfig& g = c.gdn;  // qkv | z | a | b: the gate is z
+  const int64_t V = g.n_v_heads * g.v_dim, C = g.conv_channels();
+  RSSM_BK_CU(oc::rmsnorm_then_gate_cuda(y_, V, proj_ + C, width, s.rows, g.n_v_heads, g.v_dim, blk.norm_w, c.norm_eps,
+                                        y_, V, stream_, /*release_early=*/true),  // next: out_proj
+             "GDN norm and gate");
+  return project_out(bufs(), *dm_, blk, y_, V, V, s.rows, next_norm, "GDN out_proj");
+}
+
 Status CudaBackend::run_attention(const DeviceBlock& blk, KvStore& kv, const StepSchedule& s,
                                   const float* next_norm) {
-  const ModelConfig& c = model_.config();
-  const AttentionConfig& ac = c.attn;
-  const int64_t D = ac.head_dim, d_q = ac.n_heads * D, d_kv = ac.n_kv_heads * D;
+  const AttentionConfig& ac = model_.config().attn;
+  const int64_t d_q = ac.n_heads * ac.head_dim;
   AttentionRows q;
   RSSM_RETURN_IF_ERROR(attention_qkv(bufs(), *dm_, blk, s.rows, dev(s.row_pos), &q));
-  oc::PagedKv pk;
-  pk.k_pages = kv.k_pages, pk.v_pages = kv.v_pages, pk.page_table = dev(s.kv_table);
-  pk.max_pages = s.kv_max_pages, pk.page_size = int(storage_->page_size()), pk.row_stride = 2 * kv.width;
-  // The new rows into their pages; a rebuild's rows (kv_pos −1) are skipped.
-  oc::KvAppendRowsArgs ka;
-  ka.rows = int(s.rows), ka.width = int(d_kv), ka.k = q.k, ka.v = q.v, ka.ldk = q.ldk, ka.ldv = q.ldv;
-  ka.seq = dev(s.kv_seq), ka.pos = dev(s.kv_pos), ka.kv = pk;
-  RSSM_BK_CU(oc::kv_append_rows_cuda(ka, stream_), "K/V append");
-  auto heads = [&](auto& at) {
-    at.batch = s.n_seqs, at.Hq = int(ac.n_heads), at.Hkv = int(ac.n_kv_heads), at.D = int(D);
-    at.scale = 1.0f / std::sqrt(static_cast<float>(D));
-    at.q = q.q, at.ldq = q.ldq, at.q_head_stride = q.head_stride;
-    if (ac.output_gate) at.gate = q.q + D, at.ldg = q.ldq, at.g_head_stride = q.head_stride;
-    at.out = y_, at.ldo = d_q, at.kv = pk;
-  };
-  if (s.all_single) {  // sequence b is row b: one query each
-    oc::AttentionDecodeArgs at;
-    heads(at);
-    at.seq_len = dev(s.seq_len), at.max_seq_len = s.max_len, at.scratch = attn_scratch_;
-    RSSM_BK_CU(oc::attention_decode_cuda(at, stream_), "attention");
-  } else {
-    oc::AttentionPrefillArgs at;
-    heads(at);
-    at.cu_rows = dev(s.cu_rows), at.pos = dev(s.seq_pos), at.max_rows = s.max_rows;
-    RSSM_BK_CU(oc::attention_prefill_cuda(at, stream_), "attention");
-  }
+  LayerArgs a = layer_args(blk);
+  a.kv = &kv, a.q = q.q, a.k = q.k, a.v = q.v, a.ldq = q.ldq, a.ldk = q.ldk, a.ldv = q.ldv;
+  a.q_head_stride = q.head_stride;
+  RSSM_RETURN_IF_ERROR(attention_layer(a, s));
   return project_out(bufs(), *dm_, blk, y_, d_q, d_q, s.rows, next_norm, "attention o_proj");
 }
 

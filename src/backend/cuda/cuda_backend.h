@@ -14,8 +14,9 @@
 //      each SSM layer's conv over the paged pre-conv log and base windows,
 //      its entries appended to the log, then the schedule's launches
 //      (replay kernels, GDN's standard step, chunk scans; the states the
-//      plan writes, their windows) — the final norm and the LM head for the
-//      kept rows only, their logits left on the device (DeviceLogits);
+//      plan writes, their windows; layer_launches.h) — the final norm and
+//      the LM head for the kept rows only, their logits left on the device
+//      (DeviceLogits);
 //   4. one wait for the stream, so a failure is this step's: after storage
 //      was touched the backend refuses further steps.
 // Exact plans (StepPlan::exact) take the kernels' exact paths: Mamba2's and
@@ -35,6 +36,7 @@
 #include "backend/cuda/device_logits.h"
 #include "backend/cuda/device_model.h"
 #include "backend/cuda/forward.h"
+#include "backend/cuda/layer_launches.h"
 #include "backend/cuda/slot_storage.h"
 #include "backend/cuda/step_schedule.h"
 #include "ops/cuda/gemm.h"
@@ -90,16 +92,12 @@ class CudaBackend final : public Backend {
   Status init();
   // Steps 3 of the top, on the uploaded schedule.
   Status forward(const StepSchedule& s);
+  // A block of each stateful kind: its projections and output around the
+  // launches of layer_launches.h.
   Status run_attention(const DeviceBlock& blk, KvStore& kv, const StepSchedule& s, const float* next_norm);
-  Status run_mamba2(const DeviceBlock& blk, SsmStore& st, const StepSchedule& s, const float* next_norm);
-  Status run_gdn(const DeviceBlock& blk, SsmStore& st, const StepSchedule& s, const float* next_norm);
-  // An SSM layer's conv over the paged window (post-conv rows into xconv_)
-  // and its pre-conv rows into the log; off: the conv channels' column in
-  // proj_, width: proj_'s row stride.
-  Status conv_and_log(const DeviceBlock& blk, SsmStore& st, const StepSchedule& s, int64_t off, int64_t width);
-  // The schedule's launches of one kind, then the windows of its writes.
-  Status run_launches(const DeviceBlock& blk, SsmStore& st, const StepSchedule& s, const KindSchedule& k);
-  Status gather_windows(const DeviceBlock& blk, SsmStore& st, const StepSchedule& s, const WindowGather& g);
+  Status run_ssm(const DeviceBlock& blk, SsmStore& st, const StepSchedule& s, const float* next_norm);
+  // The buffers layer_launches.h's launches take for `blk`.
+  LayerArgs layer_args(const DeviceBlock& blk) const;
   // Device scratch of at least n elements (grown, never shrunk).
   template <typename T>
   Status grow(T** p, int64_t* cap, int64_t n, const char* what);
