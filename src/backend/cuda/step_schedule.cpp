@@ -3,6 +3,7 @@
 #include "backend/cuda/step_schedule.h"
 
 #include <algorithm>
+#include <climits>
 #include <map>
 #include <string>
 
@@ -335,6 +336,9 @@ Result<StepSchedule> build_schedule(const StepPlan& plan, std::span<const int64_
                                 std::to_string(s.c) + ", " + std::to_string(s.p) + ") but has no log slot");
       if (slot >= 0 && (pi + 1) * B > s.p) s.real_new_log = true;
       if (slot < 0) slot = slots.log_scratch + log_scratch++;  // new entries only
+      if ((int64_t(slot) + 1) * B > INT32_MAX)  // the appends address log rows by int32
+        return out_of_budget(who + ": log slot " + std::to_string(slot) + " of " + std::to_string(B) +
+                             " rows is past the kernels' 2^31 log rows");
       s.table.push_back(slot);
     }
     if (ps.write_begin < 0 || ps.write_begin > ps.write_end || size_t(ps.write_end) > plan.write_pos.size() ||
