@@ -27,7 +27,7 @@ double seconds() {
 
 std::string model_dir() { return test::models_dir("nemotron_h_small"); }
 
-std::string chat_template_file() { return std::string(REPLAYSSM_TEST_DATA) + "/chat/role_prefixed.jinja"; }
+std::string chat_template_file() { return test::data_dir("chat/role_prefixed.jinja"); }
 
 ServeProcess& server() {
   // Without the prefix cache, so that every greedy text is generate's bit
