@@ -42,7 +42,7 @@
 #include "bench/presets.h"
 #include "cuda_bench.h"  // beside this file
 #include "ops/cuda/attention_decode.h"
-#include "runtime/cuda/device_fill.h"
+#include "backend/cuda/device_fill.h"
 
 using namespace replayssm;
 

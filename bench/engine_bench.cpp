@@ -29,7 +29,7 @@
 #include "bench/presets.h"
 #include "core/clock.h"
 #include "replayssm/model.h"
-#include "runtime/cuda/device_model.h"
+#include "backend/cuda/device_model.h"
 #include "runtime/cuda/engine_cuda.h"
 #include "runtime/cuda/generate_cuda.h"
 

@@ -26,7 +26,7 @@
 #include "cuda_bench.h"  // beside this file
 #include "ops/cuda/gemv.h"
 #include "replayssm/model.h"
-#include "runtime/cuda/device_model.h"
+#include "backend/cuda/device_model.h"
 
 using namespace replayssm;
 

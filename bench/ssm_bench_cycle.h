@@ -17,7 +17,7 @@
 #include "cuda_bench.h"  // beside this file
 #include "ops/cuda/gdn_decode.h"
 #include "ops/cuda/mamba2_decode.h"
-#include "runtime/cuda/device_fill.h"
+#include "backend/cuda/device_fill.h"
 
 namespace replayssm::bench::ssm {
 

@@ -75,7 +75,7 @@
 #include "ops/cuda/gdn_scan.h"
 #include "ops/cuda/mamba2_decode.h"
 #include "ops/cuda/mamba2_scan.h"
-#include "runtime/cuda/device_fill.h"
+#include "backend/cuda/device_fill.h"
 #include "ssm_bench_cycle.h"  // beside this file
 
 namespace {

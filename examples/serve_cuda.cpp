@@ -12,7 +12,7 @@
 
 #include "io/tokenizer.h"
 #include "replayssm/model.h"
-#include "runtime/cuda/device_model.h"
+#include "backend/cuda/device_model.h"
 #include "runtime/cuda/engine_cuda.h"
 
 using namespace replayssm;

@@ -6,7 +6,8 @@
 #   bash scripts/gpu_check.sh stage                # here: build, pack binaries + shared libs into .gpu/
 #   bash scripts/gpu_check.sh run [OUT [PARTS]]    # there (device tool, carry .gpu): tests, bench, table
 #   bash scripts/gpu_check.sh summary DIR          # anywhere: the table from a run's outputs
-# PARTS is a comma list of tests, kernels, model (default: all three). The
+# PARTS is a comma list of tests, backend, kernels, model (default: all four;
+# backend: the conformance suite on the CUDA backend and tools/serve_check.py). The
 # whole run takes longer than one device call may (10 minutes), so it can be
 # sent as two calls, e.g. `run $OUT tests,kernels` and `run $OUT model`; put
 # both calls' files in one folder and `summary` prints the table from it.
@@ -26,6 +27,11 @@ summary() {
     grep -E '^\[  PASSED  \]|^\[  FAILED  \]' "$o/cuda_tests.log" | tail -1 | sed 's/^/CUDA tests: /' ||
       echo "CUDA tests: no result line (the run was cut short or crashed)"
   fi
+  if have backend_tests.log; then
+    grep -E '^\[  PASSED  \]|^\[  FAILED  \]' "$o/backend_tests.log" | tail -1 | sed 's/^/conformance on cuda: /' ||
+      echo "conformance on cuda: no result line"
+  fi
+  have serve_check.log && grep -E '^serve_check: ' "$o/serve_check.log" | tail -1
   if have ssm_decode_bench.txt; then
     echo "kernels (replay / standard, same run, and the bytes' ratio; standard % of copy bandwidth):"
     # The verify rows' standard path reads a state and writes four: beside
@@ -60,22 +66,23 @@ case "${1:-}" in
   stage)
     cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
     cmake --build build -j "$(nproc)" --target replayssm_cuda_tests replayssm_ssm_bench replayssm_gemv_bench replayssm_attn_bench \
-      replayssm_e2e_bench replayssm_engine_bench replayssm_cli
+      replayssm_e2e_bench replayssm_engine_bench replayssm_cli replayssm_tests
     rm -rf .gpu && mkdir -p .gpu
     # The CUDA runtime is linked statically and cuBLAS comes from the device's
     # own CUDA 13; the Debian libraries the model loader and the CPU
-    # reference need (OpenBLAS, utf8proc, PCRE2) travel compressed.
-    cp build/tests/replayssm_cuda_tests build/replayssm_ssm_bench build/replayssm_gemv_bench build/replayssm_attn_bench \
-      build/replayssm_e2e_bench build/replayssm_engine_bench build/replayssm .gpu/
-    libs=$(ldd .gpu/replayssm_cuda_tests .gpu/replayssm | awk '/=> \//{print $3}' | sort -u |
-           grep -E 'openblas|gfortran|quadmath|pcre2|utf8proc' || true)
+    # reference and the server need (utf8proc, PCRE2, cpp-httplib and what
+    # it links) travel compressed.
+    cp build/tests/replayssm_cuda_tests build/tests/replayssm_tests build/replayssm_ssm_bench build/replayssm_gemv_bench \
+      build/replayssm_attn_bench build/replayssm_e2e_bench build/replayssm_engine_bench build/replayssm .gpu/
+    libs=$(ldd .gpu/replayssm_cuda_tests .gpu/replayssm .gpu/replayssm_tests | awk '/=> \//{print $3}' | sort -u |
+           grep -E 'pcre2|utf8proc|httplib|brotli|libz\.|libssl|libcrypto|gtest' || true)
     tar -cJhf .gpu/libs.tar.xz --transform 's,.*/,,' $libs
     # The binaries travel compressed too (the device tool carries 64 MiB
     # with the working tree); `run` and `libs` unpack them in place. They
     # share most of their bytes (every one links the same kernels), so one
     # stream with a dictionary wider than a binary stores those once:
     # 7.8 MB where 4 MiB blocks took 29.5.
-    bins="replayssm_cuda_tests replayssm_ssm_bench replayssm_gemv_bench replayssm_attn_bench replayssm_e2e_bench replayssm_engine_bench replayssm"
+    bins="replayssm_cuda_tests replayssm_tests replayssm_ssm_bench replayssm_gemv_bench replayssm_attn_bench replayssm_e2e_bench replayssm_engine_bench replayssm"
     (cd .gpu && XZ_OPT='-T1 --lzma2=preset=3,dict=128MiB' tar -cJf bin.tar.xz $bins && rm $bins)
     exclude=$(git rev-parse --git-path info/exclude) && mkdir -p "$(dirname "$exclude")" && touch "$exclude"
     grep -qxF '/.gpu/' "$exclude" || echo '/.gpu/' >> "$exclude"
@@ -83,9 +90,9 @@ case "${1:-}" in
     ;;
   run)
     out=$(in_caller "${2:-${OUT:-/tmp/gpu_check}}")
-    parts="${3:-tests,kernels,model}"
-    if ! [[ "$parts" =~ ^(tests|kernels|model)(,(tests|kernels|model))*$ ]]; then
-      echo "gpu_check.sh run: PARTS '$parts' is not a comma list of tests, kernels, model" >&2
+    parts="${3:-tests,backend,kernels,model}"
+    if ! [[ "$parts" =~ ^(tests|backend|kernels|model)(,(tests|backend|kernels|model))*$ ]]; then
+      echo "gpu_check.sh run: PARTS '$parts' is not a comma list of tests, backend, kernels, model" >&2
       exit 2
     fi
     part() { [[ ",$parts," == *",$1,"* ]]; }
@@ -99,6 +106,19 @@ case "${1:-}" in
       # A crash leaves no PASSED line; a skip or failure names itself.
       if grep -q 'SKIPPED\|FAILED' "$out/cuda_tests.log" || ! grep -q '^\[  PASSED  \]' "$out/cuda_tests.log"; then
         echo "CUDA tests did not all pass"
+        exit 1
+      fi
+    fi
+    if part backend; then
+      # The workloads on the CUDA backend against the CPU reference, and the
+      # server on it through a Python client (the device has no node).
+      export REPLAYSSM_CLI=$PWD/.gpu/replayssm REPLAYSSM_TEST_DATA=$PWD/tests/data
+      .gpu/replayssm_tests --gtest_filter='*Conformance*:*PrefixCache*' 2>&1 | tee "$out/backend_tests.log" |
+        grep -E '^\[ *(OK|FAILED|PASSED|SKIPPED) ' || true
+      python3 tools/serve_check.py --cli .gpu/replayssm --device cuda 2>&1 | tee "$out/serve_check.log"
+      if grep -q 'FAILED' "$out/backend_tests.log" || ! grep -q '^\[  PASSED  \]' "$out/backend_tests.log" ||
+         ! grep -q '^serve_check: passed' "$out/serve_check.log"; then
+        echo "backend checks did not all pass"
         exit 1
       fi
     fi
@@ -145,7 +165,7 @@ case "${1:-}" in
     echo "export LD_LIBRARY_PATH=/tmp/replayssm_libs:/usr/local/cuda/lib64"
     ;;
   *)
-    echo "usage: $0 stage | run [OUT_DIR [tests,kernels,model]] | summary DIR | libs" >&2
+    echo "usage: $0 stage | run [OUT_DIR [tests,backend,kernels,model]] | summary DIR | libs" >&2
     exit 2
     ;;
 esac

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the tests need beyond the C++ build: node, and the npm
-# packages pinned by tests/node/package-lock.json (@huggingface/jinja, the
-# oracle of tests/jinja_oracle_test.cpp) into tests/node/node_modules.
+# packages pinned by tests/node/package-lock.json into tests/node/node_modules:
+# @huggingface/jinja, the oracle of tests/jinja_oracle_test.cpp, and openai,
+# the official SDK that tests/node/*.test.mjs drive `replayssm serve` with
+# (CTest's node_openai_sdk and node_load).
 # Idempotent: node comes from Debian's nodejs/npm only when missing, and
 # `npm ci` runs only when node_modules does not match the lock file.
 set -euo pipefail

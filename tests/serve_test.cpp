@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 
 #include "serve_process.h"
@@ -20,13 +21,21 @@ namespace {
 using json = nlohmann::ordered_json;
 using test::ServeProcess;
 
+double seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 std::string model_dir() { return test::models_dir("nemotron_h_small"); }
 
-std::string chat_template_file() { return std::string(REPLAYSSM_TEST_DATA) + "/chat/role_prefixed.jinja"; }
+std::string chat_template_file() { return test::data_dir("chat/role_prefixed.jinja"); }
 
 ServeProcess& server() {
+  // Without the prefix cache, so that every greedy text is generate's bit
+  // for bit (a hit replays in the dual form: equal within rounding; the
+  // cache has its own test, under --exact).
   static ServeProcess s({"--model", model_dir(), "--served-model-name", "small", "--chat-template",
-                         chat_template_file(), "--max-tokens", "256", "--max-n", "8", "--no-request-log"});
+                         chat_template_file(), "--max-tokens", "256", "--max-n", "8", "--no-request-log",
+                         "--no-prefix-cache"});
   return s;
 }
 
@@ -58,6 +67,18 @@ std::vector<json> sse_events(const std::string& body) {
     at = end;
   }
   return out;
+}
+
+// A metric's value in /metrics ("name" or "name{labels}"; the first series
+// when labels are left out), −1 when absent.
+double metric_value(httplib::Client& c, const std::string& name) {
+  const std::string t = "\n" + c.Get("/metrics")->body;
+  size_t at = t.find("\n" + name + " ");
+  if (at == std::string::npos && name.find('{') == std::string::npos) at = t.find("\n" + name + "{");
+  if (at == std::string::npos) return -1.0;
+  const size_t eol = t.find('\n', at + 1);
+  const size_t sp = t.rfind(' ', eol);
+  return std::stod(t.substr(sp + 1, eol - sp - 1));
 }
 
 TEST(Serve, HealthModelsAndErrorBodies) {
@@ -202,6 +223,40 @@ TEST(Serve, StopStringsLogprobsEchoAndSeveralChoices) {
   EXPECT_NE(r["choices"][0]["text"], r["choices"][1]["text"]);
 }
 
+// --preset: random weights at a published shape and no tokenizer. Token-id
+// prompts only; completions count tokens, their text empty, logprob tokens
+// named by id.
+TEST(Serve, APresetServesTokenIds) {
+  ServeProcess s({"--preset", "tiny", "--no-request-log"});
+  ASSERT_TRUE(s.ok()) << s.log();
+  auto c = s.client();
+  auto post_to = [&](const json& body, int* status) {
+    auto r = c.Post("/v1/completions", body.dump(), "application/json");
+    EXPECT_TRUE(r);
+    *status = r ? r->status : 0;
+    return r ? json::parse(r->body) : json();
+  };
+  int status = 0;
+  json r = post_to({{"model", "tiny"}, {"prompt", {5, 9, 200, 31}}, {"max_tokens", 7}, {"ignore_eos", true},
+                    {"logprobs", 1}},
+                   &status);
+  ASSERT_EQ(status, 200) << r.dump();
+  EXPECT_EQ(r["usage"]["completion_tokens"], 7);
+  EXPECT_EQ(r["usage"]["prompt_tokens"], 4);
+  EXPECT_EQ(r["choices"][0]["text"], "");
+  ASSERT_EQ(r["choices"][0]["logprobs"]["tokens"].size(), 7u);
+  EXPECT_EQ(r["choices"][0]["logprobs"]["tokens"][0].get<std::string>().rfind("token_id:", 0), 0u);
+  r = post_to({{"prompt", "text"}, {"max_tokens", 2}}, &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(r["error"]["param"], "prompt");
+  r = post_to({{"prompt", {5}}, {"max_tokens", 2}, {"stop", "x"}}, &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(r["error"]["param"], "stop");
+  auto chat = c.Post("/v1/chat/completions", json({{"messages", {{{"role", "user"}, {"content", "hi"}}}}}).dump(),
+                     "application/json");
+  EXPECT_EQ(chat->status, 400);
+}
+
 TEST(Serve, ChatThroughTheTemplate) {
   ASSERT_TRUE(server().ok()) << server().log();
   const json body = {{"model", "small"},
@@ -255,16 +310,7 @@ TEST(Serve, ChatThroughTheTemplate) {
 TEST(Serve, ADisconnectedClientFreesItsState) {
   ASSERT_TRUE(server().ok()) << server().log();
   auto c = server().client();
-  auto metric = [&](const std::string& name) {
-    const std::string t = c.Get("/metrics")->body;
-    const size_t at = t.find("\n" + name + " ");
-    if (at == std::string::npos) {
-      const size_t lab = t.find("\n" + name + "{");
-      if (lab == std::string::npos) return -1.0;
-      return std::stod(t.substr(t.find(' ', lab + 1) + 1));
-    }
-    return std::stod(t.substr(at + name.size() + 2));
-  };
+  auto metric = [&](const std::string& name) { return metric_value(c, name); };
   const json body = {{"prompt", "The Python standard library"}, {"max_tokens", 256}, {"ignore_eos", true},
                      {"stream", true}, {"temperature", 0}};
   std::atomic<int> chunks{0};
@@ -286,6 +332,101 @@ TEST(Serve, ADisconnectedClientFreesItsState) {
   EXPECT_TRUE(idle) << c.Get("/metrics")->body;
   const std::string t = c.Get("/metrics")->body;
   EXPECT_NE(t.find("finish_reason=\"cancelled\""), std::string::npos);
+}
+
+// A non-streamed request whose client gives up is cancelled too: the server
+// probes the connection while the completion runs.
+TEST(Serve, AClientThatGivesUpOnAWholeResponseFreesItsState) {
+  ServeProcess s({"--model", model_dir(), "--max-tokens", "8192", "--no-request-log"});
+  ASSERT_TRUE(s.ok()) << s.log();
+  auto c = s.client();
+  auto running = [&] { return metric_value(c, "replayssm_requests_running"); };
+  httplib::Client impatient("127.0.0.1", s.port());
+  impatient.set_read_timeout(1, 0);
+  const double t0 = seconds();
+  // As every SDK does: a compressed body would hold the probes back.
+  const httplib::Headers compressed = {{"Accept-Encoding", "gzip, deflate, br"}};
+  auto r = impatient.Post("/v1/completions", compressed,
+                          json({{"prompt", "Debian"}, {"max_tokens", 8000}, {"ignore_eos", true}}).dump(),
+                          "application/json");
+  EXPECT_FALSE(r);  // timed out
+  bool idle = false;
+  while (!idle && seconds() - t0 < 10) {
+    idle = running() == 0;
+    if (!idle) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(idle) << "still running " << seconds() - t0 << " s after the request";
+  EXPECT_NE(c.Get("/metrics")->body.find("finish_reason=\"cancelled\""), std::string::npos);
+}
+
+// bench-serve over HTTP and in process: every request completes with its
+// output length, at each concurrency, and the figures are filled in.
+TEST(Serve, BenchServeMeasuresTheServerAndTheEngine) {
+  ASSERT_TRUE(server().ok()) << server().log();
+  const std::string common = " --input-len 12 --output-len 6 --num-prompts 8 --concurrency 1,4 --json";
+  const test::CliResult http =
+      test::run_cli("bench-serve --url http://127.0.0.1:" + std::to_string(server().port()) + common);
+  ASSERT_EQ(http.exit_code, 0) << http.err;
+  const test::CliResult local = test::run_cli("bench-serve --in-process --preset tiny" + common);
+  ASSERT_EQ(local.exit_code, 0) << local.err;
+  for (const std::string& out : {http.out, local.out}) {
+    const json runs = json::parse(out);
+    ASSERT_EQ(runs.size(), 2u);
+    for (const json& r : runs) {
+      EXPECT_EQ(r["completed"], 8);
+      EXPECT_EQ(r["failed"], 0);
+      EXPECT_EQ(r["output_tokens"], 8 * 6);
+      EXPECT_EQ(r["input_tokens"], 8 * 12);
+      EXPECT_GT(r["ttft_ms"]["p50"].get<double>(), 0.0);
+      EXPECT_GT(r["tpot_ms"]["mean"].get<double>(), 0.0);
+      EXPECT_GE(r["ttft_ms"]["p99"].get<double>(), r["ttft_ms"]["p50"].get<double>());
+      EXPECT_GT(r["output_throughput"].get<double>(), 0.0);
+      EXPECT_LE(r["max_in_flight"].get<int>(), r["concurrency"].get<int>());
+    }
+  }
+  // Bad options and an unreachable server are errors naming them.
+  test::CliResult bad = test::run_cli("bench-serve --url http://127.0.0.1:1 --num-prompts 2");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--url"), std::string::npos) << bad.err;
+  bad = test::run_cli("bench-serve --in-process --preset tiny --concurrency 4,x");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--concurrency"), std::string::npos) << bad.err;
+  bad = test::run_cli("bench-serve --in-process --preset tiny --dataset /nonexistent/prompts.txt");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("/nonexistent/prompts.txt"), std::string::npos) << bad.err;
+}
+
+// The prefix cache: a request that repeats another's prompt and goes on
+// reports the shared tokens as cached, and under --exact its text is
+// generate's (also --exact) bit for bit; cache_salt partitions.
+TEST(Serve, PrefixCacheHitsReportCachedTokens) {
+  ServeProcess s({"--model", model_dir(), "--exact", "--no-request-log"});
+  ASSERT_TRUE(s.ok()) << s.log();
+  auto c = s.client();
+  auto complete = [&](const json& body) {
+    auto r = c.Post("/v1/completions", body.dump(), "application/json");
+    EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no response");
+    return r ? json::parse(r->body) : json();
+  };
+  const std::string first = "The Debian package manager installs";
+  json r = complete({{"prompt", first}, {"max_tokens", 8}, {"temperature", 0}, {"ignore_eos", true}});
+  EXPECT_EQ(r["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  const std::string second = first + " software from the archive";
+  r = complete({{"prompt", second}, {"max_tokens", 12}, {"temperature", 0}, {"ignore_eos", true}});
+  const int64_t cached = r["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
+  EXPECT_GT(cached, 0);
+  EXPECT_LT(cached, r["usage"]["prompt_tokens"].get<int64_t>());
+  const test::CliResult g = test::run_cli("generate --model " + model_dir() + " --prompt '" + second +
+                                          "' --max-new-tokens 12 --ignore-eos --exact --json");
+  ASSERT_EQ(g.exit_code, 0) << g.err;
+  EXPECT_EQ(r["choices"][0]["text"], json::parse(g.out)["text"]);
+  // Another salt shares nothing.
+  r = complete({{"prompt", second}, {"max_tokens", 2}, {"cache_salt", "other-tenant"}});
+  EXPECT_EQ(r["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  EXPECT_GT(metric_value(c, "replayssm_prefix_cache_hits_total"), 0);
+  EXPECT_GT(metric_value(c, "replayssm_prefix_cache_entries"), 0);
+  auto bad = c.Post("/v1/completions", json({{"prompt", "x"}, {"cache_salt", 5}}).dump(), "application/json");
+  EXPECT_EQ(bad->status, 400);
 }
 
 TEST(Serve, ApiKeyAndDrainOnSigterm) {

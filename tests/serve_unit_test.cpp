@@ -27,7 +27,7 @@ std::vector<int32_t> ids(const std::string& text) { return *tokenizer().encode(t
 
 // Streams `text`'s tokens through a TextStream; returns what was released.
 std::string stream(const std::string& text, std::vector<std::string> stops, bool* stopped = nullptr) {
-  TextStream ts(tokenizer(), std::move(stops));
+  TextStream ts(&tokenizer(), std::move(stops));
   std::string out;
   for (int32_t t : ids(text)) {
     auto d = ts.push(t);
@@ -56,7 +56,7 @@ TEST(TextStream, ReleasesTheTextAndCutsAtTheFirstStopString) {
 }
 
 TEST(TextStream, HoldsBackAPossibleStopStringAndHalfCharacters) {
-  TextStream ts(tokenizer(), {"module!"});
+  TextStream ts(&tokenizer(), {"module!"});
   std::string out;
   for (int32_t t : ids("many module")) out += ts.push(t)->text;
   // "module" may yet become "module!": held back until it cannot.
@@ -64,14 +64,14 @@ TEST(TextStream, HoldsBackAPossibleStopStringAndHalfCharacters) {
   out += ts.finish();
   EXPECT_EQ(out, "many module");
   // "modules" cannot: released as it comes.
-  TextStream tm(tokenizer(), {"module!"});
+  TextStream tm(&tokenizer(), {"module!"});
   out.clear();
   for (int32_t t : ids("many modules")) out += tm.push(t)->text;
   EXPECT_EQ(out, "many modules");
   // Characters split over byte-level tokens come out whole.
   const std::string uni = "naïve café — 日本語 ✓";
   EXPECT_EQ(stream(uni, {}), uni);
-  TextStream tu(tokenizer(), {});
+  TextStream tu(&tokenizer(), {});
   for (int32_t t : ids(uni)) {
     const std::string piece = tu.push(t)->text;
     EXPECT_EQ(utf8_first_invalid(piece), std::string::npos) << "a released piece split a character";
@@ -80,7 +80,7 @@ TEST(TextStream, HoldsBackAPossibleStopStringAndHalfCharacters) {
 
 TEST(TextStream, OffsetsAreWhereEachTokensTextBegins) {
   const std::string text = "one two three";
-  TextStream ts(tokenizer(), {});
+  TextStream ts(&tokenizer(), {});
   const std::vector<int32_t> t = ids(text);
   for (int32_t x : t) (void)ts.push(x);
   (void)ts.finish();
@@ -273,6 +273,24 @@ TEST(OpenAiRequests, ChatFieldsAndMessages) {
   e = parse_chat(bad, context(), {5, 6}, "hi", &r);
   ASSERT_TRUE(e);
   EXPECT_EQ(e->param, "response_format");
+}
+
+// A chat body the server cannot render: no template, or no tokenizer (a
+// --preset model, whose ApiContext carries none). Each is a 400 that says
+// which, never a null dereference.
+TEST(OpenAiRequests, ChatWithoutTemplateOrTokenizer) {
+  const json body = {{"messages", {{{"role", "user"}, {"content", "hi"}}}}};
+  ApiRequest r;
+  auto e = parse_chat_request(body, context(), nullptr, &r);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->status, 400);
+  EXPECT_NE(e->message.find("no chat template"), std::string::npos) << e->message;
+  ApiContext preset = context();
+  preset.tokenizer = nullptr;
+  e = parse_chat_request(body, preset, nullptr, &r);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->status, 400);
+  EXPECT_NE(e->message.find("no tokenizer"), std::string::npos) << e->message;
 }
 
 // A tool's schema reaches the template in the order the client wrote it.

@@ -10,8 +10,9 @@
 // (src/workloads) are written once for every backend.
 //
 // Two implementations: the CPU reference (src/backend/cpu, the numerical
-// specification: fp32, src/ops/cpu) and CUDA (src/backend/cuda). make_backend
-// (src/backend/factory.h) picks one by name; nothing else needs to know
+// specification: fp32, src/ops/cpu) and CUDA (src/backend/cuda: bf16
+// weights and activations, fp32 states). make_backend
+// (replayssm/make_backend.h) picks one by name; nothing else needs to know
 // which runs.
 //
 // Not thread-safe: one thread drives a backend (and its manager).

@@ -40,6 +40,7 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "replayssm/backend.h"
@@ -49,6 +50,7 @@
 namespace replayssm {
 
 class Session;
+class PrefixCache;
 
 enum class FinishReason {
   kNone,       // not finished
@@ -82,6 +84,9 @@ struct RequestParams {
   int64_t spec_tokens = 4;
   int64_t ngram_max = 3;
   int64_t state_budget = 0;  // bytes for this request's state (0 = no cap)
+  // The prefix cache's partition (EngineOptions::prefix_cache): a request
+  // reuses only what requests of the same key computed (a server's tenant).
+  std::string cache_key;
 };
 
 // The most top log-probabilities a token may report.
@@ -89,8 +94,31 @@ inline constexpr int64_t kMaxTopLogprobs = 20;
 // The most completions (n, best_of, beam width) one request may ask for.
 inline constexpr int64_t kMaxCompletions = 256;
 
+// The prefix cache (workloads/prefix_cache.h): what finished prompts and
+// requests computed, reused by later requests that start with the same
+// tokens, at any token.
+struct PrefixCacheOptions {
+  bool enabled = false;
+  // Bytes (state + K/V) held by the cache's entries alone; over it, entries
+  // are released (0: no cap of its own; the state budget still applies,
+  // and the engine releases entries before refusing admission under it).
+  int64_t max_bytes = 0;
+  // A hit replays at most this many log entries: requests that may be
+  // cached keep a checkpoint per replay_limit tokens and their whole log.
+  int64_t replay_limit = 256;
+  // Where a hit may start. kAnyToken: at any token (this engine's rule).
+  // For comparison in benchmarks, the rules of engines that keep an SSM
+  // state only at some positions: kBlockAligned — multiples of
+  // `align` tokens and the ends of cached entries (vLLM's align mode);
+  // kPerNode — the radix tree's nodes, a state per node (SGLang). The
+  // storage kept is the same; only where a hit may start differs.
+  enum Mode { kAnyToken, kBlockAligned, kPerNode } mode = kAnyToken;
+  int64_t align = 512;
+};
+
 struct EngineOptions {
   StateOptions state;
+  PrefixCacheOptions prefix_cache;
   int64_t max_batch_tokens = 512;  // rows of one step (every running completion's token fits first)
   int64_t prefill_chunk = 256;     // prompt tokens per request per step
   int64_t max_running = 64;        // requests admitted at once
@@ -114,6 +142,9 @@ struct TokenEvent {
   // alternatives when asked (empty for the first).
   std::vector<double> prompt_logprobs;
   std::vector<std::vector<TokenLogprob>> prompt_top;
+  // Prompt tokens taken from the prefix cache (not computed), on every
+  // event of the request.
+  int64_t cached_tokens = 0;
 };
 
 // One completion as it stands.
@@ -136,6 +167,14 @@ struct EngineStats {
   // whole): where a serving run's time goes.
   int64_t prefill_steps = 0;
   double prefill_step_s = 0.0, decode_step_s = 0.0;
+  // The prefix cache: prompts looked up and their tokens, hits and the
+  // tokens they reused, entries released; its entries and bytes now.
+  int64_t prefix_lookups = 0, prefix_lookup_tokens = 0, prefix_hits = 0, prefix_hit_tokens = 0;
+  // What hits cost: log entries replayed from a checkpoint, tokens re-run
+  // where the log was gone.
+  int64_t prefix_replay_tokens = 0, prefix_rerun_tokens = 0;
+  int64_t prefix_evictions = 0;
+  int64_t prefix_entries = 0, prefix_state_bytes = 0, prefix_kv_bytes = 0;
 };
 
 class Engine {
@@ -202,11 +241,16 @@ class Engine {
   // Ends the request once every completion has (a search: reports them).
   Status settle(Request& r);
   void drain_cancels();
+  // The prefix cache: keeps `seq`'s tokens for later requests of r's key;
+  // refreshes the statistics (entries released since `entries_before`).
+  void cache_insert(const Request& r, int64_t seq);
+  void note_cache(int64_t entries_before);
 
   Backend& backend_;
   EngineOptions opt_;
   std::unique_ptr<Session> session_;
   std::unique_ptr<Session> draft_;
+  std::unique_ptr<PrefixCache> cache_;  // null when off; destroyed before the session
   std::vector<std::unique_ptr<Request>> requests_;  // index = id
   std::vector<RequestId> waiting_, running_;
   EngineStats stats_;

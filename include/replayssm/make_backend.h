@@ -11,8 +11,8 @@
 
 namespace replayssm {
 
-// The devices this build can name ("cpu", and "cuda" where it was built
-// with the CUDA backend).
+// The devices a program can run on here: "cpu", and "cuda" where the build
+// has the CUDA backend and the process sees a GPU.
 std::vector<std::string> backend_names();
 
 // The backend named `device` for `model` (which must outlive it).

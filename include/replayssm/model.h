@@ -52,7 +52,7 @@ class Model {
   static Result<std::unique_ptr<Model>> random(const ModelConfig& config, uint64_t seed);
   // random() without its matrices (projections, embedding, LM head): their
   // pointers are null and no host memory is spent on them — for a device
-  // that fills its own (runtime/cuda/device_model.h) at a 27B model's
+  // that fills its own (backend/cuda/device_model.h) at a 27B model's
   // shapes. forward() refuses such a model.
   static Result<std::unique_ptr<Model>> random_without_matrices(const ModelConfig& config, uint64_t seed);
   ~Model();

@@ -92,6 +92,23 @@ struct StateOptions {
   Status validate() const;
 };
 
+// What a request keeps of its past beyond what its next step needs: one
+// older checkpoint per `checkpoint_interval` tokens (0: none) and
+// `log_retention` log tokens below its live checkpoint (−1: all).
+// StateOptions' fields of the same names are the default; a request may
+// keep more (a prefix cache keeps what makes a later hit cheap) or less.
+struct Retention {
+  int64_t checkpoint_interval = 0;
+  int64_t log_retention = 0;
+};
+
+// Bytes held by a set of sequences and by nothing else: what releasing
+// them all would free now.
+struct HeldBytes {
+  int64_t state = 0;  // checkpoints + logs
+  int64_t kv = 0;     // K/V pages
+};
+
 // How a sequence gets back to a steppable state at its length.
 enum class RestorePath {
   kCheckpoint,  // a checkpoint sits exactly there
@@ -147,7 +164,8 @@ class StateManager {
 
   // A new empty sequence, the root of a new request. budget_bytes > 0 caps
   // the state bytes (checkpoints + logs) the request's sequences reference.
-  int64_t add_sequence(int64_t budget_bytes = 0);
+  // `retention`: what the request keeps (default: the options' fields).
+  int64_t add_sequence(int64_t budget_bytes = 0, std::optional<Retention> retention = std::nullopt);
   // A child holding the first `pos` tokens (default: all) of `seq`, in the
   // same request. Replay: shares pages and checkpoints. Snapshot/recompute:
   // copies the state at pos (if the parent has it).
@@ -155,7 +173,7 @@ class StateManager {
   // As fork(), but the child is the root of a new request (its own budget,
   // its own families of forks): an owner outside the parent's request.
   Result<int64_t> fork_request(int64_t seq, std::optional<int64_t> pos = std::nullopt,
-                               int64_t budget_bytes = 0);
+                               int64_t budget_bytes = 0, std::optional<Retention> retention = std::nullopt);
   Status release(int64_t seq);
   // Drops tokens [pos, length). Drafts and committed tokens alike.
   Status truncate(int64_t seq, int64_t pos);
@@ -205,6 +223,9 @@ class StateManager {
   // another's state. Sequences in a step are always protected during it.
   void pin(std::span<const int64_t> seqs);
   void unpin_all();
+  // What releasing every listed sequence would free now (shared storage
+  // counted only when no other sequence holds it). Unknown ids are skipped.
+  HeldBytes exclusive_bytes(std::span<const int64_t> seqs) const;
   // Live objects, for leak checks: 0, 0, 0 once every sequence is released.
   int64_t n_sequences() const;
   int64_t n_pages() const;

@@ -1,21 +1,39 @@
-// make_backend (see include/replayssm/make_backend.h).
+// make_backend (see include/replayssm/make_backend.h). Its own library
+// (replayssm_backends) above the core and, where the build has it, the CUDA
+// library: the core cannot depend on CUDA.
 #include "replayssm/make_backend.h"
 
 #include "backend/cpu/cpu_backend.h"
+#if defined(REPLAYSSM_HAVE_CUDA)
+#include "backend/cuda/cuda_backend.h"
+#endif
 
 namespace replayssm {
 
-std::vector<std::string> backend_names() { return {"cpu"}; }
+std::vector<std::string> backend_names() {
+  std::vector<std::string> names = {"cpu"};
+#if defined(REPLAYSSM_HAVE_CUDA)
+  // Only where a GPU is visible: a suite over backend_names() then runs
+  // the CUDA backend exactly where it can.
+  if (cuda::device_visible().ok()) names.push_back("cuda");
+#endif
+  return names;
+}
 
 Result<std::unique_ptr<Backend>> make_backend(const std::string& device, const Model& model) {
   if (device == "cpu") {
     RSSM_ASSIGN_OR_RETURN(auto b, cpu::CpuBackend::create(model));
     return std::unique_ptr<Backend>(std::move(b));
   }
-  if (device == "cuda")
-    return unsupported("device cuda: the CUDA backend does not run the state manager's plans yet "
-                       "(the CLI's --device cuda runs the CUDA decoder, src/runtime/cuda)");
-  return invalid_argument("device: unknown device '" + device + "' (expected cpu or cuda)");
+  if (device == "cuda") {
+#if defined(REPLAYSSM_HAVE_CUDA)
+    RSSM_ASSIGN_OR_RETURN(auto b, cuda::CudaBackend::create(model));
+    return std::unique_ptr<Backend>(std::move(b));
+#else
+    return unsupported("device cuda: this build has no CUDA backend (configure with REPLAYSSM_CUDA=ON where nvcc is)");
+#endif
+  }
+  return invalid_argument("device: unknown device '" + std::string(device) + "' (expected cpu or cuda)");
 }
 
 }  // namespace replayssm

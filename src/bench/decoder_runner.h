@@ -23,7 +23,7 @@
 #include "bench/workloads.h"
 #include "replayssm/model.h"
 #include "runtime/cuda/decoder.h"
-#include "runtime/cuda/device_model.h"
+#include "backend/cuda/device_model.h"
 
 namespace replayssm::cuda {
 

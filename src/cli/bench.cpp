@@ -27,6 +27,7 @@
 #include "bench/sweep.h"
 #include "replayssm/make_backend.h"
 #include "cli/bench_cuda.h"
+#include "cli/bench_prefix.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 
@@ -48,6 +49,7 @@ struct BenchArgs {
   int64_t checkpoint_interval = 0, page_size = 4;
   uint64_t seed = 0;
   std::string gnuplot = "gnuplot";
+  PrefixBenchArgs prefix;
 };
 
 // Splits "a,b,c"; an empty list or entry is an error naming the option.
@@ -229,7 +231,12 @@ Status run_bench(const BenchArgs& args) {
   if (a.strategy.empty()) a.strategy = "replay,snapshot,recompute";
   if (a.memory_budget.empty()) a.memory_budget = cuda ? "device" : "host";
   if (a.workload.empty())
-    return invalid_argument("--workload: missing (ar, spec, beam, best-of-n, tree, restore, a comma list, or all)");
+    return invalid_argument("--workload: missing (ar, spec, beam, best-of-n, tree, restore, a comma list, all, "
+                            "or prefix)");
+  if (a.workload == "prefix") {
+    RSSM_ASSIGN_OR_RETURN(std::vector<int64_t> windows, int_list(a.window, "--window", 1, 1 << 20));
+    return run_bench_prefix(a.prefix, {a.device, a.preset, a.model, a.out, a.seed, a.page_size, windows.at(0)});
+  }
   Axes axes;
   RSSM_ASSIGN_OR_RETURN(std::vector<std::string> wl, split_list(a.workload, "--workload"));
   for (const std::string& w : wl) {
@@ -415,7 +422,8 @@ Status run_bench(const BenchArgs& args) {
 Runner add_bench(CLI::App& app) {
   auto a = std::make_shared<BenchArgs>();
   app.add_option("--workload", a->workload,
-                 "ar, spec, beam, best-of-n, tree, restore, a comma list of them, or all (required)");
+                 "ar, spec, beam, best-of-n, tree, restore, a comma list of them, or all; or prefix (the "
+                 "prefix cache's workload, its own options --prefix-*) (required)");
   app.add_option("--strategy", a->strategy,
                  "Comma list of replay, snapshot, recompute (default: all three)");
   app.add_option("--batch", a->batch,
@@ -469,6 +477,7 @@ Runner add_bench(CLI::App& app) {
       ->check(non_negative())
       ->capture_default_str();
   app.add_option("--gnuplot", a->gnuplot, "gnuplot executable for the PNGs")->capture_default_str();
+  add_prefix_bench_options(app, &a->prefix);
   return [a] { return run_bench(*a); };
 }
 

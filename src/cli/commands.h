@@ -21,5 +21,6 @@ Runner add_detokenize(CLI::App& app);
 Runner add_perplexity(CLI::App& app);
 Runner add_bench(CLI::App& app);
 Runner add_serve(CLI::App& app);
+Runner add_bench_serve(CLI::App& app);
 
 }  // namespace replayssm::cli

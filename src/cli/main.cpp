@@ -38,6 +38,8 @@ int main(int argc, char** argv) {
   auto* perplexity = app.add_subcommand("perplexity", "Mean NLL and perplexity of a text file");
   auto* bench = app.add_subcommand("bench", "Measure decode speed, memory, concurrency, rollback and restore");
   auto* serve = app.add_subcommand("serve", "Serve the model over an OpenAI-compatible HTTP API");
+  auto* bench_serve =
+      app.add_subcommand("bench-serve", "Measure a server (or the engine in process): throughput, TTFT, TPOT");
   const std::vector<std::pair<CLI::App*, Runner>> commands = {
       {info, replayssm::cli::add_info(*info)},
       {logits, replayssm::cli::add_logits(*logits)},
@@ -47,6 +49,7 @@ int main(int argc, char** argv) {
       {perplexity, replayssm::cli::add_perplexity(*perplexity)},
       {bench, replayssm::cli::add_bench(*bench)},
       {serve, replayssm::cli::add_serve(*serve)},
+      {bench_serve, replayssm::cli::add_bench_serve(*bench_serve)},
   };
   for (int i = 1; i < argc; ++i)
     if (integer_out_of_range(argv[i]) && !(i > 1 && (std::strcmp(argv[i - 1], "--prompt") == 0 ||
@@ -61,7 +64,7 @@ int main(int argc, char** argv) {
     if (!known) {
       std::fprintf(stderr,
                    "replayssm: error: unknown command '%s' (expected info, logits, generate, tokenize, detokenize, "
-                   "perplexity, bench or serve; see --help)\n",
+                   "perplexity, bench, serve or bench-serve; see --help)\n",
                    argv[1]);
       return 2;
     }

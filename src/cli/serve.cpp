@@ -1,4 +1,5 @@
-// `replayssm serve`: the OpenAI-compatible server (src/serve) on one model.
+// `replayssm serve`: the OpenAI-compatible server (src/serve) on one model,
+// or on random weights at a published shape (--preset, for benchmarks).
 //
 // The port is bound first, so /health answers 503 while the model loads;
 // then the backend, the engine and its loop, and the chat template. SIGTERM
@@ -12,50 +13,21 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "io/tokenizer.h"
-#include "replayssm/make_backend.h"
+#include "cli/served_model.h"
 #include "serve/chat_template.h"
 #include "serve/engine_loop.h"
 #include "serve/server.h"
 
 namespace replayssm::cli {
 
-Result<Tokenizer> load_tokenizer(const std::string& file, const std::string& model_dir);
-
 namespace {
 
 struct ServeArgs {
-  std::string model = REPLAYSSM_DEFAULT_MODEL, served_name, chat_template, device = "cpu", spec;
+  ServedModelArgs m;
+  std::string served_name, chat_template;
   serve::ServeOptions http;
-  StateArgs state;
-  int64_t max_running = 256, max_batch_tokens = 1024, prefill_chunk = 256;
   bool no_request_log = false;
 };
-
-// "ngram:T" or "draft:DIR:T".
-Status parse_spec_arg(const std::string& text, RequestParams::Spec* kind, int64_t* tokens, std::string* dir) {
-  auto bad = [&] { return invalid_argument("--spec: '" + text + "' (expected ngram:T or draft:DIR:T)"); };
-  const size_t last = text.rfind(':');
-  if (last == std::string::npos) return bad();
-  try {
-    size_t used = 0;
-    *tokens = std::stoll(text.substr(last + 1), &used);
-    if (used != text.size() - last - 1) return bad();
-  } catch (...) {
-    return bad();
-  }
-  if (*tokens < 1 || *tokens > 64) return invalid_argument("--spec: draft length must be in [1, 64]");
-  if (text.compare(0, 6, "ngram:") == 0 && last == 5) {
-    *kind = RequestParams::kNgram;
-    return {};
-  }
-  if (text.compare(0, 6, "draft:") == 0 && last > 6) {
-    *kind = RequestParams::kDraft;
-    *dir = text.substr(6, last - 6);
-    return {};
-  }
-  return bad();
-}
 
 Status check_limits(const ServeArgs& a) {
   auto positive = [](int64_t v, const char* name) -> Status {
@@ -69,27 +41,24 @@ Status check_limits(const ServeArgs& a) {
   RSSM_RETURN_IF_ERROR(positive(l.max_prompt_tokens, "--max-prompt-tokens"));
   RSSM_RETURN_IF_ERROR(positive(a.http.max_queue, "--max-queue"));
   RSSM_RETURN_IF_ERROR(positive(a.http.max_body_bytes, "--max-body-bytes"));
-  RSSM_RETURN_IF_ERROR(positive(a.max_running, "--max-running"));
-  RSSM_RETURN_IF_ERROR(positive(a.max_batch_tokens, "--max-batch-tokens"));
-  RSSM_RETURN_IF_ERROR(positive(a.prefill_chunk, "--prefill-chunk"));
   if (a.http.port < 0 || a.http.port > 65535)
     return invalid_argument("--port: must be in [0, 65535], got " + std::to_string(a.http.port));
   if (a.http.http_threads < 0) return invalid_argument("--http-threads: must be >= 0");
-  return {};
+  if (!a.m.preset.empty() && !a.chat_template.empty())
+    return invalid_argument("--chat-template: a --preset model has no tokenizer, so no chat");
+  return check_served_model_args(a.m);
 }
 
 Status run_serve(ServeArgs a) {
-  RSSM_RETURN_IF_ERROR(check_device(a.device));
   RSSM_RETURN_IF_ERROR(check_limits(a));
-  RSSM_ASSIGN_OR_RETURN(StateOptions sopt, state_options(a.state));
-  RequestParams::Spec spec = RequestParams::kNoSpec;
-  int64_t spec_tokens = 0;
-  std::string draft_dir;
-  if (!a.spec.empty()) RSSM_RETURN_IF_ERROR(parse_spec_arg(a.spec, &spec, &spec_tokens, &draft_dir));
-  a.http.model_name = a.served_name.empty() ? a.model : a.served_name;
+  const std::string source = a.m.preset.empty() ? a.m.model : a.m.preset;
+  a.http.model_name = a.served_name.empty() ? source : a.served_name;
   a.http.log_requests = !a.no_request_log;
-  a.http.spec = spec;
-  a.http.spec_tokens = spec_tokens;
+  a.http.prefix_cache = !a.m.no_prefix_cache;
+  if (!a.m.spec.empty()) {
+    std::string draft_dir;
+    RSSM_RETURN_IF_ERROR(parse_spec_arg(a.m.spec, &a.http.spec, &a.http.spec_tokens, &draft_dir));
+  }
 
   // Signals go to one thread, which drains the server (set before any
   // other thread exists, so every thread inherits the mask).
@@ -101,7 +70,7 @@ Status run_serve(ServeArgs a) {
 
   serve::Server server(a.http);
   RSSM_RETURN_IF_ERROR(server.start());
-  std::fprintf(stderr, "serve: listening on %s:%d (loading %s)\n", a.http.host.c_str(), server.port(), a.model.c_str());
+  std::fprintf(stderr, "serve: listening on %s:%d (loading %s)\n", a.http.host.c_str(), server.port(), source.c_str());
   std::thread waiter([&] {
     int sig = 0;
     sigwait(&signals, &sig);
@@ -116,36 +85,19 @@ Status run_serve(ServeArgs a) {
     return st;
   };
 
-  auto model = Model::load(a.model);
-  if (!model.ok()) return fail(model.status());
-  auto tok = load_tokenizer("", a.model);
-  if (!tok.ok()) return fail(tok.status());
-  auto backend = make_backend(a.device, **model);
-  if (!backend.ok()) return fail(backend.status());
-  std::unique_ptr<Model> draft_model;
-  std::unique_ptr<Backend> draft_backend;
-  if (spec == RequestParams::kDraft) {
-    auto dm = Model::load(draft_dir);
-    if (!dm.ok()) return fail(dm.status());
-    draft_model = std::move(*dm);
-    auto db = make_backend(a.device, *draft_model);
-    if (!db.ok()) return fail(db.status());
-    draft_backend = std::move(*db);
-  }
-  auto chat = serve::ChatTemplate::load(a.chat_template, a.model);
+  auto m = load_served_model(a.m);
+  if (!m.ok()) return fail(m.status());
+  ServedModel& sm = **m;
+  auto chat = a.m.preset.empty() ? serve::ChatTemplate::load(a.chat_template, a.m.model)
+                                 : Result<std::optional<serve::ChatTemplate>>(std::optional<serve::ChatTemplate>());
   if (!chat.ok()) return fail(chat.status());
-  EngineOptions eo;
-  eo.state = sopt;
-  eo.max_running = a.max_running;
-  eo.max_batch_tokens = a.max_batch_tokens;
-  eo.prefill_chunk = a.prefill_chunk;
-  eo.draft = draft_backend.get();
-  auto engine = Engine::create(**backend, eo);
-  if (!engine.ok()) return fail(engine.status());
-  serve::EngineLoop loop(std::move(*engine));
-  server.attach(&loop, &*tok, &(*model)->config(), chat->has_value() ? &**chat : nullptr);
-  std::fprintf(stderr, "serve: ready: model %s on %s%s\n", a.http.model_name.c_str(), a.device.c_str(),
-               chat->has_value() ? "" : " (no chat template: /v1/chat/completions refuses)");
+  serve::EngineLoop loop(std::move(sm.engine));
+  const Tokenizer* tok = sm.tokenizer ? &*sm.tokenizer : nullptr;
+  server.attach(&loop, tok, &sm.model->config(), chat->has_value() ? &**chat : nullptr);
+  std::fprintf(stderr, "serve: ready: model %s on %s%s\n", a.http.model_name.c_str(), a.m.device.c_str(),
+               tok == nullptr      ? " (no tokenizer: token-id prompts only, empty texts)"
+               : chat->has_value() ? ""
+                                   : " (no chat template: /v1/chat/completions refuses)");
   server.wait();
   waiter.join();
   std::fprintf(stderr, "serve: stopped\n");
@@ -156,16 +108,13 @@ Status run_serve(ServeArgs a) {
 
 Runner add_serve(CLI::App& app) {
   auto a = std::make_shared<ServeArgs>();
-  app.add_option("--model", a->model, "Model directory (default: the embedded NemotronH-style model)")
-      ->capture_default_str();
-  app.add_option("--served-model-name", a->served_name, "The model's id in the API (default: --model)");
+  add_served_model_options(app, &a->m);
+  app.add_option("--served-model-name", a->served_name, "The model's id in the API (default: --model or --preset)");
   app.add_option("--chat-template", a->chat_template,
                  "Jinja chat template file (default: the model's tokenizer_config.json or chat_template.jinja)");
-  app.add_option("--device", a->device, "cpu or cuda")->capture_default_str();
   app.add_option("--host", a->http.host, "Address to listen on (loopback by default)")->capture_default_str();
   app.add_option("--port", a->http.port, "Port (0: any free one, printed at start)")->capture_default_str();
   app.add_option("--api-key", a->http.api_key, "Require 'Authorization: Bearer KEY' on every endpoint but /health");
-  app.add_option("--spec", a->spec, "Speculative decoding for every request: ngram:T or draft:DIR:T");
   app.add_option("--max-tokens", a->http.limits.max_tokens, "Most new tokens a request may ask for")
       ->capture_default_str();
   app.add_option("--max-n", a->http.limits.max_n, "Most completions a request may ask for (n, best_of)")
@@ -178,13 +127,9 @@ Runner add_serve(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--max-body-bytes", a->http.max_body_bytes, "Largest request body; larger get 413")
       ->capture_default_str();
-  app.add_option("--max-running", a->max_running, "Requests the engine batches at once")->capture_default_str();
-  app.add_option("--max-batch-tokens", a->max_batch_tokens, "Rows of one engine step")->capture_default_str();
-  app.add_option("--prefill-chunk", a->prefill_chunk, "Prompt tokens per request per step")->capture_default_str();
   app.add_option("--http-threads", a->http.http_threads, "Connection workers (0: --max-queue + 16)")
       ->capture_default_str();
   app.add_flag("--no-request-log", a->no_request_log, "Do not log one line per request on stderr");
-  add_state_options(app, &a->state);
   return [a] { return run_serve(*a); };
 }
 

@@ -82,6 +82,9 @@ std::optional<ApiError> parse_chat_request(const Json& body, const ApiContext& c
                                            ApiRequest* out) {
   ChatInput in;
   if (auto e = parse_chat_input(body, &in)) return e;
+  if (ctx.tokenizer == nullptr)
+    return ApiError{400, "this server has no tokenizer (a --preset model): use /v1/completions with token ids",
+                    "invalid_request_error", "messages", ""};
   if (chat == nullptr)
     return ApiError{400, "this model has no chat template (give one with --chat-template, or use /v1/completions)",
                     "invalid_request_error", "messages", ""};

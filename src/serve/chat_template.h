@@ -40,10 +40,11 @@ class ChatTemplate {
 };
 
 // POST /v1/chat/completions as the server takes it: the template's fields
-// checked (parse_chat_input), the messages rendered by `chat` (null when the
-// model has none: refused by name) and tokenized without added special
-// tokens (the template writes its own), then every other field checked
-// (parse_chat).
+// checked (parse_chat_input), the messages rendered by `chat` and tokenized
+// without added special tokens (the template writes its own), then every
+// other field checked (parse_chat). A model without a template (`chat`
+// null) or without a tokenizer (ctx.tokenizer null: a --preset model) is
+// refused by name.
 std::optional<ApiError> parse_chat_request(const Json& body, const ApiContext& ctx, const ChatTemplate* chat,
                                            ApiRequest* out);
 

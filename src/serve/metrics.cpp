@@ -121,6 +121,24 @@ std::string Metrics::text(const LoopStats& s, const std::string& model) const {
          "replayssm_spec_acceptance_rate " +
              num(s.engine.spec_drafted ? static_cast<double>(s.engine.spec_accepted) / s.engine.spec_drafted : 0.0) +
              "\n");
+  const EngineStats& e = s.engine;
+  metric("replayssm_prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.",
+         "replayssm_prefix_cache_queries_total " + std::to_string(e.prefix_lookup_tokens) + "\n");
+  metric("replayssm_prefix_cache_hits_total", "counter", "Prompt tokens the prefix cache held (not computed).",
+         "replayssm_prefix_cache_hits_total " + std::to_string(e.prefix_hit_tokens) + "\n");
+  metric("replayssm_prefix_cache_hit_requests_total", "counter", "Requests that reused a cached prefix.",
+         "replayssm_prefix_cache_hit_requests_total " + std::to_string(e.prefix_hits) + "\n");
+  metric("replayssm_prefix_cache_hit_rate", "gauge", "Cached over looked-up prompt tokens since start.",
+         "replayssm_prefix_cache_hit_rate " +
+             num(e.prefix_lookup_tokens ? static_cast<double>(e.prefix_hit_tokens) / e.prefix_lookup_tokens : 0.0) +
+             "\n");
+  metric("replayssm_prefix_cache_entries", "gauge", "Sequences the prefix cache holds.",
+         "replayssm_prefix_cache_entries " + std::to_string(e.prefix_entries) + "\n");
+  metric("replayssm_prefix_cache_bytes", "gauge", "Bytes only the prefix cache holds, by kind.",
+         "replayssm_prefix_cache_bytes{kind=\"state\"} " + std::to_string(e.prefix_state_bytes) + "\n" +
+             "replayssm_prefix_cache_bytes{kind=\"kv\"} " + std::to_string(e.prefix_kv_bytes) + "\n");
+  metric("replayssm_prefix_cache_evictions_total", "counter", "Prefix cache entries released for room.",
+         "replayssm_prefix_cache_evictions_total " + std::to_string(e.prefix_evictions) + "\n");
   metric("replayssm_engine_steps_total", "counter", "Batched steps.",
          "replayssm_engine_steps_total " + std::to_string(s.engine.steps) + "\n");
   metric("replayssm_engine_max_running", "gauge", "The most requests in one batch since start.",

@@ -113,6 +113,14 @@ std::optional<ApiError> read_common(const json& b, const ApiContext& ctx, ApiReq
   } else {
     out->model = ctx.model;
   }
+  // The prefix cache's partition: vLLM's cache_salt (the server adds the
+  // caller's key), so requests share cached prompts only by agreement.
+  if (b.contains("cache_salt") && !b["cache_salt"].is_null()) {
+    if (!b["cache_salt"].is_string() || b["cache_salt"].get<std::string>().empty())
+      return bad("cache_salt", "'cache_salt' must be a non-empty string");
+    if (b["cache_salt"].get<std::string>().size() > 256) return bad("cache_salt", "'cache_salt' is over 256 bytes");
+    p->cache_key = b["cache_salt"].get<std::string>();
+  }
   double temperature = 1.0, top_p = 1.0, length_penalty = 1.0;
   if (auto e = read_number(b, "temperature", 0.0, 2.0, false, &temperature)) return e;
   if (auto e = read_number(b, "top_p", 0.0, 1.0, true, &top_p)) return e;
@@ -156,9 +164,15 @@ std::optional<ApiError> read_common(const json& b, const ApiContext& ctx, ApiReq
     if (!out->stream) return bad("stream_options", "'stream_options' is only allowed with 'stream': true");
     if (!so.is_object()) return bad("stream_options", "'stream_options' must be an object");
     for (const auto& [k, v] : so.items())
-      if (k != "include_usage" && k != "continuous_usage_stats")
+      if (k != "include_usage" && k != "continuous_usage_stats" && k != "include_obfuscation")
         return bad("stream_options", "unknown field 'stream_options." + k + "'");
     if (auto e = read_bool(so, "include_usage", &out->include_usage)) return e;
+    // Obfuscation pads events against length side channels on shared
+    // networks; events here go unpadded, which the client may ask for.
+    bool obfuscate = false;
+    if (auto e = read_bool(so, "include_obfuscation", &obfuscate)) return e;
+    if (obfuscate)
+      return bad("stream_options", "'stream_options.include_obfuscation': true is not supported (events are not padded)");
     bool continuous = false;
     if (auto e = read_bool(so, "continuous_usage_stats", &continuous)) return e;
     if (continuous)
@@ -169,14 +183,35 @@ std::optional<ApiError> read_common(const json& b, const ApiContext& ctx, ApiReq
                std::string(beam ? "beam search" : "'best_of' > 'n'") +
                    " cannot stream: its completions are known only at the end");
   if (auto e = read_stop(b, ctx.limits, &out->stop)) return e;
+  if (!out->stop.empty() && ctx.tokenizer == nullptr)
+    return bad("stop", "stop strings are matched in the text, and this server has no tokenizer (a --preset model)");
   if (auto e = only_neutral(b, "presence_penalty", 0, "the sampler applies no penalties")) return e;
   if (auto e = only_neutral(b, "frequency_penalty", 0, "the sampler applies no penalties")) return e;
   if (auto e = only_neutral(b, "repetition_penalty", 1, "the sampler applies no penalties")) return e;
   if (auto e = only_neutral(b, "logit_bias", json::object(), "the sampler applies no logit bias")) return e;
   if (auto e = only_neutral(b, "top_k", -1, "the sampler has top_p only")) return e;
   if (auto e = only_neutral(b, "min_tokens", 0, "a completion may end at any token")) return e;
-  if (b.contains("user") && !b["user"].is_null() && !b["user"].is_string())
-    return bad("user", "'user' must be a string");
+  // Identifiers for the caller's own bookkeeping: checked, not used.
+  for (const char* f : {"user", "safety_identifier", "prompt_cache_key"})
+    if (b.contains(f) && !b[f].is_null() && !b[f].is_string()) return bad(f, std::string("'") + f + "' must be a string");
+  return std::nullopt;
+}
+
+// Chat fields of the OpenAI platform that change nothing here when left at
+// their neutral values: refused by name otherwise.
+std::optional<ApiError> read_platform_fields(const json& b) {
+  if (b.contains("store") && !b["store"].is_null() && b["store"] != false)
+    return bad("store", "'store': true is not supported (completions are not stored)");
+  if (b.contains("metadata") && !b["metadata"].is_null() && !b["metadata"].is_object())
+    return bad("metadata", "'metadata' must be an object");
+  if (b.contains("service_tier") && !b["service_tier"].is_null() && b["service_tier"] != "auto" &&
+      b["service_tier"] != "default")
+    return bad("service_tier", "'service_tier' = " + b["service_tier"].dump() +
+                                   " is not offered (one tier: 'auto' or 'default')");
+  if (b.contains("reasoning_effort") && !b["reasoning_effort"].is_null())
+    return bad("reasoning_effort",
+               "'reasoning_effort' is not supported; a template's own switch goes in 'chat_template_kwargs' "
+               "(e.g. {\"enable_thinking\": false})");
   return std::nullopt;
 }
 
@@ -219,7 +254,7 @@ std::optional<ApiError> parse_completion(const json& b, const ApiContext& ctx, A
                                   "stream_options", "logprobs", "echo", "stop", "presence_penalty",
                                   "frequency_penalty", "repetition_penalty", "best_of", "logit_bias", "user", "seed",
                                   "suffix", "use_beam_search", "length_penalty", "ignore_eos", "top_k",
-                                  "min_tokens"}))
+                                  "min_tokens", "cache_salt", "prompt_cache_key", "safety_identifier"}))
     return e;
   if (auto e = only_neutral(b, "suffix", "", "insertion is not supported")) return e;
   int64_t max_tokens = 16;  // OpenAI's default for completions
@@ -265,7 +300,10 @@ std::optional<ApiError> parse_completion(const json& b, const ApiContext& ctx, A
     return bad("prompt", "'prompt' must be a string, a list of strings, a list of token ids or a list of such lists");
   }
   for (size_t i = 0; i < prompts.size(); ++i) {
-    if (prompts[i].empty()) {
+    if (ctx.tokenizer == nullptr) {
+      if (prompts[i].empty())
+        return bad("prompt", "this server has no tokenizer (a --preset model): send the prompt as token ids");
+    } else if (prompts[i].empty()) {
       // Text: as transformers' tokenizer(prompt), its special tokens included.
       auto ids = ctx.tokenizer->encode(out->prompt_texts[i], /*add_special_tokens=*/true);
       if (!ids.ok()) return bad("prompt", ids.status().message());
@@ -334,8 +372,11 @@ std::optional<ApiError> parse_chat(const json& b, const ApiContext& ctx, std::ve
                                   "repetition_penalty", "logit_bias", "logprobs", "top_logprobs", "user", "seed",
                                   "tools", "tool_choice", "parallel_tool_calls", "response_format",
                                   "add_generation_prompt", "chat_template_kwargs", "best_of", "use_beam_search",
-                                  "length_penalty", "ignore_eos", "top_k", "min_tokens"}))
+                                  "length_penalty", "ignore_eos", "top_k", "min_tokens", "cache_salt", "store",
+                                  "metadata", "service_tier", "reasoning_effort", "prompt_cache_key",
+                                  "safety_identifier"}))
     return e;
+  if (auto e = read_platform_fields(b)) return e;
   int64_t max_tokens = ctx.limits.max_tokens;  // chat: until the model ends, within the server's limit
   if (auto e = read_int(b, "max_tokens", 1, ctx.limits.max_tokens, &max_tokens)) return e;
   if (auto e = read_int(b, "max_completion_tokens", 1, ctx.limits.max_tokens, &max_tokens)) return e;

@@ -21,6 +21,7 @@ namespace {
 
 constexpr auto kPoll = std::chrono::milliseconds(200);  // how often a waiting connection looks up
 constexpr double kKeepAlive = 1.0;                      // seconds of silence before an SSE comment
+constexpr double kProbe = 1.0;                          // seconds between a waiting non-streamed body's probes
 
 std::string random_hex(int n) {
   static thread_local std::mt19937_64 rng(std::random_device{}());
@@ -64,7 +65,7 @@ const char* reason_name(FinishReason r) {
 // received, and the JSON it becomes.
 struct Server::Exchange {
   struct Choice {
-    explicit Choice(const Tokenizer& tok, const std::vector<std::string>& stops) : text(tok, stops) {}
+    explicit Choice(const Tokenizer* tok, const std::vector<std::string>& stops) : text(tok, stops) {}
     TextStream text;
     std::vector<int32_t> tokens;
     std::vector<double> logprobs;
@@ -80,9 +81,10 @@ struct Server::Exchange {
       : srv(s), req(std::move(r)), id((req.chat ? "chatcmpl-" : "cmpl-") + random_hex(24)),
         created(static_cast<int64_t>(std::time(nullptr))), t0(now_seconds()), ch(std::make_shared<Channel>()) {
     const size_t n = req.prompts.size() * static_cast<size_t>(req.n);
-    for (size_t i = 0; i < n; ++i) choices.emplace_back(*srv.tok_, req.stop);
+    for (size_t i = 0; i < n; ++i) choices.emplace_back(srv.tok_, req.stop);
     prompt_lp.resize(req.prompts.size());
     prompt_top.resize(req.prompts.size());
+    cached.assign(req.prompts.size(), 0);
   }
 
   Server& srv;
@@ -95,6 +97,7 @@ struct Server::Exchange {
   std::vector<Choice> choices;      // prompt p's completion j at p·n + j
   std::vector<std::vector<double>> prompt_lp;
   std::vector<std::vector<std::vector<TokenLogprob>>> prompt_top;
+  std::vector<int64_t> cached;      // per prompt: tokens the prefix cache held
   Status error;                     // a failure no token was sent before
   size_t done = 0;
   bool cancelled = false;
@@ -135,6 +138,7 @@ struct Server::Exchange {
   void take(const TokenEvent& e) {
     const int64_t p = prompt_of(e.request);
     if (p < 0) return;
+    cached[size_t(p)] = e.cached_tokens;
     if (e.index < 0) {  // the prompt's log-probabilities
       prompt_lp[size_t(p)] = e.prompt_logprobs;
       prompt_top[size_t(p)] = e.prompt_top;
@@ -194,11 +198,14 @@ struct Server::Exchange {
   }
 
   // A token's text as a client sees it alone (a piece of a character as U+FFFD).
+  // Without a tokenizer, "token_id:N" (as vLLM's --return-tokens-as-token-ids).
   std::string piece(int32_t t) const {
+    if (srv.tok_ == nullptr) return "token_id:" + std::to_string(t);
     auto s = srv.tok_->decode({&t, 1});
     return s.ok() ? *s : std::string();
   }
   json bytes_of(int32_t t) const {
+    if (srv.tok_ == nullptr) return nullptr;
     json out = json::array();
     auto b = srv.tok_->decode_bytes({&t, 1});
     if (b.ok())
@@ -220,7 +227,7 @@ struct Server::Exchange {
     int64_t base = text_base;
     if (req.echo && from == 0) {
       const std::vector<int32_t>& pt = req.prompts[p].prompt;
-      TextStream ts(*srv.tok_, {});
+      TextStream ts(srv.tok_, {});
       for (size_t i = 0; i < pt.size(); ++i) {
         (void)ts.push(pt[i]);
         tokens.push_back(piece(pt[i]));
@@ -256,9 +263,15 @@ struct Server::Exchange {
     return {{"content", content}};
   }
   json usage() const {
-    return {{"prompt_tokens", prompt_tokens()},
-            {"completion_tokens", completion_tokens()},
-            {"total_tokens", prompt_tokens() + completion_tokens()}};
+    json u = {{"prompt_tokens", prompt_tokens()},
+              {"completion_tokens", completion_tokens()},
+              {"total_tokens", prompt_tokens() + completion_tokens()}};
+    if (srv.opt_.prefix_cache) {
+      int64_t n = 0;
+      for (int64_t c : cached) n += c;
+      u["prompt_tokens_details"] = {{"cached_tokens", n}};
+    }
+    return u;
   }
 
   // The whole response (non-streaming).
@@ -488,8 +501,12 @@ void Server::routes() {
     const std::optional<ApiError> err =
         chat ? parse_chat_request(body, ctx, chat_, &api) : parse_completion(body, ctx, &api);
     if (err) return send_error(res, metrics_, *err);
-    for (RequestParams& p : api.prompts)
+    // The prefix cache's partition: the caller's credentials and its salt.
+    const std::string tenant = req.get_header_value("Authorization");
+    for (RequestParams& p : api.prompts) {
       if (p.beam_width == 0 && opt_.spec != RequestParams::kNoSpec) p.spec = opt_.spec, p.spec_tokens = opt_.spec_tokens;
+      p.cache_key = tenant + '\n' + p.cache_key;
+    }
     const int64_t in_flight = loop_->in_flight();
     if (in_flight + static_cast<int64_t>(api.prompts.size()) > opt_.max_queue)
       return send_error(res, metrics_,
@@ -501,10 +518,13 @@ void Server::routes() {
     connections_++;
     metrics_.request_started();
     struct Leave {  // the connection's count, however the exchange ends
-      Server* s;
+      explicit Leave(Server* srv) : s(srv) {}
+      Leave(const Leave&) = delete;
+      Leave& operator=(const Leave&) = delete;
       ~Leave() { s->connections_--; }
+      Server* s;
     };
-    auto leave = std::make_shared<Leave>(Leave{this});
+    auto leave = std::make_shared<Leave>(this);
     if (Status st = ex->submit(); !st.ok()) {
       ex->cancel();
       ex->error = st;
@@ -517,11 +537,47 @@ void Server::routes() {
       ex->end();
       return send_error(res, metrics_, from_status(ex->error));
     }
-    if (!ex->req.stream) {
-      while (!ex->finished()) ex->step();
+    if (!ex->req.stream && ex->finished()) {
       ex->end();
       if (!ex->error.ok()) return send_error(res, metrics_, from_status(ex->error));
       res.set_content(ex->response().dump(), "application/json");
+      return;
+    }
+    if (!ex->req.stream) {
+      // The body is written when the completion ends. Until then a space
+      // (JSON's leading whitespace) each kProbe seconds finds out whether
+      // the client is still there: a write to a closed connection fails,
+      // and the request is cancelled, its state freed, instead of running
+      // for no one.
+      // A content type httplib does not compress: a compressor would hold
+      // the probes back, and a client that left would go unnoticed.
+      res.set_chunked_content_provider(
+          "application/json; charset=utf-8",
+          [ex, leave, last = now_seconds()](size_t, httplib::DataSink& sink) mutable {
+            if (ex->finished()) {
+              ex->end();
+              // A failure after the status was sent: the error body (rare:
+              // the engine failed mid-request).
+              const std::string body = ex->error.ok() ? ex->response().dump() : error_body(from_status(ex->error));
+              const bool ok = sink.write(body.data(), body.size());
+              if (ok) sink.done();
+              return ok;
+            }
+            ex->step();
+            if (now_seconds() - last > kProbe) {
+              last = now_seconds();
+              if (!sink.write(" ", 1)) {
+                ex->cancel();
+                ex->end();
+                return false;
+              }
+            }
+            return true;
+          },
+          [ex](bool) {
+            if (!ex->finished()) ex->cancel();
+            ex->end();
+          });
       return;
     }
     res.set_header("Cache-Control", "no-cache");

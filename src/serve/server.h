@@ -54,6 +54,8 @@ struct ServeOptions {
   // Speculation for every request but beam searches (--spec).
   RequestParams::Spec spec = RequestParams::kNoSpec;
   int64_t spec_tokens = 4;
+  // The engine keeps a prefix cache: usage reports cached_tokens.
+  bool prefix_cache = false;
 };
 
 class Server {

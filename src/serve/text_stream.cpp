@@ -24,7 +24,7 @@ size_t incomplete_tail(const std::string& s) {
 
 }  // namespace
 
-TextStream::TextStream(const Tokenizer& tok, std::vector<std::string> stops) : tok_(tok) {
+TextStream::TextStream(const Tokenizer* tok, std::vector<std::string> stops) : tok_(tok) {
   for (std::string& s : stops)
     if (!s.empty()) stops_.push_back(std::move(s));
 }
@@ -33,7 +33,8 @@ Result<TextStream::Delta> TextStream::push(int32_t token) {
   if (stopped_) return Delta{};
   offsets_.push_back(static_cast<int64_t>(released_.size() + pending_.size()) +
                      static_cast<int64_t>(utf8_lossy(bytes_).size()));
-  RSSM_ASSIGN_OR_RETURN(std::string b, tok_.decode_bytes({&token, 1}));
+  if (tok_ == nullptr) return Delta{};
+  RSSM_ASSIGN_OR_RETURN(std::string b, tok_->decode_bytes({&token, 1}));
   bytes_ += b;
   const size_t keep = incomplete_tail(bytes_);
   pending_ += utf8_lossy(std::string_view(bytes_).substr(0, bytes_.size() - keep));

@@ -23,7 +23,8 @@ namespace replayssm::serve {
 class TextStream {
  public:
   // The tokenizer must outlive the stream. Empty stop strings are ignored.
-  TextStream(const Tokenizer& tok, std::vector<std::string> stops);
+  // Without a tokenizer (a server of token ids) the text stays empty.
+  TextStream(const Tokenizer* tok, std::vector<std::string> stops);
 
   struct Delta {
     std::string text;      // newly final text
@@ -44,7 +45,7 @@ class TextStream {
   // Releases the part of pending_ that can no longer start a stop string.
   Delta release();
 
-  const Tokenizer& tok_;
+  const Tokenizer* tok_;
   std::vector<std::string> stops_;
   std::string bytes_;     // decoded bytes not yet text (a partial character)
   std::string pending_;   // text not yet released (a possible stop string's start)

@@ -133,7 +133,7 @@ bool has_rebuild(const std::vector<SlicePlan>& plan, int64_t seq) {
 void plan_family(const StateManager::Impl& m, int64_t base, const std::vector<Member>& fam) {
   const int64_t c = m.ckpt_pos(base), W = m.opt.window;
   const bool base_slot = base != kZeroCkpt && m.ckpts.at(base).refs == static_cast<int>(fam.size());
-  const int64_t K = m.opt.checkpoint_interval;
+  const int64_t K = m.keep(*fam[0].seq).checkpoint_interval;
   auto reusable = [&](int64_t d) { return base_slot && (K == 0 || c / K == d / K); };
 
   if (fam.size() == 1) {  // a lone sequence: every W committed tokens
@@ -284,7 +284,7 @@ void StateManager::Impl::plan_replay_step(std::vector<SlicePlan>* plan) const {
   std::map<int64_t, SlicePlan*> stepping;
   for (SlicePlan& sp : *plan) {
     if (sp.rebuild) {  // a rebuild ends at a checkpoint, in its base's slot if it may
-      const int64_t end = sp.s.pos + sp.s.n, K = opt.checkpoint_interval;
+      const int64_t end = sp.s.pos + sp.s.n, K = keep(*find(sp.s.seq)).checkpoint_interval;
       sp.write_pos = {end};
       if (sp.base != kZeroCkpt && ckpts.at(sp.base).refs == 1 && (K == 0 || sp.base_pos / K == end / K))
         sp.reuse = 0;

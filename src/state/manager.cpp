@@ -253,7 +253,7 @@ RestorePlan StateManager::Impl::plan_resume(const Seq& s) const {
 
 void StateManager::Impl::prune(Seq& s) {
   const int64_t len = static_cast<int64_t>(s.tokens.size());
-  const int64_t K = opt.checkpoint_interval;
+  const int64_t K = keep(s).checkpoint_interval;
   const int64_t sparse = K > 0 ? K : opt.window;  // recompute's interval
   // The newest usable checkpoint is the live one.
   int64_t live = -2;
@@ -313,7 +313,8 @@ bool StateManager::Impl::log_unneeded(const Seq& s, int64_t pi) const {
   for (int64_t o : p.holders) {
     const Seq& t = seqs.at(o);
     RSSM_CHECK(pi < static_cast<int64_t>(t.pages.size()) && t.pages[pi] == s.pages[pi]);
-    if ((pi + 1) * B > t.expect_base - opt.log_retention) return false;
+    const int64_t r = keep(t).log_retention;
+    if (r < 0 || (pi + 1) * B > t.expect_base - r) return false;
   }
   return true;
 }
@@ -324,15 +325,17 @@ int64_t StateManager::Impl::fold_below(const SlicePlan& sp) const {
   // gets one), so trim_log would drop every page wholly below write −
   // log_retention. Writes never pass the committed cursor, so drafts are
   // never folded.
-  if (!logs || sp.rebuild || opt.log_retention < 0 || sp.write_pos.empty()) return 0;
+  const int64_t r = keep(*find(sp.s.seq)).log_retention;
+  if (!logs || sp.rebuild || r < 0 || sp.write_pos.empty()) return 0;
   const int64_t f = *std::max_element(sp.write_pos.begin(), sp.write_pos.end());
   RSSM_CHECK(f <= sp.committed_after);
-  return f - opt.log_retention;
+  return f - r;
 }
 
 void StateManager::Impl::trim_log(Seq& s) {
-  if (!logs || opt.log_retention < 0) return;
-  const int64_t limit = s.expect_base - opt.log_retention;
+  const int64_t r = keep(s).log_retention;
+  if (!logs || r < 0) return;
+  const int64_t limit = s.expect_base - r;
   bool advance = true;  // the cursor moves only over pages left without a log
   for (int64_t pi = s.trim_from; (pi + 1) * B <= limit && pi < static_cast<int64_t>(s.pages.size()); ++pi) {
     Page& pg = pages.at(s.pages[pi]);
@@ -380,7 +383,7 @@ void StateManager::Impl::release_seq(int64_t id) {
 }
 
 Result<int64_t> StateManager::Impl::fork_into(int64_t seq, std::optional<int64_t> pos,
-                                              std::optional<int64_t> budget) {
+                                              std::optional<int64_t> budget, std::optional<Retention> retention) {
   Seq* parent = find(seq);
   if (parent == nullptr) return invalid_argument("fork: no sequence " + std::to_string(seq));
   const int64_t len = static_cast<int64_t>(parent->tokens.size());
@@ -403,7 +406,8 @@ Result<int64_t> StateManager::Impl::fork_into(int64_t seq, std::optional<int64_t
     if (!budget) by_request[request] = ckpt_bytes();
     RSSM_RETURN_IF_ERROR(reserve(ckpt_bytes(), by_request, prot));
   }
-  if (budget) requests[request] = Request{*budget, {}};
+  if (budget)
+    requests[request] = Request{*budget, {}, retention.value_or(Retention{opt.checkpoint_interval, opt.log_retention})};
   parent = find(seq);
   Seq& child = seqs[id];
   child.id = id;
@@ -458,13 +462,14 @@ const StateOptions& StateManager::options() const { return impl_->opt; }
 const StateUnits& StateManager::units() const { return impl_->units; }
 const CacheSpec& StateManager::spec() const { return impl_->spec; }
 
-int64_t StateManager::add_sequence(int64_t budget_bytes) {
+int64_t StateManager::add_sequence(int64_t budget_bytes, std::optional<Retention> retention) {
   RSSM_CHECK(!impl_->in_step);
   const int64_t id = impl_->next_seq++;
   Seq& s = impl_->seqs[id];
   s.id = id;
   s.request = id;
-  impl_->requests[id] = Request{budget_bytes, {id}};
+  const StateOptions& o = impl_->opt;
+  impl_->requests[id] = Request{budget_bytes, {id}, retention.value_or(Retention{o.checkpoint_interval, o.log_retention})};
   return id;
 }
 
@@ -473,9 +478,12 @@ Result<int64_t> StateManager::fork(int64_t seq, std::optional<int64_t> pos) {
   return impl_->fork_into(seq, pos, std::nullopt);
 }
 
-Result<int64_t> StateManager::fork_request(int64_t seq, std::optional<int64_t> pos, int64_t budget_bytes) {
+Result<int64_t> StateManager::fork_request(int64_t seq, std::optional<int64_t> pos, int64_t budget_bytes,
+                                           std::optional<Retention> retention) {
   RSSM_CHECK(!impl_->in_step);
-  return impl_->fork_into(seq, pos, budget_bytes);
+  if (retention && (retention->checkpoint_interval < 0 || retention->log_retention < -1))
+    return invalid_argument("fork_request: retention needs checkpoint_interval >= 0 and log_retention >= -1");
+  return impl_->fork_into(seq, pos, budget_bytes, retention);
 }
 
 Status StateManager::release(int64_t seq) {
@@ -568,6 +576,30 @@ std::span<const int32_t> StateManager::tokens(int64_t seq) const {
 }
 
 int64_t StateManager::n_sequences() const { return static_cast<int64_t>(impl_->seqs.size()); }
+HeldBytes StateManager::exclusive_bytes(std::span<const int64_t> ids) const {
+  const Impl& m = *impl_;
+  std::map<int64_t, int> page_refs, ckpt_refs;  // references from the set
+  for (int64_t id : ids) {
+    const Seq* s = m.find(id);
+    if (s == nullptr) continue;
+    for (int64_t pg : s->pages) page_refs[pg]++;
+    for (int64_t c : s->ckpts) ckpt_refs[c]++;
+  }
+  HeldBytes out;
+  for (const auto& [id, n] : page_refs) {
+    const Page& pg = m.pages.at(id);
+    if (n < pg.refs) continue;  // someone else holds it too
+    out.kv += m.page_kv;
+    out.state += m.log_held(pg);
+  }
+  for (const auto& [id, n] : ckpt_refs) {
+    const Ckpt& c = m.ckpts.at(id);
+    if (n < c.refs || c.evicted()) continue;
+    for (int i = 0; i < c.parts; ++i) out.state += m.ckpt_part[size_t(i)];
+  }
+  return out;
+}
+
 int64_t StateManager::n_pages() const { return static_cast<int64_t>(impl_->pages.size()); }
 int64_t StateManager::n_checkpoints() const { return static_cast<int64_t>(impl_->ckpts.size()); }
 int32_t StateManager::page_slots_high() const { return impl_->page_slots.high; }

@@ -77,6 +77,7 @@ struct Seq {
 struct Request {
   int64_t budget = 0;
   std::set<int64_t> seqs;  // the root and its forks
+  Retention keep;          // what its sequences keep of their past
 };
 
 // Where one cache layer's parts sit among the manager's units.
@@ -180,6 +181,9 @@ struct StateManager::Impl {
   // backend holds them (account_layer per SSM layer).
   void account_step();
 
+  // The retention of a sequence's request.
+  const Retention& keep(const Seq& s) const { return requests.at(s.request).keep; }
+
   Seq* find(int64_t id);
   const Seq* find(int64_t id) const;
   int64_t ckpt_pos(int64_t id) const { return id == kZeroCkpt ? 0 : ckpts.at(id).pos; }
@@ -223,7 +227,8 @@ struct StateManager::Impl {
   // True when page index pi of s lies below the trim limit of every
   // sequence sharing that page.
   bool log_unneeded(const Seq& s, int64_t pi) const;
-  Result<int64_t> fork_into(int64_t seq, std::optional<int64_t> pos, std::optional<int64_t> budget);
+  Result<int64_t> fork_into(int64_t seq, std::optional<int64_t> pos, std::optional<int64_t> budget,
+                            std::optional<Retention> retention = std::nullopt);
 
   // Eviction (evict.cpp). protect: ids that must survive.
   struct Protected {

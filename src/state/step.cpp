@@ -90,7 +90,8 @@ Result<StepPlan> StateManager::plan_step(std::span<const SeqSlice> step, std::sp
           for (int64_t f = sl.pos + 1; f <= end; ++f) sp.write_pos.push_back(f);
         break;
       case Strategy::kRecompute: {
-        const int64_t sparse = m.opt.checkpoint_interval > 0 ? m.opt.checkpoint_interval : m.opt.window;
+        const int64_t K = m.keep(*m.find(sl.seq)).checkpoint_interval;
+        const int64_t sparse = K > 0 ? K : m.opt.window;
         for (int64_t f = sl.pos + 1; f < end && !sp.rebuild; ++f)
           if (f % sparse == 0 && f <= sp.committed_after) sp.write_pos.push_back(f);
         sp.write_pos.push_back(end);
@@ -103,7 +104,7 @@ Result<StepPlan> StateManager::plan_step(std::span<const SeqSlice> step, std::sp
     // (Replay decides this in its planner, families included.)
     if (m.opt.strategy != Strategy::kReplay && sp.write_pos.size() == 1 && sp.base != kZeroCkpt &&
         m.ckpts.at(sp.base).refs == 1) {
-      const int64_t K = m.opt.checkpoint_interval, f = sp.write_pos[0];
+      const int64_t K = m.keep(*m.find(sl.seq)).checkpoint_interval, f = sp.write_pos[0];
       const bool kept_by_interval = K > 0 && sp.base_pos / K != f / K;
       bool reuse = false;
       if (m.opt.strategy == Strategy::kSnapshot) {
@@ -213,7 +214,7 @@ Result<StepPlan> StateManager::plan_step(std::span<const SeqSlice> step, std::sp
 
 void StateManager::Impl::plan_step_folds() {
   step_folded.clear();
-  if (!logs || opt.log_retention < 0) return;
+  if (!logs) return;
   // After finish_step a sequence stands on a checkpoint at or above its
   // highest write, or one it moves onto (share_with): the log above it is
   // present. A stepping sequence without a write still stands at or above
@@ -238,13 +239,18 @@ void StateManager::Impl::plan_step_folds() {
   };
   for (const auto& [id, f] : raised) {
     const Seq& s = seqs.at(id);
-    const int64_t limit = f - opt.log_retention;
+    const int64_t r = keep(s).log_retention;
+    if (r < 0) continue;  // its request keeps every entry
+    const int64_t limit = f - r;
     for (int64_t pi = s.trim_from; (pi + 1) * B <= limit && pi < static_cast<int64_t>(s.pages.size()); ++pi) {
       const int64_t pid = s.pages[pi];
       const Page& pg = pages.at(pid);
       if (!pg.has_log() || step_folded.count(pid)) continue;
       bool unneeded = true;
-      for (int64_t o : pg.holders) unneeded = unneeded && (pi + 1) * B <= base_after(o) - opt.log_retention;
+      for (int64_t o : pg.holders) {
+        const int64_t ro = keep(seqs.at(o)).log_retention;
+        unneeded = unneeded && ro >= 0 && (pi + 1) * B <= base_after(o) - ro;
+      }
       if (unneeded) step_folded[pid] = {id, pi};
     }
   }

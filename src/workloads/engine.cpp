@@ -9,6 +9,7 @@
 #include "core/clock.h"
 #include "ops/cpu/sampling.h"
 #include "workloads/beam_search.h"
+#include "workloads/prefix_cache.h"
 #include "workloads/sampler.h"
 #include "workloads/session.h"
 #include "workloads/speculative.h"
@@ -48,6 +49,7 @@ struct Engine::Request {
   int64_t fed = 0;        // prompt tokens fed
   bool started = false;   // the prompt is in; lanes exist
   bool parked = false;    // preempted: sequences kept, out of the batch
+  int64_t cached = 0;     // prompt tokens taken from the prefix cache
   bool done = false;
   uint64_t admitted = 0;  // admission order (the latest is parked first)
   std::vector<Lane> lanes;
@@ -82,11 +84,20 @@ Status EngineOptions::validate() const {
   if (max_batch_tokens < 1) return invalid_argument("engine: max_batch_tokens must be >= 1");
   if (prefill_chunk < 1) return invalid_argument("engine: prefill_chunk must be >= 1");
   if (max_running < 1) return invalid_argument("engine: max_running must be >= 1");
+  if (prefix_cache.max_bytes < 0)
+    return invalid_argument("engine: prefix_cache.max_bytes must be >= 0 (0: no cap of its own)");
+  if (prefix_cache.align < 1)
+    return invalid_argument("engine: prefix_cache.align must be >= 1, got " + std::to_string(prefix_cache.align));
+  if (prefix_cache.replay_limit < 1)
+    return invalid_argument("engine: prefix_cache.replay_limit must be >= 1, got " +
+                            std::to_string(prefix_cache.replay_limit));
   return {};
 }
 
 Engine::Engine(Backend& backend, const EngineOptions& opt, std::unique_ptr<Session> s, std::unique_ptr<Session> draft)
-    : backend_(backend), opt_(opt), session_(std::move(s)), draft_(std::move(draft)) {}
+    : backend_(backend), opt_(opt), session_(std::move(s)), draft_(std::move(draft)) {
+  if (opt_.prefix_cache.enabled) cache_ = std::make_unique<PrefixCache>(*session_, opt_.prefix_cache);
+}
 
 Engine::~Engine() {
   // Draft sources release their sequences in the draft session: before it goes.
@@ -201,6 +212,7 @@ void Engine::end_request(Request& r, FinishReason reason, Status error) {
     if (r.cb) {
       TokenEvent e;
       e.request = r.id;
+      e.cached_tokens = r.cached;
       e.index = i;
       e.finished = true;
       e.reason = reason;
@@ -215,11 +227,15 @@ void Engine::end_completion(Request& r, size_t li, int32_t token, FinishReason r
   l.done = true;
   l.c.reason = reason;
   l.drafts.reset();
+  // The first completion's prompt and tokens serve the next turn of a chat.
+  if (li == 0 && !r.search() && (reason == FinishReason::kStop || reason == FinishReason::kLength))
+    cache_insert(r, l.seq);
   if (l.seq >= 0) (void)session_->release(l.seq);
   l.seq = -1;
   if (r.cb && !r.search()) {
     TokenEvent e;
     e.request = r.id;
+    e.cached_tokens = r.cached;
     e.index = static_cast<int64_t>(li);
     e.token = token;
     if (token >= 0) {
@@ -296,16 +312,69 @@ bool Engine::admit_one(int64_t* reserved) {
     // Its lanes' checkpoints, rebuilt if they were evicted.
     estimate = static_cast<int64_t>(std::max<size_t>(r.lanes.size(), 1)) * st.checkpoint_bytes();
   }
+  if (so.state_budget > 0 && cache_ != nullptr) {
+    // The cache gives way to requests: its entries go before one waits.
+    const int64_t over = st.stats().state_bytes + *reserved + estimate - so.state_budget;
+    if (over > 0) {
+      const int64_t before = cache_->entries();
+      (void)cache_->free_bytes(over);
+      note_cache(before);
+    }
+  }
   if (so.state_budget > 0 && st.stats().state_bytes + *reserved + estimate > so.state_budget && !running_.empty())
     return false;  // wait: running requests free memory as they finish
   *reserved += estimate;
   waiting_.erase(waiting_.begin());
-  if (!r.parked) r.root = session_->state().add_sequence(r.p.state_budget);
+  if (!r.parked) {
+    StateManager& sm = session_->state();
+    PrefixCache::Hit hit;
+    // A request that scores its prompt needs every position's logits.
+    if (cache_ != nullptr && r.p.prompt_logprobs < 0) {
+      hit = cache_->lookup(r.p.cache_key, r.p.prompt);
+      stats_.prefix_lookups++;
+      stats_.prefix_lookup_tokens += static_cast<int64_t>(r.p.prompt.size());
+    }
+    r.root = -1;
+    if (hit.seq >= 0) {
+      auto root = sm.fork_request(hit.seq, hit.length, r.p.state_budget, cache_->retention());
+      if (root.ok()) {
+        r.root = *root;
+        r.fed = r.cached = hit.length;
+        stats_.prefix_hits++;
+        stats_.prefix_hit_tokens += hit.length;
+        if (auto rp = sm.resume_plan(r.root); rp.ok()) {
+          if (rp->path == RestorePath::kLogReplay) stats_.prefix_replay_tokens += rp->to - rp->from;
+          if (rp->path == RestorePath::kReprefill) stats_.prefix_rerun_tokens += rp->to - rp->from;
+        }
+      }
+    }
+    if (r.root < 0)
+      r.root = cache_ != nullptr ? sm.add_sequence(r.p.state_budget, cache_->retention())
+                                 : sm.add_sequence(r.p.state_budget);
+  }
   r.parked = false;
   r.admitted = ++admissions_;
   running_.push_back(id);
   stats_.max_running = std::max<int64_t>(stats_.max_running, static_cast<int64_t>(running_.size()));
   return true;
+}
+
+void Engine::note_cache(int64_t entries_before) {
+  if (cache_ == nullptr) return;
+  stats_.prefix_evictions += std::max<int64_t>(0, entries_before - cache_->entries());
+  stats_.prefix_entries = cache_->entries();
+  stats_.prefix_state_bytes = cache_->bytes().state;
+  stats_.prefix_kv_bytes = cache_->bytes().kv;
+}
+
+void Engine::cache_insert(const Request& r, int64_t seq) {
+  if (cache_ == nullptr || seq < 0) return;
+  const int64_t before = cache_->entries() + 1;  // an insert that releases nothing adds one
+  const StateManager& sm = session_->state();
+  // Not caching is always correct: a failure here only costs later hits.
+  (void)cache_->insert(r.p.cache_key, seq, sm.length(seq));
+  (void)session_->flush();
+  note_cache(before);
 }
 
 void Engine::park(Request& r) {
@@ -335,6 +404,7 @@ bool Engine::emit(Request& r, size_t li, int32_t t, double lp, std::vector<Token
   if (r.cb && !r.search()) {
     TokenEvent e;
     e.request = r.id;
+    e.cached_tokens = r.cached;
     e.index = static_cast<int64_t>(li);
     e.token = t;
     e.logprob = lp;
@@ -555,6 +625,7 @@ Status Engine::finish_search(Request& r) {
     for (size_t j = 0; j < c.tokens.size(); ++j) {
       TokenEvent e;
       e.request = r.id;
+      e.cached_tokens = r.cached;
       e.index = static_cast<int64_t>(i);
       e.token = c.tokens[j];
       e.logprob = j < c.logprobs.size() ? c.logprobs[j] : 0.0;
@@ -566,6 +637,7 @@ Status Engine::finish_search(Request& r) {
     if (c.tokens.empty()) {
       TokenEvent e;
       e.request = r.id;
+      e.cached_tokens = r.cached;
       e.index = static_cast<int64_t>(i);
       e.finished = true;
       e.reason = c.reason;
@@ -735,12 +807,14 @@ Status Engine::step() {
       if (r.p.prompt_logprobs >= 0 && r.cb) {
         TokenEvent e;
         e.request = r.id;
+        e.cached_tokens = r.cached;
         e.index = -1;
         e.prompt_logprobs = r.prompt_lp;
         e.prompt_top = r.prompt_top;
         r.cb(e);
         if (r.done) continue;
       }
+      cache_insert(r, r.root);
       RSSM_RETURN_IF_ERROR(start_completions(r, first_row[i] + w.rows - 1));
       continue;
     }

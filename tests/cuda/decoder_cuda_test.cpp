@@ -20,6 +20,7 @@
 #include <set>
 #include <vector>
 
+#include "../backend_test_util.h"
 #include "cuda_test_util.h"
 #include "decoder_test_util.h"
 #include "core/dtype.h"
@@ -27,7 +28,7 @@
 #include "replayssm/model.h"
 #include "backend/cpu/dense_cache.h"
 #include "runtime/cuda/decoder.h"
-#include "runtime/cuda/device_model.h"
+#include "backend/cuda/device_model.h"
 #include "runtime/cuda/prompt_logits.h"
 
 namespace replayssm {
@@ -57,23 +58,7 @@ float worst_ratio(const std::vector<std::vector<float>>& got, const std::vector<
   return worst;
 }
 
-// The model's matrices rounded to bf16 in place, as DeviceModel stores them
-// (the test owns this copy of the model).
-void round_matrices_to_bf16(const Model& m) {
-  const Program& p = m.program();
-  const ModelConfig& c = m.config();
-  auto rnd = [](const float* w, int64_t n) {
-    float* q = const_cast<float*>(w);
-    for (int64_t i = 0; w != nullptr && i < n; ++i) q[i] = bf16_to_f32(f32_to_bf16(q[i]));
-  };
-  rnd(p.embed, c.vocab_size * c.hidden_size);
-  if (p.lm_head.w != p.embed) rnd(p.lm_head.w, c.vocab_size * c.hidden_size);
-  for (const Block& b : p.blocks)
-    for (const Linear* l : {&b.mamba.in_proj, &b.mamba.out_proj, &b.gdn.in_qkv, &b.gdn.in_z, &b.gdn.in_a, &b.gdn.in_b,
-                            &b.gdn.out_proj, &b.attn.q, &b.attn.k, &b.attn.v, &b.attn.o, &b.mlp.gate, &b.mlp.up,
-                            &b.mlp.down})
-      rnd(l->w, l->n_out * l->n_in);
-}
+using test::round_matrices_to_bf16;
 
 // Every position's logits of one prompt on the CPU reference.
 std::vector<std::vector<float>> cpu_logits(const Model& m, const std::vector<int32_t>& ids) {

@@ -18,7 +18,7 @@
 #include "decoder_test_util.h"
 #include "replayssm/model.h"
 #include "runtime/cuda/decoder.h"
-#include "runtime/cuda/device_model.h"
+#include "backend/cuda/device_model.h"
 
 namespace replayssm {
 namespace {

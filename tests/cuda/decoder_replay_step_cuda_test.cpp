@@ -23,7 +23,7 @@
 #include "ops/cuda/mamba2_decode.h"
 #include "replayssm/model.h"
 #include "runtime/cuda/decoder.h"
-#include "runtime/cuda/device_model.h"
+#include "backend/cuda/device_model.h"
 
 namespace replayssm {
 namespace {

@@ -20,7 +20,7 @@
 #include "bench/presets.h"
 #include "replayssm/model.h"
 #include "runtime/cuda/decoder.h"
-#include "runtime/cuda/device_model.h"
+#include "backend/cuda/device_model.h"
 #include "runtime/cuda/generate_cuda.h"
 
 namespace replayssm {

@@ -16,7 +16,7 @@
 #include "cuda_test_util.h"
 #include "replayssm/model.h"
 #include "runtime/cuda/decoder.h"
-#include "runtime/cuda/device_model.h"
+#include "backend/cuda/device_model.h"
 
 namespace replayssm::test {
 

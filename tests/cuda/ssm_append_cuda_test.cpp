@@ -16,7 +16,7 @@
 #include "ops/cpu/activation.h"
 #include "ops/cuda/conv1d.h"
 #include "ops/cuda/ssm_append.h"
-#include "runtime/cuda/device_fill.h"
+#include "backend/cuda/device_fill.h"
 
 namespace replayssm {
 namespace {

@@ -48,7 +48,8 @@ __global__ void __launch_bounds__(32 * kScanWarps) gdn_scan_kernel(GdnScanArgs a
   // This sequence's rows (ragged: its own count; none: nothing to touch).
   const int64_t row0 = a.cu_rows != nullptr ? a.cu_rows[b] : int64_t(b) * a.T;
   const int n_tok = a.cu_rows == nullptr ? a.T : a.n_rows != nullptr ? a.n_rows[b] : int(a.cu_rows[b + 1] - row0);
-  if (n_tok <= 0) return;
+  const int n_log = a.n_log != nullptr ? a.n_log[b] : 0;
+  if (n_tok <= 0 && !(a.apply_log_alone && n_log > 0)) return;
   const int64_t at = int64_t(h) * dk * dv + c0 + cl;  // this lane's column within a slot
   float S[R];
   {
@@ -69,7 +70,6 @@ __global__ void __launch_bounds__(32 * kScanWarps) gdn_scan_kernel(GdnScanArgs a
 
   // Replay: the log since the checkpoint, S ← αS + k·uᵀ, rounded as the
   // step kernels round it (gdn_token.cuh).
-  const int n_log = a.n_log != nullptr ? a.n_log[b] : 0;
   for (int e0 = 0; e0 < n_log; e0 += tok) {
     const int n = min(tok, n_log - e0);
     const int64_t e = int64_t(b) * a.W + e0;  // entry e0's row, contiguous
@@ -138,7 +138,10 @@ __global__ void __launch_bounds__(32 * kScanWarps) gdn_scan_kernel(GdnScanArgs a
         mq += __shfl_xor_sync(0xffffffffu, mq, o);
       }
       const float u = (sV[i * kColumnSlice + cl] - alpha * mk) * beta;
-      if (gi == 0 && live) put_bf(a.o, (r0 + i) * ldv + int64_t(h) * dv + c0 + cl, alpha * mq + u * sKQ[i]);
+      if (gi == 0 && live) {
+        put_bf(a.o, (r0 + i) * ldv + int64_t(h) * dv + c0 + cl, alpha * mq + u * sKQ[i]);
+        if (a.u != nullptr) a.u[(r0 + i) * ldv + int64_t(h) * dv + c0 + cl] = u;
+      }
 #pragma unroll
       for (int r = 0; r < R; ++r)
         if (gi + 8 * r < dk) S[r] = gdn_update(S[r], alpha, ki[gi + 8 * r], u);

@@ -45,6 +45,14 @@ struct GdnScanArgs {
   // With cu_rows: sequence b takes only its first n_rows[b] rows, at most
   // cu_rows[b+1] − cu_rows[b] (as Mamba2ScanArgs::n_rows). nullptr: all of them.
   const int32_t* n_rows = nullptr;    // (B)
+  // As Mamba2ScanArgs::apply_log_alone: a sequence with no rows and
+  // n_log[b] > 0 applies its log and writes out_slot[b].
+  bool apply_log_alone = false;
+  // Each chunk token's u = β·(v − (αS)ᵀk), the value its log entry keeps
+  // (gdn_decode.h's log_u), as this scan computed it; nullptr: not
+  // written. Replaying those entries (S ← αS + k·uᵀ, gdn_token.cuh) gives
+  // the bits of the state the scan writes.
+  float* u = nullptr;                 // (B·T, Hv·dv) fp32, rows as o's
 
   // Replay (n_log nullptr: none): sequence b's log entries 0..n_log[b]−1,
   // applied before the chunk's tokens (gdn_decode.h's layout).

@@ -45,7 +45,8 @@ __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_scan_kernel(Mamba2Sc
   // This sequence's rows (ragged: its own count; none: nothing to touch).
   const int64_t row0 = a.cu_rows != nullptr ? a.cu_rows[b] : int64_t(b) * a.T;
   const int n_tok = a.cu_rows == nullptr ? a.T : a.n_rows != nullptr ? a.n_rows[b] : int(a.cu_rows[b + 1] - row0);
-  if (n_tok <= 0) return;
+  const int n_log = a.n_log != nullptr ? a.n_log[b] : 0;
+  if (n_tok <= 0 && !(a.apply_log_alone && n_log > 0)) return;
   const float A = -expf(a.A_log[h]);
   const int64_t at = (int64_t(h) * P + p0) * N;  // the block's rows within a slot
   TileT cur;
@@ -54,7 +55,6 @@ __global__ void __launch_bounds__(32 * kMamba2Warps) mamba2_scan_kernel(Mamba2Sc
   float Bc[TileT::kColChunks][TileT::kVec], Cc[TileT::kColChunks][TileT::kVec], acc[kR];
 
   // Replay: the log since the checkpoint, state updates only.
-  const int n_log = a.n_log != nullptr ? a.n_log[b] : 0;
   for (int e0 = 0; e0 < n_log; e0 += tok) {
     const int n = min(tok, n_log - e0);
     const int64_t e = int64_t(b) * a.W + e0;  // entry e0's row, contiguous

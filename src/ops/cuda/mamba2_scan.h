@@ -58,6 +58,12 @@ struct Mamba2ScanArgs {
   // decoding sequences take the decode kernels, n_rows 0, while the
   // others' chunks take the scan). nullptr: all of them.
   const int32_t* n_rows = nullptr;  // (B)
+  // A sequence that takes no rows but has log entries (n_log[b] > 0) still
+  // applies them and writes the state after them to out_slot[b]: a
+  // checkpoint at a position inside the log, for a caller that keeps every
+  // entry of a step in its log (the backend of src/backend/cuda). false:
+  // such a sequence is not touched, as above (the decoder's ragged steps).
+  bool apply_log_alone = false;
 
   // Replay (n_log nullptr: none): sequence b's log entries 0..n_log[b]−1,
   // applied before the chunk's tokens, without outputs (mamba2_decode.h's layout).

@@ -94,7 +94,43 @@ __global__ void __launch_bounds__(kArgmaxThreads) top_logprobs_kernel(const floa
   }
 }
 
+// top_logprobs_kernel's first pass alone (the maximum, then the same
+// sum), for one token of a named row.
+__global__ void __launch_bounds__(kArgmaxThreads) logprob_of_kernel(const float* logits, int64_t ld, int64_t V,
+                                                                    const int32_t* rows, const int32_t* tokens,
+                                                                    double* out) {
+  pdl_begin();
+  __shared__ float rv[kMaxBlockWarps];
+  __shared__ int32_t ri[kMaxBlockWarps];
+  __shared__ double rd[kMaxBlockWarps];
+  const float* row = logits + int64_t(rows[blockIdx.x]) * ld;
+  const float pv = INFINITY;
+  const int32_t pi = -1;
+  float bv = -INFINITY;
+  int32_t bi = 0x7fffffff;
+  for (int64_t i = threadIdx.x; i < V; i += blockDim.x) {
+    const float v = row[i];
+    const bool after = v < pv || (v == pv && int32_t(i) > pi);
+    if (after && argmax_better(v, int32_t(i), bv, bi)) bv = v, bi = int32_t(i);
+  }
+  block_argmax(bv, bi, rv, ri);
+  double s = 0.0;
+  for (int64_t i = threadIdx.x; i < V; i += blockDim.x) s += exp(double(row[i] - bv));
+  const double lse = log(block_sum_f64(s, rd)) + double(bv);
+  if (threadIdx.x == 0) out[blockIdx.x] = bi == 0x7fffffff ? -INFINITY : double(row[tokens[blockIdx.x]]) - lse;
+}
+
 }  // namespace
+
+cudaError_t logprob_of_cuda(const float* logits, int64_t ld, int64_t V, int64_t n, const int32_t* row,
+                            const int32_t* token, double* out, cudaStream_t stream) {
+  if (n < 0 || V < 1 || V > 0x7fffffff - 1 || ld < V || n > 0x7fffffff || logits == nullptr || row == nullptr ||
+      token == nullptr || out == nullptr)
+    return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  launch_kernel(logprob_of_kernel, unsigned(n), kArgmaxThreads, 0, stream, logits, ld, V, row, token, out);
+  return cudaGetLastError();
+}
 
 cudaError_t embedding_cuda(const int32_t* token, int64_t rows, const uint16_t* table, int64_t V, int64_t H,
                            int64_t ldt, float* h, int64_t ldh, cudaStream_t stream) {

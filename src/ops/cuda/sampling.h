@@ -10,6 +10,8 @@
 //                    log-sum-exp in fp64 (decode/beam_search.h
 //                    top_logprobs): what a beam step ranks, without
 //                    copying the rows back;
+//   logprob_of_cuda — per output, one token's log-softmax value (the
+//                    CPU's log_prob), with top_logprobs_cuda's sum;
 //   sample_cuda    — per output, the token decode/sampler.h sample_at
 //                    draws from a logits row with a given uniform
 //                    (temperature, top-p nucleus with ties by id), and
@@ -47,6 +49,15 @@ cudaError_t argmax_cuda(const float* logits, int64_t ld, int64_t rows, int64_t V
 constexpr int kTopLogprobsMaxK = 1024;
 cudaError_t top_logprobs_cuda(const float* logits, int64_t ld, int64_t rows, int64_t V, int k, int32_t* ids,
                               double* lp, cudaStream_t stream);
+
+// logits: (rows, V) fp32, row stride ld; row, token, out: (n). out[i] is
+// the log-softmax at temperature 1 of row row[i] at token[i] (0 ≤ token <
+// V, checked by the caller), its log-sum-exp summed in the order
+// top_logprobs_cuda sums it (the same block and loop), so a token's number
+// is bit for bit the one top_logprobs_cuda reports for it — as on the CPU,
+// where log_prob and top_logprobs share one formula. One block per output.
+cudaError_t logprob_of_cuda(const float* logits, int64_t ld, int64_t V, int64_t n, const int32_t* row,
+                            const int32_t* token, double* out, cudaStream_t stream);
 
 // One block per output i: row[i] names its logits row, r[i] ∈ [0, 1) its
 // uniform. temperature 0 takes the argmax; top_p in (0, 1].

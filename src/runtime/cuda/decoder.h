@@ -97,7 +97,7 @@
 #include <vector>
 
 #include "replayssm/status.h"
-#include "runtime/cuda/device_model.h"
+#include "backend/cuda/device_model.h"
 
 namespace replayssm::cuda {
 

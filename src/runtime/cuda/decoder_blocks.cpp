@@ -268,39 +268,13 @@ Status Decoder::Impl::run_gdn(const DeviceBlock& blk, LayerState& L, int T, bool
 Status Decoder::Impl::run_attention(const DeviceBlock& blk, LayerState& L, int T, const float* next_norm) {
   const ModelConfig& c = m.config();
   const AttentionConfig& ac = c.attn;
-  const int B = int(opt.batch), Hd = int(c.hidden_size);
+  const int B = int(opt.batch);
   const int64_t rows = step_rows;
   const int64_t D = ac.head_dim, d_q = ac.n_heads * D, d_kv = ac.n_kv_heads * D;
-  const int64_t head_stride = ac.output_gate ? 2 * D : D, q_width = ac.n_heads * head_stride;
-  uint16_t *q, *k, *v;
-  int64_t ldq, ldk;
-  if (!ac.qk_norm) {  // one GEMM: q | k | v side by side
-    const int64_t width = blk.in.n_out;
-    RSSM_CU(gemm->linear(xn, Hd, rows, blk.in.w, width, Hd, blk.in.b, proj, width, false), "attention qkv");
-    q = proj, k = proj + q_width, v = proj + q_width + d_kv, ldq = ldk = width;
-  } else {  // per-head norms want q and k each in their own rows
-    const float* bq = blk.in.b;
-    RSSM_CU(gemm->linear(xn, Hd, rows, blk.in.w, q_width, Hd, bq, aq, q_width, false), "attention q");
-    RSSM_CU(gemm->linear(xn, Hd, rows, blk.in.w + q_width * Hd, d_kv, Hd, bq ? bq + q_width : nullptr, ak, d_kv, false),
-            "attention k");
-    RSSM_CU(gemm->linear(xn, Hd, rows, blk.in.w + (q_width + d_kv) * Hd, d_kv, Hd, bq ? bq + q_width + d_kv : nullptr,
-                        av, d_kv, false),
-            "attention v");
-    q = aq, k = ak, v = av, ldq = q_width, ldk = d_kv;
-    RSSM_CU(oc::rmsnorm_cuda(q, head_stride, rows * ac.n_heads, D, blk.q_norm, c.norm_eps, c.norm_unit_offset, q,
-                             head_stride, stream),
-            "q norm");
-    RSSM_CU(oc::rmsnorm_cuda(k, D, rows * ac.n_kv_heads, D, blk.k_norm, c.norm_eps, c.norm_unit_offset, k, D, stream),
-            "k norm");
-  }
-  if (ac.rotary_dim > 0) {
-    RSSM_CU(oc::rope_cuda(q, ldq, head_stride, rows, int(ac.n_heads), int(ac.rotary_dim), inv_freq, field(kRowPos),
-                          stream),
-            "RoPE q");
-    RSSM_CU(oc::rope_cuda(k, ldk, D, rows, int(ac.n_kv_heads), int(ac.rotary_dim), inv_freq, field(kRowPos), stream),
-            "RoPE k");
-  }
-  const int64_t ldv = ac.qk_norm ? d_kv : ldk;
+  AttentionRows qkv;
+  RSSM_RETURN_IF_ERROR(attention_qkv(bufs(), m, blk, rows, field(kRowPos), &qkv));
+  uint16_t *q = qkv.q, *k = qkv.k, *v = qkv.v;
+  const int64_t ldq = qkv.ldq, ldk = qkv.ldk, ldv = qkv.ldv, head_stride = qkv.head_stride;
   // What the decode and the chunk kernels' arguments share: heads, q, gate, output, cache.
   auto heads = [&](auto& at) {
     at.batch = B, at.Hq = int(ac.n_heads), at.Hkv = int(ac.n_kv_heads), at.D = int(D);
@@ -332,32 +306,13 @@ Status Decoder::Impl::run_attention(const DeviceBlock& blk, LayerState& L, int T
   return project_out(blk, y, d_q, d_q, T, next_norm, "attention o_proj");
 }
 
-Status Decoder::Impl::run_mlp(const DeviceBlock& blk, int T, const float* next_norm) {
-  const ModelConfig& c = m.config();
-  const int Hd = int(c.hidden_size);
-  const int64_t rows = step_rows, I = c.mlp.intermediate, width = blk.in.n_out;
-  uint16_t* act = c.mlp.gated ? proj + I : proj;  // act(gate) ⊙ up lands on up
-  if (c.mlp.gated) {
-    RSSM_CU(gemm->linear(xn, Hd, rows, blk.in.w, width, Hd, blk.in.b, proj, width, false), "MLP up");
-    RSSM_CU(oc::mlp_activation_cuda(c.mlp.act, proj, width, act, width, rows, I, act, width, stream),
-            "MLP activation");
-  } else {
-    RSSM_CU(gemm->linear_act(xn, Hd, rows, blk.in.w, width, Hd, blk.in.b, c.mlp.act, proj, width),
-            "MLP up and activation");
-  }
-  return project_out(blk, act, width, I, T, next_norm, "MLP down");
+Status Decoder::Impl::run_mlp(const DeviceBlock& blk, int /*T*/, const float* next_norm) {
+  return mlp_block(bufs(), m, blk, step_rows, next_norm);
 }
 
-Status Decoder::Impl::project_out(const DeviceBlock& blk, const uint16_t* y, int64_t ldy, int64_t n_in, int T,
+Status Decoder::Impl::project_out(const DeviceBlock& blk, const uint16_t* y, int64_t ldy, int64_t n_in, int /*T*/,
                                   const float* next_norm, const char* what) {
-  const ModelConfig& c = m.config();
-  const int64_t Hd = c.hidden_size;
-  // The norm's next kernel is the next block's in-projection (or the LM
-  // head): a GEMV that reads only weights before its wait.
-  RSSM_CU(gemm->linear_residual_norm(y, ldy, step_rows, blk.out.w, Hd, n_in, blk.out.b, h, Hd, next_norm,
-                                     c.norm_eps, c.norm_unit_offset, xn, Hd, d, Hd, /*release_early=*/true),
-          what);
-  return {};
+  return cuda::project_out(bufs(), m, blk, y, ldy, n_in, step_rows, next_norm, what);
 }
 
 Status Decoder::Impl::commit_windows() {
@@ -383,13 +338,8 @@ Status Decoder::Impl::enqueue(int T, bool fold, bool verify, bool commit, bool s
   RSSM_CU(cudaMemcpyAsync(plan, plan_host, sizeof(int32_t) * kPlanFields * field_len(), cudaMemcpyHostToDevice, stream),
           "plan");
   if (commit) RSSM_RETURN_IF_ERROR(commit_windows());
-  RSSM_CU(oc::embedding_cuda(field(kTokens), rows, m.embed(), V, Hd, Hd, h, Hd, stream), "embedding");
+  RSSM_RETURN_IF_ERROR(embed_rows(bufs(), m, field(kTokens), rows));
   const std::vector<DeviceBlock>& blocks = m.blocks();
-  // The first block's norm; every later one (and the final norm) comes out
-  // of the block before's output projection (project_out).
-  RSSM_CU(oc::residual_rmsnorm_cuda(h, Hd, nullptr, Hd, rows, Hd, blocks.empty() ? m.final_norm() : blocks[0].norm,
-                                    c.norm_eps, c.norm_unit_offset, xn, Hd, stream, /*release_early=*/true),
-          "first norm");
   for (size_t i = 0; i < blocks.size(); ++i) {
     const DeviceBlock& blk = blocks[i];
     const float* next_norm = i + 1 < blocks.size() ? blocks[i + 1].norm : m.final_norm();

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/forward.h"
 #include "ops/cuda/attention_decode.h"
 #include "ops/cuda/attention_prefill.h"
 #include "ops/cuda/conv1d.h"
@@ -35,7 +36,7 @@
 #include "ops/cuda/sampling.h"
 #include "ops/cuda/ssm_append.h"
 #include "ops/cuda/seq_copy.h"
-#include "runtime/cuda/cuda_status.h"
+#include "backend/cuda/cuda_status.h"
 #include "runtime/cuda/slot_pool.h"
 
 namespace replayssm::cuda {
@@ -234,6 +235,14 @@ struct Decoder::Impl {
     *account += int64_t(bytes);
     *p = static_cast<T*>(d);
     return {};
+  }
+
+  // The activations as the stateless parts of a step (forward.h) take them.
+  StepBuffers bufs() const {
+    StepBuffers s;
+    s.context = "cuda decode", s.gemm = gemm.get(), s.stream = stream;
+    s.h = h, s.xn = xn, s.d = d, s.proj = proj, s.aq = aq, s.ak = ak, s.av = av, s.inv_freq = inv_freq;
+    return s;
   }
 
   int64_t field_len() const { return rows_cap + 1; }

@@ -37,7 +37,7 @@
 #include "workloads/sampler.h"
 #include "replayssm/engine.h"
 #include "runtime/cuda/decoder.h"
-#include "runtime/cuda/device_model.h"
+#include "backend/cuda/device_model.h"
 
 namespace replayssm::cuda {
 

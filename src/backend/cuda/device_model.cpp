@@ -1,5 +1,5 @@
 // DeviceModel::create — the host side of the upload (see device_model.h).
-#include "runtime/cuda/device_model.h"
+#include "backend/cuda/device_model.h"
 
 #include <cuda_runtime_api.h>
 
@@ -9,8 +9,8 @@
 
 #include "core/dtype.h"
 #include "model/program.h"
-#include "runtime/cuda/cuda_status.h"
-#include "runtime/cuda/device_fill.h"
+#include "backend/cuda/cuda_status.h"
+#include "backend/cuda/device_fill.h"
 
 namespace replayssm::cuda {
 

@@ -1,5 +1,5 @@
 // fill_uniform_bf16, fill_uniform_f32 (see device_fill.h).
-#include "runtime/cuda/device_fill.h"
+#include "backend/cuda/device_fill.h"
 
 #include <cuda_bf16.h>
 
