@@ -5,7 +5,8 @@
 // embedded model's chat template, then tokenized). The checked messages are
 // also rendered by the richer test templates (tools, tool calls, reasoning,
 // loop.previtem) so that the evaluator meets hostile contexts, and every
-// error becomes the JSON body a client would get.
+// error becomes the JSON body a client would get. Both routes are taken once
+// more as a --preset server takes them: no tokenizer, no template.
 //
 // Refusals are expected; a finding is an exception (the server would answer
 // 500), a sanitizer report, a hang, or an accepted request that breaks what
@@ -82,6 +83,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ApiRequest r;
   take(parse_completion(body, ctx, &r), r, ctx);
   take(parse_chat_request(body, ctx, &f.chat, &r), r, ctx);
+  const ApiContext preset{"replayssm", nullptr, f.config.vocab_size, Limits{}};
+  take(parse_completion(body, preset, &r), r, preset);
+  take(parse_chat_request(body, preset, nullptr, &r), r, preset);
   ChatInput in;
   if (!parse_chat_input(body, &in))
     for (const ChatTemplate& t : f.others) (void)t.render(in);

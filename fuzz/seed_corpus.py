@@ -51,6 +51,8 @@ def request_seeds(out):
         {"prompt": "x", "stop": "end", "presence_penalty": 0, "frequency_penalty": 0.0, "repetition_penalty": 1,
          "logit_bias": {}, "top_k": -1, "min_tokens": 0, "user": "u", "suffix": ""},
         {"prompt": "<|endoftext|>caf\u00e9 \u6f22\u5b57 \U0001F600", "max_tokens": 4.0},
+        {"prompt": [5, 9], "cache_salt": "tenant", "prompt_cache_key": "k", "safety_identifier": "s",
+         "stream": True, "stream_options": {"include_obfuscation": False}},
     ]
     chats = [
         {"messages": [{"role": "user", "content": "Hello!"}], "max_tokens": 16},
@@ -60,6 +62,8 @@ def request_seeds(out):
         {"messages": [{"role": "developer", "content": "d"}, {"role": "user", "content": "u"}],
          "tool_choice": "auto", "parallel_tool_calls": False, "response_format": {"type": "text"},
          "chat_template_kwargs": {"enable_thinking": False}, "n": 2, "seed": 7, "stream": True},
+        {"messages": [{"role": "user", "content": "u"}], "store": False, "metadata": {"k": "v"},
+         "service_tier": "auto", "reasoning_effort": None, "cache_salt": "s"},
     ]
     for i, b in enumerate(completions):
         write(out, "request", f"completion_{i}.json", json.dumps(b))
