@@ -419,6 +419,17 @@ TEST(JinjaErrors, EvaluationErrorsNameTheLine) {
 
 // ---- limits: hostile templates end with an error, never a crash or hang ----
 
+// A presentation type a number cannot take is refused as Python refuses it.
+// Each reached snprintf as a conversion for an argument never passed ('s'
+// read a pointer where a double was); found by the template fuzzer.
+TEST(JinjaErrors, FormatCodesANumberCannotTake) {
+  EXPECT_ERROR_HAS(render_error("{{ '{:.2s}'.format(1.5) }}"), "unknown format code 's' for float");
+  EXPECT_ERROR_HAS(render_error("{{ '{:s}'.format(7) }}"), "unknown format code 's' for int");
+  EXPECT_ERROR_HAS(render_error("{{ '{:p}'.format(2.5) }}"), "unknown format code 'p' for float");
+  EXPECT_ERROR_HAS(render_error("{{ '{:.2[}'.format(2.5) }}"), "unknown format code '[' for float");
+  EXPECT_EQ(*render("{{ '{:e}|{:.1%}|{:G}|{:F}'.format(12.5, 0.25, 1e20, 2) }}"), "1.250000e+01|25.0%|1E+20|2.000000");
+}
+
 TEST(JinjaLimits, RunawayRecursion) {
   const Status s = render_error("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}");
   EXPECT_EQ(s.code(), StatusCode::kOutOfBudget);

@@ -186,6 +186,12 @@ Result<std::string> format_value(const Value& v, std::string_view spec_text, Met
     return align_text(body, sp, '>');
   }
   if (integral_type) return invalid_argument(std::string("unknown format code '") + sp.type + "' for float");
+  // The type becomes a printf conversion below: anything but Python's
+  // float presentations ('s', 'n', 'p', ...) would have snprintf read an
+  // argument that was never passed.
+  if (sp.type != 0 && std::string_view("eEfFgG%").find(sp.type) == std::string_view::npos)
+    return invalid_argument(std::string("unknown format code '") + sp.type + "' for " +
+                            (v.is_float() ? "float" : "int"));
   double x = v.to_double();
   std::string fmt = "%";
   if (sp.sign == '+' || sp.sign == ' ') fmt.push_back(sp.sign);
