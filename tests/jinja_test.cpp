@@ -419,6 +419,15 @@ TEST(JinjaErrors, EvaluationErrorsNameTheLine) {
 
 // ---- limits: hostile templates end with an error, never a crash or hang ----
 
+// round() with more negative digits than a double has tens is zero with
+// the value's sign, as in Python; INT64_MIN digits once overflowed negating
+// them (a UBSan report).
+TEST(JinjaFilters, RoundPastTheRangeOfTens) {
+  EXPECT_EQ(*render("{{ 1.5 | round(-9223372036854775807 - 1) }}|{{ -1.5 | round(-400) }}|{{ 1e300 | round(-308) }}|"
+                    "{{ 123.4 | round(-1) }}"),
+            "0.0|-0.0|0.0|120.0");
+}
+
 // A presentation type a number cannot take is refused as Python refuses it.
 // Each reached snprintf as a conversion for an argument never passed ('s'
 // read a pointer where a double was); found by the template fuzzer.

@@ -486,6 +486,9 @@ Result<Value> f_round(Evaluator&, const Value& v, const CallArgs& args) {
     return Value::number((method == "ceil" ? std::ceil(x * scale) : std::floor(x * scale)) / scale);
   }
   if (!std::isfinite(x) || precision > 300) return Value::number(x);
+  // Python's round() past a double's range of tens: zero with x's sign. The
+  // scale below would be infinite, and -precision overflows at INT64_MIN.
+  if (precision < -308) return Value::number(0.0 * x);
   if (precision < 0) {
     const double scale = std::pow(10.0, static_cast<double>(-precision));
     return Value::number(std::nearbyint(x / scale) * scale);
