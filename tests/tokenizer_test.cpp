@@ -321,7 +321,15 @@ TEST(Tokenizer, BadFilesNameFileAndField) {
        {"post_processor", "single[0]", "'<s>'"}},
       {"special id past the vocabulary",
        [](json& j) { j["post_processor"] = {{"type", "BertProcessing"}, {"cls", {"[CLS]", 900}}, {"sep", {"[SEP]", 1}}}; },
-       {"post_processor", "900", "outside the vocabulary"}},
+       {"post_processor", "900", "neither a vocab entry nor an added token"}},
+      // An id inside the range but in a hole of the vocab (ids 269..499 here)
+      // was accepted, then every encode with special tokens gave an id that
+      // decode refused (found by the tokenizer fuzzer).
+      {"special id in a hole of the vocabulary",
+       [](json& j) {
+         j["post_processor"] = {{"type", "RobertaProcessing"}, {"cls", {"<|im_start|>", 501}}, {"sep", {"</s>", 300}}};
+       },
+       {"post_processor", "300", "neither a vocab entry nor an added token"}},
   };
   for (const Case& c : cases) {
     json j = qwen2_style();

@@ -97,10 +97,13 @@ Result<Tokenizer> Tokenizer::from_text(const std::string& text, const std::strin
   impl->vocab_size = max_id + 1;
   RSSM_ASSIGN_OR_RETURN(impl->post,
                         PostProcessor::from_json(field_or_null(root, "post_processor"), path, "post_processor"));
+  // Every id the post-processor adds must decode: an id in a hole of the
+  // vocab would be encoded and then refused by decode.
   for (int32_t id : impl->post.apply({}))
-    if (id >= impl->vocab_size)
+    if (!impl->added.find_id(id) && !impl->model.token(id))
       return corrupt(path + ": field 'post_processor': special token id " + std::to_string(id) +
-                     " is outside the vocabulary (" + std::to_string(impl->vocab_size) + " ids)");
+                     " is neither a vocab entry nor an added token (vocab_size " + std::to_string(impl->vocab_size) +
+                     ")");
   return Tokenizer(std::move(impl));
 }
 
