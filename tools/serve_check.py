@@ -139,23 +139,31 @@ def first_difference(got, want, logprobs):
     at = 0
     for k, (tok, top) in enumerate(zip(logprobs["tokens"], logprobs["top_logprobs"])):
         if not want.startswith(got[: at + len(tok)]):
-            return f"token {k} {tok!r}, top {top}"
+            before = f", the token before {logprobs['tokens'][k - 1]!r} top {logprobs['top_logprobs'][k - 1]}" if k else ""
+            return f"token {k} {tok!r}, top {top}{before}"
         at += len(tok)
     return "none within the returned tokens"
 
 
+def near_tie(top, margin):
+    vals = sorted(top.values(), reverse=True) if top else []
+    return len(vals) >= 2 and vals[0] - vals[1] <= margin
+
+
 def same_or_near_tie(got, want, logprobs, margin, prefix=False):
     """Equal texts (got a prefix of want, with prefix), or a first difference
-    at a token whose top-2 log-probability gap is under margin."""
+    at a token whose top-2 log-probability gap is under margin. The token
+    before counts too: where the two paths part at a token that is a prefix
+    of the other's ('.' against '.x'), the text first differs one token on."""
     if got == want or (prefix and want.startswith(got)):
         return True
     if logprobs is None:
         return False
     at = 0
-    for tok, top in zip(logprobs["tokens"], logprobs["top_logprobs"]):
+    tops = logprobs["top_logprobs"]
+    for k, tok in enumerate(logprobs["tokens"]):
         if not want.startswith(got[: at + len(tok)]):
-            vals = sorted(top.values(), reverse=True) if top else []
-            return len(vals) >= 2 and vals[0] - vals[1] <= margin
+            return near_tie(tops[k], margin) or (k > 0 and near_tie(tops[k - 1], margin))
         at += len(tok)
     return False
 
