@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# The GPU check: CUDA parity tests and kernel benchmarks on the H200.
+# The GPU check: CUDA parity tests and benchmarks on the device machine (H100 or H200).
 #
 # The device machine has the CUDA toolkit but not this project's Debian
 # dependencies, so binaries are built here and carried there:
 #   bash scripts/gpu_check.sh stage                # here: build, pack binaries + shared libs into .gpu/
 #   bash scripts/gpu_check.sh run [OUT [PARTS]]    # there (device tool, carry .gpu): tests, bench, table
 #   bash scripts/gpu_check.sh summary DIR          # anywhere: the table from a run's outputs
-# PARTS is a comma list of tests, backend, kernels, model (default: all four;
-# backend: the conformance suite on the CUDA backend and tools/serve_check.py). The
+# PARTS is a comma list of tests, backend, kernels, model, serve (default: the
+# first four; backend: the conformance suite on the CUDA backend and
+# tools/serve_check.py; serve: bench-serve at Nemotron-H-8B shapes through the
+# server and in process, snapshot against replay). The
 # whole run takes longer than one device call may (10 minutes), so it can be
 # sent as two calls, e.g. `run $OUT tests,kernels` and `run $OUT model`; put
 # both calls' files in one folder and `summary` prints the table from it.
@@ -22,7 +24,7 @@ summary() {
   # Parts sent in separate calls may be missing: each block reads only files that exist.
   have() { [ -f "$o/$1" ]; }
   echo
-  echo "== summary ($(date -u +%F), H200) =="
+  echo "== summary ($(date -u +%F), $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)) =="
   if have cuda_tests.log; then
     grep -E '^\[  PASSED  \]|^\[  FAILED  \]' "$o/cuda_tests.log" | tail -1 | sed 's/^/CUDA tests: /' ||
       echo "CUDA tests: no result line (the run was cut short or crashed)"
@@ -52,28 +54,25 @@ summary() {
   have attn_decode_bench.txt && echo "attention decode, 4,096-row contexts (the tensor-core kernel):" && awk '$1 ~ /^(nemotron|qwen)/ && $5 ~ /^(64|256)$/ && $6 == 4096 {
          printf "  %-14s batch %4s  %8s us  %6s GB/s  %s of read bandwidth\n", $1, $5, $10, $11, $12 }' \
     "$o/attn_decode_bench.txt"
-  have e2e_decode_bench.txt && echo "end to end at 8B shapes (tok/s, standard -> replay):" && awk '$2 == "standard" && NF == 8 { s[$1] = $3 } $2 == "replay" && NF == 9 && ($1 in s) {
-         printf "  batch %4s  %9s -> %9s  %s\n", $1, s[$1], $3, $NF }' "$o/e2e_decode_bench.txt"
-  have engine_bench.txt && awk '$2 == "chunks" && $3 == "of" && $4 == "512" { printf "  serving (engine, chunks of 512): %-9s %s tok/s\n", $1, $5 }' \
-    "$o/engine_bench.txt"
+  have backend_bench.txt && echo "end to end on the CUDA backend at 8B shapes (decode tok/s, snapshot -> replay):" &&
+    awk '$2 == "snapshot" { s[$1] = $3 } $2 == "replay" && ($1 in s) { printf "  batch %4s  %9s -> %9s  %s\n", $1, s[$1], $3, $NF }' \
+      "$o/backend_bench.txt"
   have beam/table.txt && awk '$1 == "beam" { printf "  beam width %3s %-8s %s tok/s\n", $3, $2, $9 }' "$o/beam/table.txt"
-  have beam_alone/table.txt && awk '$1 == "beam" { printf "  beam width %3s replay, each beam alone: %s tok/s\n", $3, $9 }' "$o/beam_alone/table.txt"
   have beam_gdn/table.txt && echo "beams at Qwen3.5-27B shapes (GDN):" && awk '$1 == "beam" { printf "  beam width %3s %-8s %s tok/s\n", $3, $2, $9 }' "$o/beam_gdn/table.txt"
-  have beam_gdn_alone/table.txt && awk '$1 == "beam" { printf "  beam width %3s replay, each beam alone: %s tok/s\n", $3, $9 }' "$o/beam_gdn_alone/table.txt"
   return 0
 }
 case "${1:-}" in
   stage)
     cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
     cmake --build build -j "$(nproc)" --target replayssm_cuda_tests replayssm_ssm_bench replayssm_gemv_bench replayssm_attn_bench \
-      replayssm_e2e_bench replayssm_engine_bench replayssm_cli replayssm_tests
+      replayssm_backend_bench replayssm_cli replayssm_tests
     rm -rf .gpu && mkdir -p .gpu
     # The CUDA runtime is linked statically and cuBLAS comes from the device's
     # own CUDA 13; the Debian libraries the model loader and the CPU
     # reference and the server need (utf8proc, PCRE2, cpp-httplib and what
     # it links) travel compressed.
     cp build/tests/replayssm_cuda_tests build/tests/replayssm_tests build/replayssm_ssm_bench build/replayssm_gemv_bench \
-      build/replayssm_attn_bench build/replayssm_e2e_bench build/replayssm_engine_bench build/replayssm .gpu/
+      build/replayssm_attn_bench build/replayssm_backend_bench build/replayssm .gpu/
     libs=$(ldd .gpu/replayssm_cuda_tests .gpu/replayssm .gpu/replayssm_tests | awk '/=> \//{print $3}' | sort -u |
            grep -E 'pcre2|utf8proc|httplib|brotli|libz\.|libssl|libcrypto|gtest' || true)
     tar -cJhf .gpu/libs.tar.xz --transform 's,.*/,,' $libs
@@ -82,7 +81,7 @@ case "${1:-}" in
     # share most of their bytes (every one links the same kernels), so one
     # stream with a dictionary wider than a binary stores those once:
     # 7.8 MB where 4 MiB blocks took 29.5.
-    bins="replayssm_cuda_tests replayssm_tests replayssm_ssm_bench replayssm_gemv_bench replayssm_attn_bench replayssm_e2e_bench replayssm_engine_bench replayssm"
+    bins="replayssm_cuda_tests replayssm_tests replayssm_ssm_bench replayssm_gemv_bench replayssm_attn_bench replayssm_backend_bench replayssm"
     (cd .gpu && XZ_OPT='-T1 --lzma2=preset=3,dict=128MiB' tar -cJf bin.tar.xz $bins && rm $bins)
     exclude=$(git rev-parse --git-path info/exclude) && mkdir -p "$(dirname "$exclude")" && touch "$exclude"
     grep -qxF '/.gpu/' "$exclude" || echo '/.gpu/' >> "$exclude"
@@ -91,8 +90,8 @@ case "${1:-}" in
   run)
     out=$(in_caller "${2:-${OUT:-/tmp/gpu_check}}")
     parts="${3:-tests,backend,kernels,model}"
-    if ! [[ "$parts" =~ ^(tests|backend|kernels|model)(,(tests|backend|kernels|model))*$ ]]; then
-      echo "gpu_check.sh run: PARTS '$parts' is not a comma list of tests, backend, kernels, model" >&2
+    if ! [[ "$parts" =~ ^(tests|backend|kernels|model|serve)(,(tests|backend|kernels|model|serve))*$ ]]; then
+      echo "gpu_check.sh run: PARTS '$parts' is not a comma list of tests, backend, kernels, model, serve" >&2
       exit 2
     fi
     part() { [[ ",$parts," == *",$1,"* ]]; }
@@ -131,26 +130,43 @@ case "${1:-}" in
       .gpu/replayssm_attn_bench --json "$out/attn_decode_bench.json" | tee "$out/attn_decode_bench.txt"
     fi
     if part model; then
-      .gpu/replayssm_e2e_bench --json "$out/e2e_decode_bench.json" | tee "$out/e2e_decode_bench.txt"
-      .gpu/replayssm_engine_bench | tee "$out/engine_bench.txt"
-      # Long prompts: their prefill in chunks of 8 (the decode kernels' T)
-      # against the decoder's default chunks (the chunk scans).
-      .gpu/replayssm_e2e_bench --batch 1,8 --prompt 1024 --new 8 | tee "$out/e2e_prefill_bench.txt"
-      # Beam search: replay (fork groups where they pay) against the standard
-      # layout, and replay with every beam decoded alone.
+      # Decode and prefill through the workloads on the CUDA backend.
+      .gpu/replayssm_backend_bench --json "$out/backend_bench.json" | tee "$out/backend_bench.txt"
+      .gpu/replayssm_backend_bench --preset qwen3.5-27b --batch 1,64 --new 64 | tee "$out/backend_bench_gdn.txt"
+      # Beam search: replay against snapshot (forks share pages and
+      # checkpoints; snapshot copies a state per child).
       .gpu/replayssm bench --device cuda --preset nemotron-h-8b --workload beam --strategy replay,snapshot \
         --batch 8,32,64 --prompt-tokens 128 --new-tokens 128 --no-concurrency --out "$out/beam" >/dev/null
-      .gpu/replayssm bench --device cuda --preset nemotron-h-8b --workload beam --strategy replay \
-        --batch 32,64 --prompt-tokens 128 --new-tokens 128 --no-concurrency --no-fork-groups \
-        --out "$out/beam_alone" >/dev/null
-      # Gated DeltaNet layers (Qwen3.5-27B shapes): the same (the default
-      # groups beams of 4 or more at ≥ 2048 blocks; --all-fork-groups: any).
       .gpu/replayssm bench --device cuda --preset qwen3.5-27b --workload beam --strategy replay,snapshot \
         --batch 32,64 --prompt-tokens 128 --new-tokens 128 --no-concurrency --runs 2 --out "$out/beam_gdn" >/dev/null
-      .gpu/replayssm bench --device cuda --preset qwen3.5-27b --workload beam --strategy replay \
-        --batch 64 --prompt-tokens 128 --new-tokens 128 --no-concurrency --runs 2 --no-fork-groups \
-        --out "$out/beam_gdn_alone" >/dev/null
-      cat "$out/beam/table.txt" "$out/beam_alone/table.txt" "$out/beam_gdn/table.txt" "$out/beam_gdn_alone/table.txt"
+      cat "$out/beam/table.txt" "$out/beam_gdn/table.txt"
+    fi
+    if part serve; then
+      # The serving benchmark (input 1,024, output 256): each concurrency c
+      # with 2c requests (c = 1: 4), through the HTTP server and through the
+      # same engine in process, per strategy; no prefix cache (random
+      # prompts share nothing).
+      for strat in snapshot replay; do
+        port=$((18000 + RANDOM % 1000))
+        .gpu/replayssm serve --preset nemotron-h-8b --device cuda --strategy $strat --port $port \
+          --no-prefix-cache --no-request-log --max-prompt-tokens 2048 2>"$out/serve_$strat.err" &
+        pid=$!
+        for _ in $(seq 600); do
+          python3 -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1])" \
+            "http://127.0.0.1:$port/health" 2>/dev/null && break
+          sleep 0.5
+        done
+        for c in 1 16 64 256; do
+          n=$((c == 1 ? 4 : 2 * c))
+          .gpu/replayssm bench-serve --url "http://127.0.0.1:$port" --input-len 1024 --output-len 256 \
+            --num-prompts $n --concurrency $c --vocab-size 131072 --out "$out/serve_${strat}_c$c.json" |
+            sed "s/^/http $strat: /" | tee -a "$out/serve_bench.txt"
+          .gpu/replayssm bench-serve --in-process --preset nemotron-h-8b --device cuda --strategy $strat \
+            --no-prefix-cache --input-len 1024 --output-len 256 --num-prompts $n --concurrency $c \
+            --out "$out/inproc_${strat}_c$c.json" | sed "s/^/in-process $strat: /" | tee -a "$out/serve_bench.txt"
+        done
+        kill -TERM $pid; wait $pid || true
+      done
     fi
     summary "$out" | tee "$out/summary.txt"
     ;;

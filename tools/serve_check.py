@@ -134,18 +134,36 @@ def generate(cli, device, prompt, n):
     return json.loads(out.stdout)["text"]
 
 
+def first_difference(got, want, logprobs):
+    """The token where got leaves want, with its top-2 log-probabilities."""
+    at = 0
+    for k, (tok, top) in enumerate(zip(logprobs["tokens"], logprobs["top_logprobs"])):
+        if not want.startswith(got[: at + len(tok)]):
+            before = f", the token before {logprobs['tokens'][k - 1]!r} top {logprobs['top_logprobs'][k - 1]}" if k else ""
+            return f"token {k} {tok!r}, top {top}{before}"
+        at += len(tok)
+    return "none within the returned tokens"
+
+
+def near_tie(top, margin):
+    vals = sorted(top.values(), reverse=True) if top else []
+    return len(vals) >= 2 and vals[0] - vals[1] <= margin
+
+
 def same_or_near_tie(got, want, logprobs, margin, prefix=False):
     """Equal texts (got a prefix of want, with prefix), or a first difference
-    at a token whose top-2 log-probability gap is under margin."""
+    at a token whose top-2 log-probability gap is under margin. The token
+    before counts too: where the two paths part at a token that is a prefix
+    of the other's ('.' against '.x'), the text first differs one token on."""
     if got == want or (prefix and want.startswith(got)):
         return True
     if logprobs is None:
         return False
     at = 0
-    for tok, top in zip(logprobs["tokens"], logprobs["top_logprobs"]):
+    tops = logprobs["top_logprobs"]
+    for k, tok in enumerate(logprobs["tokens"]):
         if not want.startswith(got[: at + len(tok)]):
-            vals = sorted(top.values(), reverse=True) if top else []
-            return len(vals) >= 2 and vals[0] - vals[1] <= margin
+            return near_tie(tops[k], margin) or (k > 0 and near_tie(tops[k - 1], margin))
         at += len(tok)
     return False
 
@@ -230,6 +248,9 @@ def main():
         for i, n, text, ids, usage, lp in results:
             ok = len(ids) == 1 and bool(usage) and usage[0]["completion_tokens"] == n
             ok = ok and same_or_near_tie(text, wants[i], lp, margin, prefix=n < longest)
+            if not ok and wrong < 4:  # what went wrong, for the log
+                print(f"serve_check: stream of prompt {i}, max_tokens {n}: {len(ids)} ids, usage {usage}, "
+                      f"text {text!r}, generate's {wants[i]!r}, first difference {first_difference(text, wants[i], lp)}")
             wrong += not ok
         check(wrong == 0, f"{wrong} of 256 concurrent streams wrong, lost or cross-wired")
         most = srv.metric("replayssm_engine_max_running")
