@@ -41,6 +41,8 @@ CacheSpec cache_spec(const ModelConfig& c);
 
 class Model {
  public:
+  // Refused (out of budget) before anything is read when the fp32 weights
+  // do not fit in the host memory left (core/host_memory.h).
   static Result<std::unique_ptr<Model>> load(const std::string& dir);
   // A model of `config` with pseudo-random weights from `seed`, no files
   // (benchmark presets). Every value lies in its parameter's valid domain —
@@ -48,7 +50,8 @@ class Model {
   // projections scaled by 1/sqrt(fan-in) — so activations stay finite and
   // logits O(1). The same (config, seed) gives the same weights on every
   // machine, whatever the thread count. Allocates 4 bytes per parameter
-  // (parameter_count); callers check that this fits first.
+  // (parameter_count): refused (out of budget) before allocating when the
+  // host has not that much left.
   static Result<std::unique_ptr<Model>> random(const ModelConfig& config, uint64_t seed);
   // random() without its matrices (projections, embedding, LM head): their
   // pointers are null and no host memory is spent on them — for a device

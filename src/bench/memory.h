@@ -11,6 +11,7 @@
 #include <string>
 
 #include "bench/bench.h"
+#include "core/host_memory.h"
 #include "replayssm/model.h"
 
 namespace replayssm::bench {
@@ -43,16 +44,6 @@ constexpr int kTreePrefillChunk = 512;
 // re-prefills): about 1,024 rows a step, 8 to 4,096 tokens per sequence.
 inline int restore_chunk(int64_t batch) { return int(std::max<int64_t>(8, std::min<int64_t>(4096, 1024 / batch))); }
 int64_t estimate_device_run_bytes(const ModelConfig& c, const Config& cfg, const SweepOptions& opt);
-
-// Bytes this process may still allocate: MemAvailable, lowered by a cgroup
-// (v2 or v1) limit if one is set. -1 when neither can be read.
-int64_t available_memory_bytes();
-
-// The process's peak resident set (VmHWM) since the last reset; -1 if
-// /proc is not readable. reset_peak_rss returns false where the kernel does
-// not support resetting it (then the peak covers the process lifetime).
-int64_t peak_rss_bytes();
-bool reset_peak_rss();
 
 // "1.5 GiB" style.
 std::string format_bytes(int64_t bytes);

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "core/host_memory.h"
 #include "io/safetensors.h"
 #include "model/program.h"
 
@@ -144,6 +145,7 @@ Status check_no_extra_layers(const ModelConfig& c, const Checkpoint& ckpt) {
 
 Result<std::unique_ptr<Model>> Model::load(const std::string& dir) {
   RSSM_ASSIGN_OR_RETURN(ModelConfig cfg, load_model_config(dir));
+  RSSM_RETURN_IF_ERROR(check_host_memory(parameter_count(cfg) * 4, available_memory_bytes(), dir + ": fp32 weights"));
   RSSM_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::open_dir(dir));
   std::unique_ptr<Model> m(new Model());
   m->config_ = std::move(cfg);

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/host_memory.h"
 #include "model/program.h"
 #include "replayssm/model.h"
 
@@ -180,6 +181,12 @@ Result<std::unique_ptr<Model>> Model::make_random(const ModelConfig& config, uin
     return invalid_argument("random model: the config has no layers (or a block without its layer index)");
   if (config.vocab_size < 1 || config.hidden_size < 1)
     return invalid_argument("random model: vocab_size and hidden_size must be positive");
+  // A 30B preset is 120 GiB of fp32: refuse before the first allocation
+  // rather than let the host swap or the OOM killer end the process.
+  if (matrices)
+    RSSM_RETURN_IF_ERROR(check_host_memory(parameter_count(config) * 4, available_memory_bytes(),
+                                           "random model " + (config.dir.empty() ? config.arch_name : config.dir) +
+                                               ": fp32 weights"));
   std::unique_ptr<Model> m(new Model());
   m->config_ = config;
   m->program_ = std::make_unique<Program>();
