@@ -12,6 +12,8 @@
 
 #include <cstdint>
 
+#include "replayssm/model_config.h"
+
 namespace replayssm::ops {
 
 // Causal depthwise conv over the last K pre-conv rows, then SiLU.
@@ -76,6 +78,34 @@ struct MoeRoutingParams {
   bool norm_topk_prob = true;
   float routed_scaling_factor = 1.0f;
   const float* correction_bias = nullptr;  // (E) or nullptr; sigmoid only
+};
+
+// A mixture-of-experts feed-forward over rows of width D (DESIGN.md §10).
+// Each row is routed (MoeRoutingParams over its router logits x·routerᵀ,
+// fp32), each chosen expert runs on the rows that chose it, and a row's
+// output is its experts' outputs times their weights added in ascending
+// expert order, then the shared expert's output (times
+// sigmoid(x·shared_gateᵀ) where there is that gate). An expert is
+//   gated  down(act(gate(x)) ⊙ up(x)), its up rows [gate (I) | up (I)]
+//   plain  down(act(up(x)))
+// and the shared expert the same with its own matrices (and biases).
+struct MoeParams {
+  MoeRoutingParams routing;
+  int64_t hidden = 0;  // D
+  int64_t inter = 0;   // I, a routed expert's width
+  bool gated = false;
+  Activation act = Activation::kSilu;
+  const float* router = nullptr;  // (E, D)
+  const float* up = nullptr;      // (E, 2I, D) gated, (E, I, D) plain
+  const float* down = nullptr;    // (E, D, I)
+  int64_t shared_inter = 0;       // Is; 0: no shared expert
+  const float* shared_gate_proj = nullptr;  // (Is, D), gated only
+  const float* shared_up = nullptr;         // (Is, D)
+  const float* shared_down = nullptr;       // (D, Is)
+  const float* shared_gate_proj_b = nullptr;  // (Is) or nullptr
+  const float* shared_up_b = nullptr;         // (Is) or nullptr
+  const float* shared_down_b = nullptr;       // (D) or nullptr
+  const float* shared_gate = nullptr;         // (D): the shared output's sigmoid gate, or nullptr
 };
 
 }  // namespace replayssm::ops
