@@ -25,10 +25,18 @@ struct TensorSpec {
   std::string name;
   std::vector<int64_t> shape;
   bool optional = false;
+  // A stack of MoE expert matrices (E, rows, cols) only: the per-expert form
+  // a checkpoint may hold instead of `name` — for expert e the tensors
+  // expert_prefix + e + expert_parts[i], each rows / expert_parts.size()
+  // rows of expert e's matrix, in part order. Empty for other tensors.
+  std::string expert_prefix;
+  std::vector<std::string> expert_parts;
 };
 
-// The tensors an architecture expects for `c` (tied heads are listed once).
+// The tensors an architecture expects for `c` (tied heads are listed once;
+// expert stacks in their fused form).
 std::vector<TensorSpec> expected_tensors(const ModelConfig& c);
+// Every parameter of the model.
 int64_t parameter_count(const ModelConfig& c);
 
 // Bytes a sequence needs in the standard layout: SSM state in fp32 plus the
@@ -53,10 +61,10 @@ class Model {
   // (parameter_count): refused (out of budget) before allocating when the
   // host has not that much left.
   static Result<std::unique_ptr<Model>> random(const ModelConfig& config, uint64_t seed);
-  // random() without its matrices (projections, embedding, LM head): their
-  // pointers are null and no host memory is spent on them — for a device
-  // that fills its own (backend/cuda/device_model.h) at a 27B model's
-  // shapes. forward() refuses such a model.
+  // random() without its matrices (projections, expert stacks, embedding,
+  // LM head): their pointers are null and no host memory is spent on them
+  // — for a device that fills its own (backend/cuda/device_model.h) at a
+  // 27B model's shapes. forward() refuses such a model.
   static Result<std::unique_ptr<Model>> random_without_matrices(const ModelConfig& config, uint64_t seed);
   ~Model();
 

@@ -1,6 +1,7 @@
 // Model loading and the architecture-neutral size accounting (see model.h).
 #include "replayssm/model.h"
 
+#include <algorithm>
 #include <string>
 
 #include "core/host_memory.h"
@@ -17,7 +18,11 @@ class SpecBinder final : public WeightBinder {
   std::vector<TensorSpec> specs;
   void tensor(const std::string& name, const std::vector<int64_t>& shape, const float** ptr,
               bool optional) override {
-    specs.push_back({name, shape, optional});
+    specs.push_back({name, shape, optional, {}, {}});
+    *ptr = nullptr;
+  }
+  void experts(const TensorSpec& spec, const float** ptr) override {
+    specs.push_back(spec);
     *ptr = nullptr;
   }
 };
@@ -36,6 +41,35 @@ class CheckpointBinder final : public WeightBinder {
     if (optional && ckpt_.find(name) == nullptr) return;
     std::vector<float> data;
     status = ckpt_.read_f32(name, shape, &data);
+    if (!status.ok()) return;
+    storage_->push_back(std::move(data));
+    *ptr = storage_->back().data();
+  }
+
+  // The fused tensor when the checkpoint has it, else one per expert and
+  // part; a checkpoint with neither is an error naming both forms.
+  void experts(const TensorSpec& spec, const float** ptr) override {
+    *ptr = nullptr;
+    if (!status.ok()) return;
+    const int64_t E = spec.shape[0], rows = spec.shape[1], cols = spec.shape[2];
+    const int64_t parts = static_cast<int64_t>(spec.expert_parts.size());
+    std::vector<float> data;
+    if (ckpt_.find(spec.name) != nullptr || parts == 0) {
+      status = ckpt_.read_f32(spec.name, spec.shape, &data);
+    } else if (ckpt_.find(spec.expert_prefix + "0" + spec.expert_parts[0]) == nullptr) {
+      status = invalid_argument("missing tensor '" + spec.name + "' (the experts fused) or '" + spec.expert_prefix +
+                                "0" + spec.expert_parts[0] + "' (one per expert)");
+    } else {
+      data.resize(static_cast<size_t>(E * rows * cols));
+      const int64_t part_rows = rows / parts;
+      std::vector<float> part;
+      for (int64_t e = 0; e < E && status.ok(); ++e)
+        for (int64_t i = 0; i < parts && status.ok(); ++i) {
+          status = ckpt_.read_f32(spec.expert_prefix + std::to_string(e) + spec.expert_parts[size_t(i)],
+                                  {part_rows, cols}, &part);
+          if (status.ok()) std::copy(part.begin(), part.end(), data.begin() + (e * rows + i * part_rows) * cols);
+        }
+    }
     if (!status.ok()) return;
     storage_->push_back(std::move(data));
     *ptr = storage_->back().data();
@@ -88,6 +122,7 @@ CacheSpec cache_spec(const ModelConfig& c) {
     CacheLayerSpec l{};
     switch (k) {
       case BlockKind::kMlp:
+      case BlockKind::kMoe:
         continue;
       case BlockKind::kAttention:
         l.kind = CacheLayerSpec::kAttention;

@@ -87,11 +87,12 @@ Fill fill_for(const ModelConfig& c, const std::string& name, const std::vector<i
   // norm is zero-centred (docs/models.md).
   if (ends_with(name, "linear_attn.norm.weight")) return {Fill::kConstant, 1.0f};
   if (shape.size() == 1 && name.find("norm") != std::string::npos) return {Fill::kConstant, unit_norm};
-  if (shape.size() == 2) {
-    // Embeddings: unit variance rows. Projections: variance 1/fan-in, so a
-    // unit-variance input gives a unit-variance output (uniform: ±sqrt(3/n)).
+  if (shape.size() >= 2) {
+    // Embeddings: unit variance rows. Projections (and stacks of expert
+    // projections, (E, out, in)): variance 1/fan-in, so a unit-variance
+    // input gives a unit-variance output (uniform: ±sqrt(3/n)).
     const bool embed = name.find("embed") != std::string::npos;
-    const float k = embed ? std::sqrt(3.0f) : std::sqrt(3.0f / static_cast<float>(shape[1]));
+    const float k = embed ? std::sqrt(3.0f) : std::sqrt(3.0f / static_cast<float>(shape.back()));
     return {Fill::kUniform, -k, k};
   }
   return {Fill::kConstant, 0.0f};
@@ -142,6 +143,13 @@ class RandomBinder final : public WeightBinder {
       jobs_.push_back({f, base + static_cast<uint64_t>(off / kChunk) * 0x9e3779b97f4a7c15ull, data + off,
                        std::min(kChunk, n - off)});
     *ptr = data;
+  }
+
+  // Expert stacks are matrices: left to the device without matrices.
+  void experts(const TensorSpec& spec, const float** ptr) override {
+    *ptr = nullptr;
+    if (!matrices_) return;
+    tensor(spec.name, spec.shape, ptr, false);
   }
 
   void run() {
