@@ -302,6 +302,7 @@ Status CudaBackend::forward(const StepSchedule& s) {
         RSSM_RETURN_IF_ERROR(run_attention(blk, *storage_->kv(blk.cache_layer), s, next_norm));
         break;
       case BlockKind::kMlp: RSSM_RETURN_IF_ERROR(mlp_block(b, *dm_, blk, s.rows, next_norm)); break;
+      case BlockKind::kMoe: return unsupported("cuda backend: MoE layers have no CUDA kernels yet");
     }
   }
   // The final norm is in xn (the last block's project_out): the kept rows

@@ -354,6 +354,7 @@ Status Decoder::Impl::enqueue(int T, bool fold, bool verify, bool commit, bool s
         RSSM_RETURN_IF_ERROR(run_attention(blk, layers[size_t(blk.cache_layer)], T, next_norm));
         break;
       case BlockKind::kMlp: RSSM_RETURN_IF_ERROR(run_mlp(blk, T, next_norm)); break;
+      case BlockKind::kMoe: return unsupported("cuda decode: MoE layers have no CUDA kernels yet");
     }
   }
   // Logits of every row (all_logits, verify), or of each sequence's last
