@@ -38,6 +38,11 @@ struct TensorSpec {
 std::vector<TensorSpec> expected_tensors(const ModelConfig& c);
 // Every parameter of the model.
 int64_t parameter_count(const ModelConfig& c);
+// The parameters one token runs through: all but the routed experts it does
+// not choose (n_experts − top_k per MoE block). Embeddings and the LM head
+// count whole, as the published "A3B" figures including embeddings do; equal
+// to parameter_count for a dense model.
+int64_t active_parameter_count(const ModelConfig& c);
 
 // Bytes a sequence needs in the standard layout: SSM state in fp32 plus the
 // conv window in `act_bytes`-byte elements, and K+V per token at `act_bytes`.

@@ -99,6 +99,11 @@ int64_t parameter_count(const ModelConfig& c) {
   return n;
 }
 
+int64_t active_parameter_count(const ModelConfig& c) {
+  const int64_t idle = c.moe.n_experts - c.moe.top_k;
+  return parameter_count(c) - c.count(BlockKind::kMoe) * idle * c.moe.expert_parameters(c.hidden_size);
+}
+
 int64_t ssm_state_bytes_per_sequence(const ModelConfig& c, int64_t act_bytes) {
   int64_t n = 0;
   for (const CacheLayerSpec& l : cache_spec(c).layers) {
@@ -148,7 +153,8 @@ CacheSpec cache_spec(const ModelConfig& c) {
     }
     s.layers.push_back(l);
   }
-  s.prefill_flops_per_token = 2.0 * static_cast<double>(parameter_count(c));
+  // A token's multiply-adds run through its active parameters only.
+  s.prefill_flops_per_token = 2.0 * static_cast<double>(active_parameter_count(c));
   return s;
 }
 
