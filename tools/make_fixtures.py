@@ -46,6 +46,8 @@ def randomise(model, seed):
     with torch.no_grad():
         for name, p in model.named_parameters():
             leaf = name.split(".")[-1]
+            if p.numel() == 0:
+                continue  # a zero-width layer (an MoE fixture's absent shared expert) has no fan-in to scale by
             if name.endswith("norm.weight") or "layernorm" in name or name.endswith("norm_f.weight"):
                 # Zero-centred (Qwen3.5) and plain weights alike get spread values.
                 zc = isinstance(model, (Qwen3_5ForCausalLM, Qwen3_5ForConditionalGeneration)) \
