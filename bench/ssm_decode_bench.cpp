@@ -120,7 +120,7 @@ bool parse_batches(const char* s, std::vector<int>* out) {
 }
 
 // stepped: the replay layout's one-token steps through the standard step
-// (DecoderOptions::replay_step, where mamba2_replay_steps_faster): every
+// (where mamba2_replay_steps_faster): every
 // step of the cycle the standard step on the checkpoint, in place.
 Row run_mamba2(int batch, bool verify, int variant, bool exact = false, bool stepped = false) {
   using replayssm::ops::cuda::Mamba2DecodeArgs;

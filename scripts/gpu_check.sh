@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# The GPU check: CUDA parity tests and kernel benchmarks on the H200.
+# The GPU check: CUDA parity tests and benchmarks on the device machine (H100 or H200).
 #
 # The device machine has the CUDA toolkit but not this project's Debian
 # dependencies, so binaries are built here and carried there:
 #   bash scripts/gpu_check.sh stage                # here: build, pack binaries + shared libs into .gpu/
 #   bash scripts/gpu_check.sh run [OUT [PARTS]]    # there (device tool, carry .gpu): tests, bench, table
 #   bash scripts/gpu_check.sh summary DIR          # anywhere: the table from a run's outputs
-# PARTS is a comma list of tests, kernels, model (default: all three). The
+# PARTS is a comma list of tests, backend, kernels, model (default: all four;
+# backend: the conformance suite on the CUDA backend and tools/serve_check.py). The
 # whole run takes longer than one device call may (10 minutes), so it can be
 # sent as two calls, e.g. `run $OUT tests,kernels` and `run $OUT model`; put
 # both calls' files in one folder and `summary` prints the table from it.
@@ -21,11 +22,16 @@ summary() {
   # Parts sent in separate calls may be missing: each block reads only files that exist.
   have() { [ -f "$o/$1" ]; }
   echo
-  echo "== summary ($(date -u +%F), H200) =="
+  echo "== summary ($(date -u +%F), $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)) =="
   if have cuda_tests.log; then
     grep -E '^\[  PASSED  \]|^\[  FAILED  \]' "$o/cuda_tests.log" | tail -1 | sed 's/^/CUDA tests: /' ||
       echo "CUDA tests: no result line (the run was cut short or crashed)"
   fi
+  if have backend_tests.log; then
+    grep -E '^\[  PASSED  \]|^\[  FAILED  \]' "$o/backend_tests.log" | tail -1 | sed 's/^/conformance on cuda: /' ||
+      echo "conformance on cuda: no result line"
+  fi
+  have serve_check.log && grep -E '^serve_check: ' "$o/serve_check.log" | tail -1
   if have ssm_decode_bench.txt; then
     echo "kernels (replay / standard, same run, and the bytes' ratio; standard % of copy bandwidth):"
     # The verify rows' standard path reads a state and writes four: beside
@@ -46,36 +52,34 @@ summary() {
   have attn_decode_bench.txt && echo "attention decode, 4,096-row contexts (the tensor-core kernel):" && awk '$1 ~ /^(nemotron|qwen)/ && $5 ~ /^(64|256)$/ && $6 == 4096 {
          printf "  %-14s batch %4s  %8s us  %6s GB/s  %s of read bandwidth\n", $1, $5, $10, $11, $12 }' \
     "$o/attn_decode_bench.txt"
-  have e2e_decode_bench.txt && echo "end to end at 8B shapes (tok/s, standard -> replay):" && awk '$2 == "standard" && NF == 8 { s[$1] = $3 } $2 == "replay" && NF == 9 && ($1 in s) {
-         printf "  batch %4s  %9s -> %9s  %s\n", $1, s[$1], $3, $NF }' "$o/e2e_decode_bench.txt"
-  have engine_bench.txt && awk '$2 == "chunks" && $3 == "of" && $4 == "512" { printf "  serving (engine, chunks of 512): %-9s %s tok/s\n", $1, $5 }' \
-    "$o/engine_bench.txt"
+  have backend_bench.txt && echo "end to end on the CUDA backend at 8B shapes (decode tok/s, snapshot -> replay):" &&
+    awk '$2 == "snapshot" { s[$1] = $3 } $2 == "replay" && ($1 in s) { printf "  batch %4s  %9s -> %9s  %s\n", $1, s[$1], $3, $NF }' \
+      "$o/backend_bench.txt"
   have beam/table.txt && awk '$1 == "beam" { printf "  beam width %3s %-8s %s tok/s\n", $3, $2, $9 }' "$o/beam/table.txt"
-  have beam_alone/table.txt && awk '$1 == "beam" { printf "  beam width %3s replay, each beam alone: %s tok/s\n", $3, $9 }' "$o/beam_alone/table.txt"
   have beam_gdn/table.txt && echo "beams at Qwen3.5-27B shapes (GDN):" && awk '$1 == "beam" { printf "  beam width %3s %-8s %s tok/s\n", $3, $2, $9 }' "$o/beam_gdn/table.txt"
-  have beam_gdn_alone/table.txt && awk '$1 == "beam" { printf "  beam width %3s replay, each beam alone: %s tok/s\n", $3, $9 }' "$o/beam_gdn_alone/table.txt"
   return 0
 }
 case "${1:-}" in
   stage)
     cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
     cmake --build build -j "$(nproc)" --target replayssm_cuda_tests replayssm_ssm_bench replayssm_gemv_bench replayssm_attn_bench \
-      replayssm_e2e_bench replayssm_engine_bench replayssm_cli
+      replayssm_backend_bench replayssm_cli replayssm_tests
     rm -rf .gpu && mkdir -p .gpu
     # The CUDA runtime is linked statically and cuBLAS comes from the device's
     # own CUDA 13; the Debian libraries the model loader and the CPU
-    # reference need (OpenBLAS, utf8proc, PCRE2) travel compressed.
-    cp build/tests/replayssm_cuda_tests build/replayssm_ssm_bench build/replayssm_gemv_bench build/replayssm_attn_bench \
-      build/replayssm_e2e_bench build/replayssm_engine_bench build/replayssm .gpu/
-    libs=$(ldd .gpu/replayssm_cuda_tests .gpu/replayssm | awk '/=> \//{print $3}' | sort -u |
-           grep -E 'openblas|gfortran|quadmath|pcre2|utf8proc' || true)
+    # reference and the server need (utf8proc, PCRE2, cpp-httplib and what
+    # it links) travel compressed.
+    cp build/tests/replayssm_cuda_tests build/tests/replayssm_tests build/replayssm_ssm_bench build/replayssm_gemv_bench \
+      build/replayssm_attn_bench build/replayssm_backend_bench build/replayssm .gpu/
+    libs=$(ldd .gpu/replayssm_cuda_tests .gpu/replayssm .gpu/replayssm_tests | awk '/=> \//{print $3}' | sort -u |
+           grep -E 'pcre2|utf8proc|httplib|brotli|libz\.|libssl|libcrypto|gtest' || true)
     tar -cJhf .gpu/libs.tar.xz --transform 's,.*/,,' $libs
     # The binaries travel compressed too (the device tool carries 64 MiB
     # with the working tree); `run` and `libs` unpack them in place. They
     # share most of their bytes (every one links the same kernels), so one
     # stream with a dictionary wider than a binary stores those once:
     # 7.8 MB where 4 MiB blocks took 29.5.
-    bins="replayssm_cuda_tests replayssm_ssm_bench replayssm_gemv_bench replayssm_attn_bench replayssm_e2e_bench replayssm_engine_bench replayssm"
+    bins="replayssm_cuda_tests replayssm_tests replayssm_ssm_bench replayssm_gemv_bench replayssm_attn_bench replayssm_backend_bench replayssm"
     (cd .gpu && XZ_OPT='-T1 --lzma2=preset=3,dict=128MiB' tar -cJf bin.tar.xz $bins && rm $bins)
     exclude=$(git rev-parse --git-path info/exclude) && mkdir -p "$(dirname "$exclude")" && touch "$exclude"
     grep -qxF '/.gpu/' "$exclude" || echo '/.gpu/' >> "$exclude"
@@ -83,9 +87,9 @@ case "${1:-}" in
     ;;
   run)
     out=$(in_caller "${2:-${OUT:-/tmp/gpu_check}}")
-    parts="${3:-tests,kernels,model}"
-    if ! [[ "$parts" =~ ^(tests|kernels|model)(,(tests|kernels|model))*$ ]]; then
-      echo "gpu_check.sh run: PARTS '$parts' is not a comma list of tests, kernels, model" >&2
+    parts="${3:-tests,backend,kernels,model}"
+    if ! [[ "$parts" =~ ^(tests|backend|kernels|model)(,(tests|backend|kernels|model))*$ ]]; then
+      echo "gpu_check.sh run: PARTS '$parts' is not a comma list of tests, backend, kernels, model" >&2
       exit 2
     fi
     part() { [[ ",$parts," == *",$1,"* ]]; }
@@ -102,6 +106,19 @@ case "${1:-}" in
         exit 1
       fi
     fi
+    if part backend; then
+      # The workloads on the CUDA backend against the CPU reference, and the
+      # server on it through a Python client (the device has no node).
+      export REPLAYSSM_CLI=$PWD/.gpu/replayssm REPLAYSSM_TEST_DATA=$PWD/tests/data
+      .gpu/replayssm_tests --gtest_filter='*Conformance*:*PrefixCache*' 2>&1 | tee "$out/backend_tests.log" |
+        grep -E '^\[ *(OK|FAILED|PASSED|SKIPPED) ' || true
+      python3 tools/serve_check.py --cli .gpu/replayssm --device cuda 2>&1 | tee "$out/serve_check.log"
+      if grep -q 'FAILED' "$out/backend_tests.log" || ! grep -q '^\[  PASSED  \]' "$out/backend_tests.log" ||
+         ! grep -q '^serve_check: passed' "$out/serve_check.log"; then
+        echo "backend checks did not all pass"
+        exit 1
+      fi
+    fi
     if part kernels; then
       .gpu/replayssm_ssm_bench "$out/ssm_decode_bench.json" | tee "$out/ssm_decode_bench.txt"
       # The batches between 1 and 8, where the launchers switch kernels.
@@ -111,26 +128,16 @@ case "${1:-}" in
       .gpu/replayssm_attn_bench --json "$out/attn_decode_bench.json" | tee "$out/attn_decode_bench.txt"
     fi
     if part model; then
-      .gpu/replayssm_e2e_bench --json "$out/e2e_decode_bench.json" | tee "$out/e2e_decode_bench.txt"
-      .gpu/replayssm_engine_bench | tee "$out/engine_bench.txt"
-      # Long prompts: their prefill in chunks of 8 (the decode kernels' T)
-      # against the decoder's default chunks (the chunk scans).
-      .gpu/replayssm_e2e_bench --batch 1,8 --prompt 1024 --new 8 | tee "$out/e2e_prefill_bench.txt"
-      # Beam search: replay (fork groups where they pay) against the standard
-      # layout, and replay with every beam decoded alone.
+      # Decode and prefill through the workloads on the CUDA backend.
+      .gpu/replayssm_backend_bench --json "$out/backend_bench.json" | tee "$out/backend_bench.txt"
+      .gpu/replayssm_backend_bench --preset qwen3.5-27b --batch 1,64 --new 64 | tee "$out/backend_bench_gdn.txt"
+      # Beam search: replay against snapshot (forks share pages and
+      # checkpoints; snapshot copies a state per child).
       .gpu/replayssm bench --device cuda --preset nemotron-h-8b --workload beam --strategy replay,snapshot \
         --batch 8,32,64 --prompt-tokens 128 --new-tokens 128 --no-concurrency --out "$out/beam" >/dev/null
-      .gpu/replayssm bench --device cuda --preset nemotron-h-8b --workload beam --strategy replay \
-        --batch 32,64 --prompt-tokens 128 --new-tokens 128 --no-concurrency --no-fork-groups \
-        --out "$out/beam_alone" >/dev/null
-      # Gated DeltaNet layers (Qwen3.5-27B shapes): the same (the default
-      # groups beams of 4 or more at ≥ 2048 blocks; --all-fork-groups: any).
       .gpu/replayssm bench --device cuda --preset qwen3.5-27b --workload beam --strategy replay,snapshot \
         --batch 32,64 --prompt-tokens 128 --new-tokens 128 --no-concurrency --runs 2 --out "$out/beam_gdn" >/dev/null
-      .gpu/replayssm bench --device cuda --preset qwen3.5-27b --workload beam --strategy replay \
-        --batch 64 --prompt-tokens 128 --new-tokens 128 --no-concurrency --runs 2 --no-fork-groups \
-        --out "$out/beam_gdn_alone" >/dev/null
-      cat "$out/beam/table.txt" "$out/beam_alone/table.txt" "$out/beam_gdn/table.txt" "$out/beam_gdn_alone/table.txt"
+      cat "$out/beam/table.txt" "$out/beam_gdn/table.txt"
     fi
     summary "$out" | tee "$out/summary.txt"
     ;;
@@ -145,7 +152,7 @@ case "${1:-}" in
     echo "export LD_LIBRARY_PATH=/tmp/replayssm_libs:/usr/local/cuda/lib64"
     ;;
   *)
-    echo "usage: $0 stage | run [OUT_DIR [tests,kernels,model]] | summary DIR | libs" >&2
+    echo "usage: $0 stage | run [OUT_DIR [tests,backend,kernels,model]] | summary DIR | libs" >&2
     exit 2
     ;;
 esac

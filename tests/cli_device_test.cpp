@@ -1,8 +1,9 @@
-// `--device cuda` on generate, logits and perplexity without the GPU path
-// running: what is refused up front (one line naming the option, non-zero
-// exit, nothing decoded), and — on a machine with no GPU, as CI is — that a
-// valid request says so instead of falling back to the CPU. The GPU runs
-// themselves are tests/cuda/decoder_cuda_test.cpp.
+// `--device` on generate, logits and perplexity: one set of refusals
+// whichever device is named (the commands run the same workloads over
+// either backend: one line naming the option, non-zero exit, nothing
+// decoded), and — on a machine with no GPU, as CI is — that a valid cuda
+// request says so instead of falling back to the CPU. The GPU runs
+// themselves are tests/cuda/cuda_backend_test.cpp and the conformance suite.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -21,33 +22,31 @@ struct Refusal {
   std::string args, message;
 };
 
-TEST(CliDevice, CudaRefusesWhatItCannotRunByName) {
+TEST(CliDevice, RefusalsAreTheSameOnEitherDevice) {
   const std::string m = " --model " + data_dir("nemotron_h_tiny");
   const std::vector<Refusal> cases = {
-      {"generate --device cuda --prompt-ids 1,2 --beam 2 --spec ngram:2" + m, "--beam, --n and --spec cannot be combined"},
-      {"generate --device cuda --prompt-ids 1,2 --spec ngram:8" + m, "--spec: 8 drafts per verify; --device cuda verifies 1..7"},
-      {"generate --device cuda --prompt-ids 1,2 --spec ngram:4 --window 8" + m,
-       "--window: 8 is too small for 4 drafts on cuda (replay needs a window >= 10)"},
-      {"generate --device cuda --prompt-ids 1,2 --strategy recompute --window 2000000" + m,
-       "--window: 2000000 out of range [1, 1048576] on cuda (recompute"},
-      {"generate --device cuda --prompt-ids 1,2 --exact --strategy snapshot" + m,
-       "--exact: exact replay needs --strategy replay"},
-      {"generate --device cuda --prompt-ids 1,2 --state-budget 100000" + m,
-       "only --strategy, --window and --exact apply on cuda"},
-      {"generate --device cuda --prompt-ids 1,2 --window 1" + m, "--window: 1 out of range [2, 64] on cuda"},
-      {"logits --device cuda --prompt-ids 1,2 --checkpoint-interval 4" + m, "only --strategy, --window and --exact apply"},
-      {"logits --device cuda --prompt-ids 1,2 --window 65" + m, "--window: 65 out of range [2, 64] on cuda"},
-      {"generate --device tpu --prompt-ids 1,2" + m, "--device: unknown device 'tpu' (expected cpu or cuda)"},
-      {"logits --device tpu --prompt-ids 1,2" + m, "--device: unknown device 'tpu'"},
+      {"generate --prompt-ids 1,2 --beam 2 --spec ngram:2" + m, "--beam, --n and --spec cannot be combined"},
+      {"generate --prompt-ids 1,2 --window 0" + m, "--window: must be >= 1, got 0"},
+      {"generate --prompt-ids 1,2 --page-size 5000" + m, "--page-size: must be in [1, "},
+      {"logits --prompt-ids 1,2 --strategy fast" + m, "--strategy: unknown strategy 'fast'"},
+      {"logits --prompt-ids 1,2 --state-budget -5" + m, "--state-budget"},
+      {"generate --prompt-ids 1,2 --spec ngram:0" + m, "--spec: draft length '0' must be in [1, 64]"},
   };
-  for (const Refusal& c : cases) {
-    const auto r = run_cli(c.args);
-    EXPECT_NE(r.exit_code, 0) << c.args;
-    // A build without nvcc refuses every cuda request before looking further.
-    const bool no_backend = r.err.find("this build has no CUDA backend") != std::string::npos &&
-                            c.args.find("--device cuda") != std::string::npos;
-    EXPECT_TRUE(no_backend || r.err.find(c.message) != std::string::npos) << c.args << "\n" << r.err;
-    EXPECT_TRUE(r.out.empty()) << c.args << "\n" << r.out;
+  for (const std::string device : {"cpu", "cuda"})
+    for (const Refusal& c : cases) {
+      const std::string args = c.args + " --device " + device;
+      const auto r = run_cli(args);
+      EXPECT_NE(r.exit_code, 0) << args;
+      // Where cuda cannot run at all, that is said before anything else.
+      const bool no_cuda = device == "cuda" && (r.err.find("this build has no CUDA backend") != std::string::npos ||
+                                                r.err.find("--device cuda: no CUDA device") != std::string::npos);
+      EXPECT_TRUE(no_cuda || r.err.find(c.message) != std::string::npos) << args << "\n" << r.err;
+      EXPECT_TRUE(r.out.empty()) << args << "\n" << r.out;
+    }
+  for (const std::string cmd : {"generate", "logits"}) {
+    const auto r = run_cli(cmd + " --device tpu --prompt-ids 1,2" + m);
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find("--device: unknown device 'tpu' (expected cpu or cuda)"), std::string::npos) << r.err;
   }
 }
 

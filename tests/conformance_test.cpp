@@ -36,14 +36,14 @@ namespace replayssm {
 namespace {
 
 // The gap below which two backends may pick different tokens: fp32 rounding
-// on the CPU; bf16 activations on a device (the CUDA decoder tests' margin,
-// tests/cuda/decoder_test_util.h kGreedyGap: past a near tie the paths may
+// on the CPU; bf16 activations on a device (the CUDA tests' margin,
+// tests/cuda/cuda_test_util.h kGreedyGap: past a near tie the paths may
 // part).
 double min_gap(const std::string& backend) { return backend == "cpu" ? 2e-3 : 0.15; }
 // A logit's tolerance against the reference, relative to 1 + |reference|:
 // the tiny fixtures amplify a device's bf16 activations along a sequence
-// (tests/cuda/decoder_test_util.h: kLogitTol 6e-2 × kFixtureRatio 25, the
-// bound the CUDA decoder's fixture tests hold).
+// (tests/cuda/cuda_test_util.h: kLogitTol 6e-2 × kFixtureRatio 25, the
+// bound the CUDA fixture tests hold).
 double logit_tol(const std::string& backend) { return backend == "cpu" ? 1e-4 : 6e-2 * 25; }
 
 struct Named {

@@ -14,6 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include "test_util.h"
+
 namespace replayssm::test {
 
 class ServeProcess {
@@ -23,17 +25,18 @@ class ServeProcess {
   explicit ServeProcess(std::vector<std::string> args) {
     int err[2];
     if (pipe(err) != 0) return;
+    const std::string cli = test::cli_path();  // before the fork: no allocation after it
+    std::vector<std::string> argv = {cli, "serve", "--port", "0"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::vector<char*> c;
+    for (std::string& a : argv) c.push_back(a.data());
+    c.push_back(nullptr);
     pid_ = fork();
     if (pid_ == 0) {
       dup2(err[1], 2);
       close(err[0]);
       close(err[1]);
-      std::vector<std::string> argv = {REPLAYSSM_CLI, "serve", "--port", "0"};
-      argv.insert(argv.end(), args.begin(), args.end());
-      std::vector<char*> c;
-      for (std::string& s : argv) c.push_back(s.data());
-      c.push_back(nullptr);
-      execv(REPLAYSSM_CLI, c.data());
+      execv(cli.c_str(), c.data());
       _exit(127);
     }
     close(err[1]);

@@ -27,7 +27,7 @@ double seconds() {
 
 std::string model_dir() { return test::models_dir("nemotron_h_small"); }
 
-std::string chat_template_file() { return std::string(REPLAYSSM_TEST_DATA) + "/chat/role_prefixed.jinja"; }
+std::string chat_template_file() { return test::data_dir("chat/role_prefixed.jinja"); }
 
 ServeProcess& server() {
   // Without the prefix cache, so that every greedy text is generate's bit
@@ -427,6 +427,43 @@ TEST(Serve, PrefixCacheHitsReportCachedTokens) {
   EXPECT_GT(metric_value(c, "replayssm_prefix_cache_entries"), 0);
   auto bad = c.Post("/v1/completions", json({{"prompt", "x"}, {"cache_salt", 5}}).dump(), "application/json");
   EXPECT_EQ(bad->status, 400);
+}
+
+// Memory short: under a state budget that holds a few requests' state,
+// 16 at once all complete — queued, or parked and resumed by restore —
+// each with generate's text (both --exact: a restore replays the log).
+TEST(Serve, UnderAStateBudgetEveryRequestCompletesUnchanged) {
+  ServeProcess s({"--model", model_dir(), "--exact", "--state-budget", "3000000", "--no-prefix-cache",
+                  "--no-request-log"});
+  ASSERT_TRUE(s.ok()) << s.log();
+  const std::vector<std::string> prompts = {"Debian", "The kernel", "A package", "The archive"};
+  std::vector<std::string> want;
+  for (const std::string& p : prompts) {
+    const test::CliResult g = test::run_cli("generate --model " + model_dir() + " --prompt '" + p +
+                                            "' --max-new-tokens 40 --ignore-eos --exact --json");
+    ASSERT_EQ(g.exit_code, 0) << g.err;
+    want.push_back(json::parse(g.out)["text"].get<std::string>());
+  }
+  std::vector<std::string> got(16);
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < got.size(); ++i)
+    clients.emplace_back([&, i] {
+      auto c = s.client();
+      auto r = c.Post("/v1/completions",
+                      json({{"prompt", prompts[i % prompts.size()]}, {"max_tokens", 40}, {"temperature", 0},
+                            {"ignore_eos", true}})
+                          .dump(),
+                      "application/json");
+      if (r && r->status == 200) got[i] = json::parse(r->body)["choices"][0]["text"].get<std::string>();
+      else got[i] = "HTTP " + (r ? std::to_string(r->status) + ": " + r->body : std::string("no response"));
+    });
+  for (std::thread& t : clients) t.join();
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], want[i % prompts.size()]) << "request " << i;
+  auto c = s.client();
+  EXPECT_LE(metric_value(c, "replayssm_state_bytes_peak{kind=\"checkpoints_and_logs\"}"), 3000000);
+  // The budget did bind: requests waited or were parked.
+  EXPECT_TRUE(metric_value(c, "replayssm_engine_max_running") < 16 || metric_value(c, "replayssm_preemptions_total") > 0)
+      << c.Get("/metrics")->body;
 }
 
 TEST(Serve, ApiKeyAndDrainOnSigterm) {

@@ -28,14 +28,19 @@ inline std::unique_ptr<cpu::CpuBackend> cpu_backend(const Model& m) {
   return std::move(b).value();
 }
 
-inline std::string data_dir(const std::string& name) {
-  return std::string(REPLAYSSM_TEST_DATA) + "/" + name;
+// tests/data: $REPLAYSSM_TEST_DATA, else the build's source tree, else
+// tests/data under the working directory (the GPU machine runs binaries
+// built elsewhere from a copy of the repository).
+inline std::string data_root() {
+  if (const char* env = std::getenv("REPLAYSSM_TEST_DATA"); env != nullptr && *env != '\0') return env;
+  if (std::filesystem::is_directory(REPLAYSSM_TEST_DATA)) return REPLAYSSM_TEST_DATA;
+  return "tests/data";
 }
 
+inline std::string data_dir(const std::string& name) { return data_root() + "/" + name; }
+
 // The embedded trained models (models/ at the repository's root).
-inline std::string models_dir(const std::string& name) {
-  return std::string(REPLAYSSM_TEST_DATA) + "/../../models/" + name;
-}
+inline std::string models_dir(const std::string& name) { return data_root() + "/../../models/" + name; }
 
 // The fixture models produced by tools/make_fixtures.py.
 inline const std::vector<std::string>& fixture_models() {
@@ -50,6 +55,12 @@ inline nlohmann::json read_json(const std::string& path) {
   return nlohmann::json::parse(in);
 }
 
+// The replayssm binary: $REPLAYSSM_CLI, else the one this build made.
+inline std::string cli_path() {
+  if (const char* env = std::getenv("REPLAYSSM_CLI"); env != nullptr && *env != '\0') return env;
+  return REPLAYSSM_CLI;
+}
+
 struct CliResult {
   int exit_code = -1;
   std::string out, err;
@@ -61,7 +72,7 @@ inline CliResult run_cli(const std::string& args) {
   static int counter = 0;
   const fs::path base = fs::temp_directory_path() / ("rssm_cli_" + std::to_string(::getpid()) + "_" +
                                                      std::to_string(counter++));
-  const std::string cmd = std::string(REPLAYSSM_CLI) + " " + args + " >" + base.string() + ".out 2>" +
+  const std::string cmd = cli_path() + " " + args + " >" + base.string() + ".out 2>" +
                           base.string() + ".err";
   CliResult r;
   const int st = std::system(cmd.c_str());

@@ -2,6 +2,7 @@
 // chooses where its model runs (the CLI's --device).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,8 +16,20 @@ namespace replayssm {
 // has the CUDA backend and the process sees a GPU.
 std::vector<std::string> backend_names();
 
+// Whether make_backend(device, ...) can succeed here, before a model is
+// loaded: the name known, the build has its backend, a GPU is visible.
+Status device_available(const std::string& device);
+
 // The backend named `device` for `model` (which must outlive it).
 // Unknown names and devices this build lacks are refused by name.
-Result<std::unique_ptr<Backend>> make_backend(const std::string& device, const Model& model);
+// `matrices_seed`: a device backend fills the matrices of a model that has
+// none on the host (Model::random_without_matrices: presets) from it; the
+// CPU backend needs them on the host.
+Result<std::unique_ptr<Backend>> make_backend(const std::string& device, const Model& model,
+                                              uint64_t matrices_seed = 0);
+
+// Whether `device` fills a model's matrices itself (make_backend's seed):
+// a preset for it needs none on the host.
+bool device_fills_matrices(const std::string& device);
 
 }  // namespace replayssm

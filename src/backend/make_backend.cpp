@@ -20,14 +20,30 @@ std::vector<std::string> backend_names() {
   return names;
 }
 
-Result<std::unique_ptr<Backend>> make_backend(const std::string& device, const Model& model) {
+Status device_available(const std::string& device) {
+  if (device == "cpu") return {};
+  if (device == "cuda") {
+#if defined(REPLAYSSM_HAVE_CUDA)
+    return cuda::device_visible();
+#else
+    return unsupported("--device cuda: this build has no CUDA backend (configure with REPLAYSSM_CUDA=ON where nvcc is)");
+#endif
+  }
+  return invalid_argument("--device: unknown device '" + device + "' (expected cpu or cuda)");
+}
+
+bool device_fills_matrices(const std::string& device) { return device == "cuda"; }
+
+Result<std::unique_ptr<Backend>> make_backend(const std::string& device, const Model& model, uint64_t matrices_seed) {
   if (device == "cpu") {
     RSSM_ASSIGN_OR_RETURN(auto b, cpu::CpuBackend::create(model));
     return std::unique_ptr<Backend>(std::move(b));
   }
   if (device == "cuda") {
 #if defined(REPLAYSSM_HAVE_CUDA)
-    RSSM_ASSIGN_OR_RETURN(auto b, cuda::CudaBackend::create(model));
+    cuda::CudaBackendOptions o;
+    o.seed = matrices_seed;
+    RSSM_ASSIGN_OR_RETURN(auto b, cuda::CudaBackend::create(model, o));
     return std::unique_ptr<Backend>(std::move(b));
 #else
     return unsupported("device cuda: this build has no CUDA backend (configure with REPLAYSSM_CUDA=ON where nvcc is)");

@@ -41,7 +41,6 @@ struct SweepOptions {
   int64_t checkpoint_interval = 0; // K for every state manager (restore: older checkpoints kept)
   int64_t page_size = 4;           // B of the state manager's pages
   float bon_temperature = 1.0f;    // best-of-n sampling temperature
-  int fork_groups = -1;            // cuda replay: DecoderOptions::fork_groups (0: every forked sequence alone, 1: any group)
   // max_concurrency search; a disabled search reports null.
   bool concurrency = true;
   int64_t memory_budget = 0;       // bytes of state + KV at the searched batch
@@ -80,12 +79,8 @@ struct Measurement {
   SpecStats spec;                  // spec only
   std::vector<RestoreSample> restores;
   int64_t rss_peak_bytes = -1;     // VmHWM during the run (-1: unavailable)
-  // A device backend (bench/decoder_runner.h) sets these; the CPU
-  // reference leaves them empty.
-  const char* device_strategy = nullptr;  // the device layout run for the strategy
+  // A device backend's runs set this; the CPU reference leaves it -1.
   int64_t device_bytes = -1;       // weights + every buffer the run held on the device
-  int64_t folds = -1;              // replay: steps that folded the log (whole run)
-  int64_t reads_shared = -1;       // replay: checkpoint reads fork groups saved (whole run)
   double time_per_output_token(int64_t batch) const {
     return emitted > 0 ? decode_s * static_cast<double>(batch) / static_cast<double>(emitted) : 0.0;
   }
@@ -116,9 +111,6 @@ struct ConfigResult {
   Summary time_per_output_token, tokens_per_s;  // seconds; tokens per second
   int64_t peak_state_bytes = 0, peak_kv_bytes = 0, peak_device_bytes = 0, peak_rss_bytes = -1;
   int64_t state_writes_bytes = 0;
-  std::string device_strategy;                   // device runs: the layout run ("" on the CPU)
-  std::optional<int64_t> folds;                  // device replay runs: log folds per run
-  std::optional<int64_t> reads_shared;           // device replay runs: checkpoint reads fork groups saved per run
   int64_t restores_checkpoint = 0, restores_log_replay = 0, restores_reprefill = 0;
   std::optional<ConcurrencyResult> max_concurrency;
   std::optional<double> acceptance_rate;         // spec

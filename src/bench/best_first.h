@@ -1,5 +1,4 @@
-// The tree workload's walk, shared by the CPU TreeSearch and the GPU's
-// TreeSearchCuda (same API): `expansions` times, take the leaf with the
+// The tree workload's walk over TreeSearch (on either backend): `expansions` times, take the leaf with the
 // best mean log-probability per token and expand it into its k most likely
 // next tokens, one expand (a fork and a one-token step) each. The search
 // jumps between branches, so most expansions fork a node that is not the

@@ -16,7 +16,7 @@
 // Memory is the store's peak (state + KV): what grows with concurrency,
 // weights aside. A probe the runner says cannot be held (CPU: it would not
 // fit in host memory by estimate) is not run, and one whose run fails out
-// of budget (CUDA: the decoder cannot allocate it) is not measured; both
+// of budget (a device: its backend cannot allocate it) is not measured; both
 // count as that limit ("host memory", "device memory"). Both limits are
 // assumed monotone in the batch.
 #include <algorithm>

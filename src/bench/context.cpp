@@ -1,6 +1,7 @@
 // BenchContext, run_once and BackendRunner (see workloads.h).
 #include <algorithm>
 #include <random>
+#include <string_view>
 
 #include "bench/memory.h"
 #include "bench/workloads.h"
@@ -77,10 +78,18 @@ Result<Measurement> run_once(BenchContext& ctx, const Config& c) {
     return invalid_argument("unknown workload");
   }();
   if (m.ok()) m->rss_peak_bytes = reset ? peak_rss_bytes() : -1;
+  // A device's buffers only grow: what it holds now is the run's peak.
+  if (m.ok() && std::string_view(ctx.backend().name()) != "cpu") {
+    const BackendMemory mem = ctx.backend().memory();
+    m->device_bytes = mem.weights_bytes + mem.state_bytes + mem.kv_bytes + mem.workspace_bytes;
+  }
   return m;
 }
 
+bool BackendRunner::on_host() const { return std::string_view(ctx_.backend().name()) == "cpu"; }
+
 std::string BackendRunner::cannot_hold(const Config& c) {
+  if (!on_host()) return "";  // a device's allocation answers (out of budget)
   const int64_t need = estimate_run_bytes(ctx_.config(), c, ctx_.options()), avail = available_memory_bytes();
   return avail >= 0 && need > avail ? "host memory" : "";
 }

@@ -1,6 +1,10 @@
 // Host memory accounting for the benchmark (see memory.h).
 #include "bench/memory.h"
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -106,97 +110,63 @@ int64_t estimate_run_bytes(const ModelConfig& c, const Config& cfg, const SweepO
 
 int64_t device_weight_bytes(const ModelConfig& c) { return parameter_count(c) * 2; }
 
-int64_t estimate_device_run_bytes(const ModelConfig& c, const Config& cfg, const SweepOptions& opt) {
-  // Mirrors Decoder::create's buffers, with 4 bytes wherever it uses 2 or 4.
-  const bool replay = cfg.strategy == Strategy::kReplay, spec = cfg.workload == Workload::kSpec;
-  // tree: TreeSearchCuda's decoder — kTreeSlotsPerChild × batch slots fed `tree_chunk`
-  // rows at a time.
-  const bool tree = cfg.workload == Workload::kTree;
-  const double W = static_cast<double>(cfg.window);
-  const double B = tree ? static_cast<double>(std::max<int64_t>(3, kTreeSlotsPerChild * cfg.batch))
-                        : static_cast<double>(cfg.batch);
-  // spec: verifies of T = spec_t + 1 rows; the standard layout keeps T + 1
-  // states per sequence, either layout keeps a verify's pre-conv rows.
-  // beam, best-of-n, tree: forks, with a spare slot per sequence (standard:
-  // the copy's target; replay: a pool for folds out of shared checkpoints).
-  const bool forks = cfg.workload == Workload::kBeam || cfg.workload == Workload::kBestOfN || tree;
-  const bool verifies = spec || tree;
-  // restore: prompt chunks of restore_chunk rows; replay keeps each log
-  // entry's pre-conv row and the checkpoint's window (Decoder's rewind option).
-  const bool restore = cfg.workload == Workload::kRestore, rewind = restore && replay;
-  // recompute: the live state (and a spare with forks), a sparse
-  // checkpoint with its window, verifies in place and its re-runs as
-  // feeds of at least 4 rows.
-  const bool recompute = cfg.strategy == Strategy::kRecompute;
-  const double T0 = spec ? static_cast<double>(cfg.spec_t + 1)
-                    : tree    ? static_cast<double>(tree_chunk(cfg.window))
-                    : restore ? static_cast<double>(restore_chunk(cfg.batch))
-                              : 1.0;
-  const double T = recompute ? std::max(T0, 4.0) : T0;
-  // tree: feeds only, so the standard layout keeps no per-draft states.
-  const double states = recompute ? (forks ? 3.0 : 2.0) : spec && !replay ? T + 1.0 : forks ? 2.0 : 1.0;
-  const double windows = recompute ? 2.0 : 1.0;
-  const bool pending = verifies || recompute;
-  // The context of bench/decoder_runner.cpp's decoder (decoder_context).
-  const double L = static_cast<double>(opt.prompt_tokens + opt.new_tokens) +
-                   (spec ? static_cast<double>(opt.new_tokens) + 3.0 * T : tree ? 1.0 + T : 0.0);
-  const double pages = std::ceil((L + T) / 64.0) * 64.0;  // 64-row KV pages, room for a feed's dropped rows
-  const Mamba2Config& m = c.mamba;
-  const GdnConfig& g = c.gdn;
-  const AttentionConfig& a = c.attn;
-  double per_seq = 0.0, m_scratch = 0.0, g_scratch = 0.0, a_scratch = 0.0;  // scratch: once per kind
-  double one_state = 0.0;  // every SSM layer's state once: the scratch slot of a feed's dropped rows
-  for (BlockKind k : c.blocks) {
-    if (k == BlockKind::kMamba2) {
-      const double HP = static_cast<double>(m.n_heads * m.head_dim);
-      const double GN = static_cast<double>(m.n_groups * m.state_size);
-      one_state += HP * static_cast<double>(m.state_size) * 4.0;
-      per_seq += states * HP * static_cast<double>(m.state_size) * 4.0 +
-                 windows * static_cast<double>((m.conv_width - 1) * m.conv_channels()) * 2.0;
-      if (pending) per_seq += T * static_cast<double>(m.conv_channels()) * 2.0;
-      if (replay) per_seq += W * (HP + GN + static_cast<double>(m.n_heads)) * 4.0;
-      if (rewind) per_seq += (W + static_cast<double>(m.conv_width - 1)) * static_cast<double>(m.conv_channels()) * 2.0;
-      m_scratch = std::max(m_scratch, (2.0 * HP + 2.0 * GN + 2.0 * static_cast<double>(m.n_heads)) * 4.0);
-    } else if (k == BlockKind::kGatedDeltaNet) {
-      const double K = static_cast<double>(g.n_k_heads * g.k_dim), V = static_cast<double>(g.n_v_heads * g.v_dim);
-      one_state += static_cast<double>(g.n_v_heads * g.k_dim * g.v_dim) * 4.0;
-      per_seq += states * static_cast<double>(g.n_v_heads * g.k_dim * g.v_dim) * 4.0 +
-                 windows * static_cast<double>((g.conv_width - 1) * g.conv_channels()) * 2.0;
-      if (pending) per_seq += T * static_cast<double>(g.conv_channels()) * 2.0;
-      if (replay) per_seq += W * (K + V + static_cast<double>(g.n_v_heads)) * 4.0;
-      if (rewind) per_seq += (W + static_cast<double>(g.conv_width - 1)) * static_cast<double>(g.conv_channels()) * 2.0;
-      g_scratch = std::max(g_scratch, (2.0 * K + V + 2.0 * static_cast<double>(g.n_v_heads)) * 4.0);
-    } else if (k == BlockKind::kAttention) {
-      const double D = static_cast<double>(a.head_dim);
-      per_seq += pages * 2.0 * static_cast<double>(a.n_kv_heads) * D * 2.0 + pages / 64.0 * 20.0;
-      // Flash-decoding scratch: a split per 512 context rows (only at small batches, counted always).
-      const double Hq = static_cast<double>(a.n_heads), Hkv = static_cast<double>(a.n_kv_heads);
-      a_scratch = std::max(a_scratch, Hq * std::ceil(L / 512.0) * (D + 2.0) * 4.0 + (3.0 * Hq + 2.0 * Hkv) * D * 4.0);
-    }
+namespace {
+
+int64_t read_int_file(const std::string& path) {
+  std::ifstream in(path);
+  std::string s;
+  if (!(in >> s) || s == "max") return -1;
+  try {
+    return std::stoll(s);
+  } catch (...) {
+    return -1;
   }
-  // Per row of a step; logits for every row only where verifies or feeds
-  // return them all, else one row per sequence.
-  const double act = (3.0 * static_cast<double>(c.hidden_size) + 2.0 * static_cast<double>(widest_row(c))) * 4.0 +
-                     m_scratch + g_scratch + a_scratch + 64.0;
-  const double logit_rows = pending ? T : 1.0;
-  const double cublas = static_cast<double>(32 << 20);
-  // A fork stages the largest per-layer array it copies: a layer's K/V (or log).
-  double staging = 0.0;
-  if (forks) {
-    staging = pages * 2.0 * static_cast<double>(a.n_kv_heads * a.head_dim) * 2.0;
-    for (BlockKind k : c.blocks)
-      if (k == BlockKind::kMamba2) staging = std::max(staging, W * static_cast<double>(m.n_heads * m.head_dim) * 2.0);
-      else if (k == BlockKind::kGatedDeltaNet) staging = std::max(staging, W * static_cast<double>(g.n_v_heads * g.v_dim) * 4.0);
+}
+
+// "Key:   123 kB" from a /proc file, in bytes.
+int64_t proc_kb(const std::string& path, const std::string& key) {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.compare(0, key.size(), key) != 0 || line.size() <= key.size() || line[key.size()] != ':') continue;
+    std::istringstream v(line.substr(key.size() + 1));
+    int64_t kb = -1;
+    v >> kb;
+    return kb < 0 ? -1 : kb * 1024;
   }
-  const double scratch_slot = replay ? 0.0 : one_state;
-  // Rows a step's activations hold: T a sequence; the tree's decoder at
-  // least its prompt's ragged steps (Decoder: batch × max(max_chunk, spec)).
-  const double act_rows = tree ? B * std::max(T, std::ceil(double(kTreePrefillChunk) / B)) : B * T;
-  return static_cast<int64_t>(std::ceil(
-             (B * (per_seq + logit_rows * static_cast<double>(c.vocab_size) * 4.0 + staging) + act_rows * act +
-              scratch_slot + cublas) *
-             1.1)) +
-         (int64_t{256} << 20);
+  return -1;
+}
+
+}  // namespace
+
+int64_t available_memory_bytes() {
+  int64_t avail = proc_kb("/proc/meminfo", "MemAvailable");
+  // A cgroup limit (v2, then v1) caps what this process may use.
+  for (const auto& [limit_file, usage_file] :
+       {std::pair<const char*, const char*>{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"},
+        {"/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"}}) {
+    const int64_t limit = read_int_file(limit_file), usage = read_int_file(usage_file);
+    if (limit <= 0 || usage < 0 || limit >= (int64_t{1} << 60)) continue;
+    const int64_t room = std::max<int64_t>(0, limit - usage);
+    avail = avail < 0 ? room : std::min(avail, room);
+  }
+  return avail;
+}
+
+int64_t peak_rss_bytes() { return proc_kb("/proc/self/status", "VmHWM"); }
+
+bool reset_peak_rss() {
+#ifdef __GLIBC__
+  // Hand freed heap back to the OS first: otherwise the "current RSS" the
+  // peak restarts from still holds the previous run's allocations.
+  malloc_trim(0);
+#endif
+  // Writing 5 to clear_refs resets VmHWM to the current RSS (Linux >= 4.0).
+  std::ofstream out("/proc/self/clear_refs");
+  if (!out) return false;
+  out << "5";
+  out.flush();
+  return static_cast<bool>(out);
 }
 
 std::string format_bytes(int64_t bytes) {

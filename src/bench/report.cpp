@@ -26,13 +26,6 @@ nlohmann::json config_json(const ConfigResult& r) {
   nlohmann::json j;
   j["workload"] = workload_name(c.workload);
   j["strategy"] = strategy_name(c.strategy);
-  // Device runs only: which layout ran the strategy, how often it folded,
-  // and how many checkpoint reads its fork groups saved.
-  if (!r.device_strategy.empty()) {
-    j["device_strategy"] = r.device_strategy;
-    j["folds"] = r.folds ? nlohmann::json(*r.folds) : nlohmann::json();
-    j["checkpoint_reads_shared"] = r.reads_shared ? nlohmann::json(*r.reads_shared) : nlohmann::json();
-  }
   j["batch"] = c.batch;
   j["window"] = c.window;
   j["spec_t"] = c.workload == Workload::kSpec ? nlohmann::json(c.spec_t) : nlohmann::json();

@@ -1,5 +1,5 @@
-// Runner: who runs one configuration of a sweep — the CPU reference
-// (BackendRunner, workloads.h) or a device backend (bench/decoder_runner.h).
+// Runner: who runs one configuration of a sweep — BackendRunner
+// (workloads.h) over any backend, or a test's stand-in.
 // The sweep, its summaries and the max_concurrency search (sweep.h) see
 // only this, so every device reports the same metrics the same way.
 #pragma once

@@ -9,7 +9,7 @@
 
 namespace replayssm::bench {
 
-std::vector<Config> enumerate_configs(const Axes& a, DraftKind draft, bool whole_log) {
+std::vector<Config> enumerate_configs(const Axes& a, DraftKind draft) {
   std::vector<Config> out;
   for (Workload w : a.workloads)
     for (Strategy s : a.strategies)
@@ -23,7 +23,7 @@ std::vector<Config> enumerate_configs(const Axes& a, DraftKind draft, bool whole
         }
         // The two restore paths at equal distances: log replay needs the
         // log kept (replay only); without it replay re-prefills.
-        if (w == Workload::kRestore && s == Strategy::kReplay && whole_log) retentions = {-1, 0};
+        if (w == Workload::kRestore && s == Strategy::kReplay) retentions = {-1, 0};
         for (int64_t t : ts)
           for (double acc : accs)
             for (int64_t ret : retentions)
@@ -57,10 +57,7 @@ ConfigResult summarize(const Config& c, const std::vector<Measurement>& runs, in
     r.restores_checkpoint = m.state.restores_checkpoint;
     r.restores_log_replay = m.state.restores_log_replay;
     r.restores_reprefill = m.state.restores_reprefill;
-    if (m.device_strategy != nullptr) r.device_strategy = m.device_strategy;
     if (m.device_bytes >= 0) r.peak_device_bytes = std::max(r.peak_device_bytes, m.device_bytes);
-    if (m.folds >= 0) r.folds = m.folds;
-    if (m.reads_shared >= 0) r.reads_shared = m.reads_shared;
     drafted += m.spec.drafted;
     accepted += m.spec.accepted;
     if (m.spec.rejections > 0) rollback.push_back(m.spec.rollback_s / static_cast<double>(m.spec.rejections));

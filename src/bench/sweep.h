@@ -2,7 +2,7 @@
 // times (discarded) and `runs` times (kept), summarised; then the
 // max_concurrency search per series (concurrency.cpp). Who runs a
 // configuration is a Runner: the CPU reference (run_once) or a device
-// backend (bench/decoder_runner.h), so both share the sweep, the
+// backend (BackendRunner, runner.h), so both share the sweep, the
 // summaries and the search.
 #pragma once
 
@@ -27,9 +27,8 @@ struct Axes {
 
 // Every configuration, grouped by series (batch varies fastest). restore
 // under replay runs with the log since the checkpoint (log_retention 0)
-// and, where whole_log, also with the whole log kept (-1); the CUDA
-// decoder keeps only the former.
-std::vector<Config> enumerate_configs(const Axes& a, DraftKind draft, bool whole_log = true);
+// and with the whole log kept (-1).
+std::vector<Config> enumerate_configs(const Axes& a, DraftKind draft);
 
 // Summarises the kept runs of one configuration. weights: bytes of the
 // model's weights (for peak_device_bytes where a run does not measure it).

@@ -61,10 +61,13 @@ class BackendRunner : public Runner {
   explicit BackendRunner(BenchContext& ctx) : ctx_(ctx) {}
   const SweepOptions& options() const override { return ctx_.options(); }
   Result<Measurement> run(const Config& c) override { return run_once(ctx_, c); }
+  // The CPU backend: "host memory" by estimate; a device backend: "" (its
+  // allocation answers, as kOutOfBudget).
   std::string cannot_hold(const Config& c) override;
-  std::string out_of_budget_limit() const override { return "host memory"; }
+  std::string out_of_budget_limit() const override { return on_host() ? "host memory" : "device memory"; }
 
  private:
+  bool on_host() const;
   BenchContext& ctx_;
 };
 

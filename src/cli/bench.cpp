@@ -45,7 +45,7 @@ struct BenchArgs {
   std::string memory_budget;  // by device: host (cpu), device (cuda)
   double latency_target_ms = 20.0;
   int64_t concurrency_limit = 512;
-  bool no_concurrency = false, dry_run = false, no_fork_groups = false, all_fork_groups = false;
+  bool no_concurrency = false, dry_run = false;
   int64_t checkpoint_interval = 0, page_size = 4;
   uint64_t seed = 0;
   std::string gnuplot = "gnuplot";
@@ -184,8 +184,6 @@ std::string command_line(const BenchArgs& a) {
     s += " --memory-budget " + a.memory_budget + " --latency-target " + lat + " --concurrency-limit " +
          std::to_string(a.concurrency_limit);
   }
-  if (a.no_fork_groups) s += " --no-fork-groups";
-  if (a.all_fork_groups) s += " --all-fork-groups";
   s += " --checkpoint-interval " + std::to_string(a.checkpoint_interval) + " --page-size " +
        std::to_string(a.page_size) + " --seed " + std::to_string(a.seed) + " --out " + a.out;
   return s;
@@ -256,7 +254,6 @@ Status run_bench(const BenchArgs& args) {
   RSSM_ASSIGN_OR_RETURN(axes.batches, int_list(a.batch, "--batch", 1, 1 << 20));
   RSSM_ASSIGN_OR_RETURN(axes.windows, int_list(a.window, "--window", 1, 1 << 20));
   RSSM_ASSIGN_OR_RETURN(axes.spec_ts, int_list(a.spec_t, "--spec-t", 1, 64));
-  if (cuda) RSSM_RETURN_IF_ERROR(check_cuda_scope(axes, a.checkpoint_interval, a.page_size));
   SweepOptions opt;
   if (a.draft == "oracle") opt.draft = DraftKind::kOracle;
   else if (a.draft == "ngram") opt.draft = DraftKind::kNgram;
@@ -273,6 +270,10 @@ Status run_bench(const BenchArgs& args) {
   if (a.page_size < 1 || a.page_size > StateOptions::kMaxPageSize)
     return invalid_argument("--page-size: must be in [1, " + std::to_string(StateOptions::kMaxPageSize) + "], got " +
                             std::to_string(a.page_size));
+  // The CUDA backend's rule (CudaBackend::check_options), here so that it
+  // is refused before a model reaches the device.
+  if (cuda && (a.page_size & (a.page_size - 1)) != 0)
+    return invalid_argument("--page-size: --device cuda takes a power of two, got " + std::to_string(a.page_size));
   opt.runs = a.runs;
   opt.warmup = a.warmup;
   opt.prompt_tokens = a.prompt_tokens;
@@ -281,9 +282,6 @@ Status run_bench(const BenchArgs& args) {
   opt.checkpoint_interval = a.checkpoint_interval;
   opt.page_size = a.page_size;
   opt.concurrency = !a.no_concurrency;
-  if (a.no_fork_groups && a.all_fork_groups)
-    return invalid_argument("--no-fork-groups and --all-fork-groups cannot be combined");
-  opt.fork_groups = a.no_fork_groups ? 0 : a.all_fork_groups ? 1 : -1;
   // The budget's keyword is the memory a real out-of-memory would hit.
   const std::string budget_keyword = cuda ? "device" : "host";
   if (cuda && a.memory_budget == "host")
@@ -316,7 +314,7 @@ Status run_bench(const BenchArgs& args) {
     if ((has(Workload::kBeam) && 2 * b > cfg.vocab_size) || (has(Workload::kTree) && b > cfg.vocab_size))
       return invalid_argument("--batch: '" + std::to_string(b) + "' is too large for beam/tree candidates in a vocabulary of " +
                               std::to_string(cfg.vocab_size));
-  const std::vector<Config> configs = enumerate_configs(axes, opt.draft, /*whole_log=*/!cuda);
+  const std::vector<Config> configs = enumerate_configs(axes, opt.draft);
   for (const Config& c : configs) {
     StateOptions so;
     so.window = c.window;
@@ -430,7 +428,7 @@ Runner add_bench(CLI::App& app) {
                  "Comma list: sequences per step (beam: width; best-of-n: n; tree: children per expansion; "
                  "restore: sequences restored together)")
       ->capture_default_str();
-  app.add_option("--window", a->window, "Comma list of windows W (flush every W committed tokens; cuda: 2..64)")
+  app.add_option("--window", a->window, "Comma list of windows W (flush every W committed tokens)")
       ->capture_default_str();
   app.add_option("--spec-t", a->spec_t, "spec: comma list of drafts per verify step T")->capture_default_str();
   app.add_option("--draft", a->draft,
@@ -441,9 +439,8 @@ Runner add_bench(CLI::App& app) {
   app.add_option("--preset", a->preset, "Random-weight model: " + preset_names() + " (default tiny)");
   app.add_option("--model", a->model, "Model directory (instead of a preset)");
   app.add_option("--device", a->device,
-                 "cpu, or cuda: every workload and strategy (spec-t <= 7); snapshot runs the decoder's standard layout (state "
-                 "updated in place, a state per verified token), replay its replay layout (restore: log replay back to "
-                 "the checkpoint), recompute its live state plus a sparse checkpoint every W tokens")
+                 "cpu or cuda: the same workloads, strategies and store options on either backend (cuda: bf16 "
+                 "weights on the device)")
       ->capture_default_str();
   app.add_option("--out", a->out, "Directory for bench.json, table.txt and the plots (required; created)");
   app.add_option("--runs", a->runs, "Measured runs per configuration (median, min-max)")->capture_default_str();
@@ -461,12 +458,6 @@ Runner add_bench(CLI::App& app) {
   app.add_option("--concurrency-limit", a->concurrency_limit, "max_concurrency: the search stops here")
       ->capture_default_str();
   app.add_flag("--no-concurrency", a->no_concurrency, "Skip the max_concurrency search (reported as null)");
-  app.add_flag("--no-fork-groups", a->no_fork_groups,
-               "cuda replay: decode each forked sequence alone, not in groups reading their shared checkpoint once "
-               "(beam, best-of-n; for A/B)");
-  app.add_flag("--all-fork-groups", a->all_fork_groups,
-               "cuda replay: decode forked sequences in groups wherever two share a checkpoint (by default only "
-               "where it pays; for A/B)");
   app.add_flag("--dry-run", a->dry_run,
                "List the configurations and their memory estimates, check they fit, run nothing");
   app.add_option("--checkpoint-interval", a->checkpoint_interval,

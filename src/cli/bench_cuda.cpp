@@ -7,41 +7,16 @@
 
 #include "bench/memory.h"
 #include "bench/presets.h"
+#include "bench/workloads.h"
+#include "replayssm/make_backend.h"
 
 #if REPLAYSSM_HAVE_CUDA
-#include "bench/decoder_runner.h"
+#include "backend/cuda/device_model.h"
 #endif
 
 namespace replayssm::cli {
 
 using namespace replayssm::bench;
-
-Status check_cuda_scope(const Axes& axes, int64_t checkpoint_interval, int64_t page_size) {
-  bool spec = false;
-  for (Workload w : axes.workloads) spec |= w == Workload::kSpec;
-  if (spec)
-    for (int64_t t : axes.spec_ts) {
-      if (t > 7)
-        return invalid_argument("--spec-t: " + std::to_string(t) + " drafts per verify; --device cuda verifies 1..7");
-      // A replay log holds a verify's T + 1 entries beside as many committed ones.
-      for (Strategy s : axes.strategies)
-        for (int64_t w : axes.windows)
-          if (s == Strategy::kReplay && w < 2 * (t + 1))
-            return invalid_argument("--window: " + std::to_string(w) + " is too small for --spec-t " + std::to_string(t) +
-                                    " on --device cuda (replay needs a window >= " + std::to_string(2 * (t + 1)) + ")");
-    }
-  for (int64_t w : axes.windows)
-    if (w < 2 || w > 64)
-      return invalid_argument("--window: '" + std::to_string(w) +
-                              "' is outside [2, 64], the CUDA decoder's log capacity (--device cuda)");
-  if (checkpoint_interval != 0)
-    return unsupported("--checkpoint-interval: not supported on --device cuda yet (the CUDA decoder keeps no "
-                       "older checkpoints); leave it at 0");
-  if (page_size != 4)
-    return unsupported("--page-size: does not apply to --device cuda (the CUDA decoder's KV pages are 64 rows); "
-                       "leave it at 4");
-  return {};
-}
 
 #if !REPLAYSSM_HAVE_CUDA
 
@@ -70,7 +45,7 @@ Status check_cuda_memory(const ModelConfig& cfg, const std::vector<Config>& conf
   int64_t run_need = 0;
   const Config* hungriest = &configs.front();
   for (const Config& c : configs) {
-    const int64_t n = estimate_device_run_bytes(cfg, c, opt);
+    const int64_t n = estimate_run_bytes(cfg, c, opt);
     if (n > run_need) {
       run_need = n;
       hungriest = &c;
@@ -84,7 +59,7 @@ Status check_cuda_memory(const ModelConfig& cfg, const std::vector<Config>& conf
                 dev.ok() ? (dev->name + ", " + format_bytes(dev->free_bytes) + " free").c_str() : "none visible");
     for (const Config& c : configs)
       std::printf("  %-50s needs <= %s of device memory beyond the weights\n", c.describe().c_str(),
-                  format_bytes(estimate_device_run_bytes(cfg, c, opt)).c_str());
+                  format_bytes(estimate_run_bytes(cfg, c, opt)).c_str());
     std::fflush(stdout);  // before any error line on stderr
   }
   if (!dev.ok()) return dev.status();
@@ -111,22 +86,21 @@ Result<std::vector<ConfigResult>> run_cuda_sweep(const ModelConfig& cfg, const s
   } else {
     RSSM_ASSIGN_OR_RETURN(model, Model::load(model_dir));
   }
-  RSSM_ASSIGN_OR_RETURN(std::unique_ptr<cuda::BenchDecodeRunner> runner,
-                        cuda::BenchDecodeRunner::create(*model, opt, kPresetSeed));
+  RSSM_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, make_backend("cuda", *model, kPresetSeed));
   if (opt.concurrency && device_budget) {
     // "device": what a real out-of-memory would hit — the memory left once the weights are in.
     RSSM_ASSIGN_OR_RETURN(cuda::DeviceInfo placed, cuda::device_info());
-    runner->set_memory_budget(std::max<int64_t>(placed.free_bytes, 1));
+    opt.memory_budget = std::max<int64_t>(placed.free_bytes, 1);
   }
-  RSSM_ASSIGN_OR_RETURN(std::vector<ConfigResult> results,
-                        run_sweep(*runner, runner->weights_bytes(), configs, progress, cost));
+  BenchContext ctx(backend->config(), backend.get(), opt);
+  RSSM_ASSIGN_OR_RETURN(std::vector<ConfigResult> results, run_sweep(ctx, configs, progress, cost));
   nlohmann::json& p = *header_patch;
-  p["weights_bytes"] = runner->weights_bytes();
+  p["weights_bytes"] = backend->memory().weights_bytes;
   p["device"] = "cuda";
   p["device_name"] = before.name;
   p["device_memory_total_bytes"] = before.total_bytes;
   p["device_memory_free_bytes"] = before.free_bytes;
-  if (opt.concurrency) p["settings"]["memory_budget"] = runner->options().memory_budget;
+  if (opt.concurrency) p["settings"]["memory_budget"] = opt.memory_budget;
   return results;
 }
 

@@ -1,8 +1,7 @@
-// `replayssm bench --device cuda`: what the CUDA decoder can measure, the
-// device-memory check, and the sweep on it (bench/decoder_runner.h).
-// Compiled into every CLI; without REPLAYSSM_HAVE_CUDA the scope checks
-// still run (so a bad request gets the same answer everywhere) and the
-// rest refuses with one line saying the build has no CUDA.
+// `replayssm bench --device cuda`: the device-memory check and the sweep on
+// the CUDA backend — the same workloads, runner and outputs as the CPU's.
+// Compiled into every CLI; without REPLAYSSM_HAVE_CUDA both refuse with one
+// line saying the build has no CUDA.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -16,23 +15,17 @@
 
 namespace replayssm::cli {
 
-// The requests --device cuda runs: --workload ar, --strategy replay or
-// snapshot, every --window in the decoder's log range [2, 64], no older
-// checkpoints (--checkpoint-interval 0) and the default --page-size (the
-// decoder's KV pages are its own). Anything else is one error naming the
-// option and what is not supported on cuda yet.
-Status check_cuda_scope(const bench::Axes& axes, int64_t checkpoint_interval, int64_t page_size);
-
 // Refuses, before anything is allocated, a sweep whose bf16 weights plus
-// its hungriest configuration exceed the device's free memory (and, for a
-// model directory, whose fp32 host copy exceeds host memory). `who` names
-// the model in the message. With dry_run, prints every configuration's
-// estimate first.
+// its hungriest configuration (the state manager's estimate, fp32
+// throughout: an upper bound of the device's bf16 logs and K/V) exceed
+// the device's free memory (and, for a model directory, whose fp32 host
+// copy exceeds host memory). `who` names the model in the message. With
+// dry_run, prints every configuration's estimate first.
 Status check_cuda_memory(const ModelConfig& cfg, const std::vector<bench::Config>& configs,
                          const bench::SweepOptions& opt, const std::string& who, bool from_dir, bool dry_run);
 
-// Places the model on the device (a preset: random bf16 matrices filled
-// there from `seed`; a directory: its weights) and runs the sweep.
+// Places the model on the CUDA backend (a preset: random bf16 matrices
+// filled there from `seed`; a directory: its weights) and runs the sweep.
 // device_budget: --memory-budget device, i.e. the device memory free once
 // the weights are in. `header_patch` gets what differs from a CPU run's
 // header (weights_bytes, device, device_name, device memory, the budget),

@@ -71,9 +71,13 @@ Status run_bench_prefix(const PrefixBenchArgs& a, const PrefixBenchTarget& t) {
     RSSM_ASSIGN_OR_RETURN(model, Model::load(t.model));
   } else {
     RSSM_ASSIGN_OR_RETURN(ModelConfig cfg, bench::preset_config(t.preset.empty() ? "tiny" : t.preset));
-    RSSM_ASSIGN_OR_RETURN(model, Model::random(cfg, t.seed));
+    if (device_fills_matrices(t.device)) {  // no host copy of a preset's matrices
+      RSSM_ASSIGN_OR_RETURN(model, Model::random_without_matrices(cfg, t.seed));
+    } else {
+      RSSM_ASSIGN_OR_RETURN(model, Model::random(cfg, t.seed));
+    }
   }
-  RSSM_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, make_backend(t.device, *model));
+  RSSM_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, make_backend(t.device, *model, t.seed));
   RSSM_ASSIGN_OR_RETURN(std::vector<bench::PrefixBenchRow> rows, bench::run_prefix_bench(*backend, o));
   std::error_code ec;
   std::filesystem::create_directories(t.out, ec);

@@ -1,6 +1,8 @@
 // Shared CLI helpers (see common.h).
 #include "cli/common.h"
 
+#include "replayssm/make_backend.h"
+
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -29,46 +31,7 @@ Result<std::vector<int32_t>> parse_ids(const std::string& text, const std::strin
   return ids;
 }
 
-Status check_device(const std::string& device) {
-  if (device == "cpu") return {};
-  if (device == "cuda") {
-#if REPLAYSSM_HAVE_CUDA
-    return {};
-#else
-    return unsupported("--device cuda: this build has no CUDA backend (nvcc was not found at configure time)");
-#endif
-  }
-  return invalid_argument("--device: unknown device '" + device + "' (expected cpu or cuda)");
-}
-
-Status check_cuda_state(const StateArgs& a) {
-  const StateArgs d;
-  if (a.strategy != "replay" && a.strategy != "snapshot" && a.strategy != "recompute")
-    return invalid_argument("--strategy: unknown strategy '" + a.strategy + "' (expected replay, snapshot or recompute)");
-  if (a.checkpoint_interval != d.checkpoint_interval || a.state_budget != d.state_budget ||
-      a.log_retention != d.log_retention || a.replay_limit != d.replay_limit || a.eviction != d.eviction ||
-      a.page_size != d.page_size)
-    return unsupported("--device cuda: only --strategy, --window and --exact apply on cuda (--checkpoint-interval, "
-                       "--state-budget, --log-retention, --replay-limit, --eviction and --page-size configure the CPU "
-                       "store)");
-  if (a.exact && a.strategy != "replay")
-    return invalid_argument("--exact: exact replay needs --strategy replay (--strategy " + a.strategy +
-                            " steps the state itself)");
-  if (a.strategy == "replay" && (a.window < 2 || a.window > 64))
-    return invalid_argument("--window: " + std::to_string(a.window) + " out of range [2, 64] on cuda");
-  if (a.strategy == "recompute" && (a.window < 1 || a.window > (1 << 20)))
-    return invalid_argument("--window: " + std::to_string(a.window) + " out of range [1, 1048576] on cuda (recompute: "
-                            "the sparse checkpoints' interval)");
-  return {};
-}
-
-#if REPLAYSSM_HAVE_CUDA
-cuda::DecodeStrategy cuda_strategy(const StateArgs& a) {
-  return a.strategy == "snapshot"    ? cuda::DecodeStrategy::kStandard
-         : a.strategy == "recompute" ? cuda::DecodeStrategy::kRecompute
-                                     : cuda::DecodeStrategy::kReplay;
-}
-#endif
+Status check_device(const std::string& device) { return device_available(device); }
 
 CLI::Validator non_negative() {
   return CLI::Validator(

@@ -10,9 +10,6 @@
 
 #include "replayssm/state.h"
 #include "replayssm/status.h"
-#if REPLAYSSM_HAVE_CUDA
-#include "runtime/cuda/decoder.h"
-#endif
 
 namespace replayssm::cli {
 
@@ -35,14 +32,6 @@ struct StateArgs {
 CLI::Validator non_negative();
 
 void add_state_options(CLI::App& app, StateArgs* a);
-// --device cuda: only --strategy replay|snapshot (snapshot = the decoder's
-// standard in-place layout) and --window apply; the CPU store's other
-// options are refused rather than ignored.
-Status check_cuda_state(const StateArgs& a);
-#if REPLAYSSM_HAVE_CUDA
-// The decoder layout of --strategy on cuda (after check_cuda_state).
-cuda::DecodeStrategy cuda_strategy(const StateArgs& a);
-#endif
 Result<StateOptions> state_options(const StateArgs& a);
 
 // Shortest decimal that reads back as the same float ("%.9g"), JSON-safe.

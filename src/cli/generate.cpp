@@ -11,10 +11,6 @@
 #include "workloads/beam_search.h"
 #include "workloads/generate.h"
 #include "io/tokenizer.h"
-#if REPLAYSSM_HAVE_CUDA
-#include "runtime/cuda/generate_cuda.h"
-#include "runtime/cuda/search_cuda.h"
-#endif
 
 namespace replayssm::cli {
 
@@ -98,25 +94,11 @@ Status run_search(const GenerateArgs& a, const Model& model, const std::vector<i
   no.sampling = {a.temperature, a.top_p, a.seed};
   no.stop_at_eos = !a.ignore_eos;
   no.state = sopt;
-  if (a.device == "cuda") {
-#if REPLAYSSM_HAVE_CUDA
-    RSSM_ASSIGN_OR_RETURN(auto dm, cuda::DeviceModel::create(model));
-    const cuda::CudaSearchOptions c{cuda_strategy(a.state), int(a.state.window), true, a.state.exact};
-    if (a.beam) {
-      RSSM_ASSIGN_OR_RETURN(hyps, cuda::beam_search_cuda(*dm, ids, bo, c, &stats));
-    } else {
-      RSSM_ASSIGN_OR_RETURN(hyps, cuda::best_of_n_cuda(*dm, ids, no, c, &stats));
-    }
-#else
-    return unsupported("--device cuda: this build has no CUDA backend");
-#endif
+  RSSM_ASSIGN_OR_RETURN(auto backend, make_backend(a.device, model));
+  if (a.beam) {
+    RSSM_ASSIGN_OR_RETURN(hyps, beam_search(*backend, ids, bo, &stats));
   } else {
-    RSSM_ASSIGN_OR_RETURN(auto backend, make_backend("cpu", model));
-    if (a.beam) {
-      RSSM_ASSIGN_OR_RETURN(hyps, beam_search(*backend, ids, bo, &stats));
-    } else {
-      RSSM_ASSIGN_OR_RETURN(hyps, best_of_n(*backend, ids, no, &stats));
-    }
+    RSSM_ASSIGN_OR_RETURN(hyps, best_of_n(*backend, ids, no, &stats));
   }
   size_t best = 0;
   for (size_t i = 1; i < hyps.size(); ++i)
@@ -155,59 +137,6 @@ Status run_search(const GenerateArgs& a, const Model& model, const std::vector<i
   return {};
 }
 
-// --device cuda: AR or speculative decoding (greedy or sampled) of one
-// prompt on the GPU; beams and best-of-n go through run_search. Store options other than the strategy and the window
-// configure the CPU store and are refused rather than ignored.
-Status check_cuda_request(const GenerateArgs& a) {
-  RSSM_RETURN_IF_ERROR(check_cuda_state(a.state));
-  if (!a.spec.empty()) {
-    SpecOptions spec;
-    std::string dir;
-    RSSM_RETURN_IF_ERROR(parse_spec(a.spec, &spec, &dir));
-    if (spec.tokens > 7)
-      return invalid_argument("--spec: " + std::to_string(spec.tokens) +
-                              " drafts per verify; --device cuda verifies 1..7");
-    // A replay log holds a verify's T + 1 entries beside as many committed ones.
-    if (a.state.strategy == "replay" && a.state.window < 2 * (spec.tokens + 1))
-      return invalid_argument("--window: " + std::to_string(a.state.window) + " is too small for " +
-                              std::to_string(spec.tokens) + " drafts on cuda (replay needs a window >= " +
-                              std::to_string(2 * (spec.tokens + 1)) + ")");
-  }
-#if REPLAYSSM_HAVE_CUDA
-  // The request is valid: now whether it can run at all, before the model
-  // loads and before --prompt's text is echoed to stdout.
-  return cuda::device_visible();
-#else
-  return {};
-#endif
-}
-
-Result<GenerateResult> generate_on_cuda(const GenerateArgs& a, const Model& model, const std::vector<int32_t>& ids,
-                                        const SpecOptions& spec, const std::function<void(int32_t)>& stream) {
-#if REPLAYSSM_HAVE_CUDA
-  RSSM_ASSIGN_OR_RETURN(auto dm, cuda::DeviceModel::create(model));
-  cuda::CudaGenerateOptions o;
-  o.max_new_tokens = a.max_new_tokens;
-  o.sampling = {a.temperature, a.top_p, a.seed};
-  o.stop_at_eos = !a.ignore_eos;
-  o.strategy = cuda_strategy(a.state);
-  o.window = int(a.state.window);
-  o.exact = a.state.exact;
-  o.spec = spec;
-  const std::vector<std::vector<int32_t>> prompts = {ids};
-  RSSM_ASSIGN_OR_RETURN(BatchResult b, cuda::generate_batch_cuda(*dm, prompts, o, [&](int64_t, int32_t t) {
-                          if (stream) stream(t);
-                        }));
-  GenerateResult r;
-  r.tokens = std::move(b.tokens[0]);
-  r.prefill_s = b.prefill_s, r.decode_s = b.decode_s, r.state = b.state, r.spec = b.spec;
-  return r;
-#else
-  (void)a, (void)model, (void)ids, (void)spec, (void)stream;
-  return unsupported("--device cuda: this build has no CUDA backend");
-#endif
-}
-
 Status run_generate(const GenerateArgs& a) {
   RSSM_RETURN_IF_ERROR(check_device(a.device));
   if (a.max_new_tokens < 0) return invalid_argument("--max-new-tokens: must be >= 0");
@@ -229,7 +158,6 @@ Status run_generate(const GenerateArgs& a) {
   RSSM_ASSIGN_OR_RETURN(StateOptions sopt, state_options(a.state));
   if (bool(a.beam) + bool(a.n) + !a.spec.empty() > 1)
     return invalid_argument("--beam, --n and --spec cannot be combined");
-  if (a.device == "cuda") RSSM_RETURN_IF_ERROR(check_cuda_request(a));
   SpecOptions spec;
   std::string draft_dir;
   if (!a.spec.empty()) RSSM_RETURN_IF_ERROR(parse_spec(a.spec, &spec, &draft_dir));
@@ -242,13 +170,12 @@ Status run_generate(const GenerateArgs& a) {
   if (a.beam) RSSM_RETURN_IF_ERROR(check_search_size(*a.beam, V, true, "--beam"));
   if (a.n) RSSM_RETURN_IF_ERROR(check_search_size(*a.n, V, false, "--n"));
   if (a.beam || a.n) return run_search(a, *model, ids, sopt, tok);
-  // The draft model runs on the CPU reference (on cuda too, until the CUDA
-  // backend takes plans).
+  // The draft model runs on the target's device.
   std::unique_ptr<Model> draft;
   std::unique_ptr<Backend> draft_backend;
   if (spec.kind == SpecOptions::kDraft) {
     RSSM_ASSIGN_OR_RETURN(draft, Model::load(draft_dir));
-    RSSM_ASSIGN_OR_RETURN(draft_backend, make_backend("cpu", *draft));
+    RSSM_ASSIGN_OR_RETURN(draft_backend, make_backend(a.device, *draft));
     spec.draft = draft_backend.get();
   }
   GenerateOptions opt;
@@ -289,13 +216,8 @@ Status run_generate(const GenerateArgs& a) {
       }
     };
   }
-  GenerateResult r;
-  if (a.device == "cuda") {
-    RSSM_ASSIGN_OR_RETURN(r, generate_on_cuda(a, *model, ids, spec, stream));
-  } else {
-    RSSM_ASSIGN_OR_RETURN(auto backend, make_backend("cpu", *model));
-    RSSM_ASSIGN_OR_RETURN(r, generate(*backend, ids, opt, stream));
-  }
+  RSSM_ASSIGN_OR_RETURN(auto backend, make_backend(a.device, *model));
+  RSSM_ASSIGN_OR_RETURN(GenerateResult r, generate(*backend, ids, opt, stream));
   RSSM_RETURN_IF_ERROR(stream_status);
   const int64_t n = static_cast<int64_t>(r.tokens.size());
   const int64_t steps = n > 1 ? n - 1 : 0;  // the first token comes from the prefill
@@ -346,7 +268,7 @@ Runner add_generate(CLI::App& app) {
   app.add_option("--beam", a->beam, "Beam search of width W, 1-4096 and at most the vocabulary (tokens = the best beam)");
   app.add_option("--length-penalty", a->length_penalty, "Beam score = logprob / length^P")->capture_default_str();
   app.add_option("--n", a->n, "Best-of-n: N samples (1-4096) sharing the prompt (seeds seed..seed+N-1)");
-  app.add_option("--device", a->device, "Device: cpu or cuda (cuda: AR, --spec, --beam and --n; snapshot = the standard in-place state)")->capture_default_str();
+  app.add_option("--device", a->device, "Device: cpu or cuda (the same workloads and store options on either)")->capture_default_str();
   add_state_options(app, &a->state);
   return [a] { return run_generate(*a); };
 }

@@ -1,5 +1,5 @@
 // `replayssm logits`: one row of logits per prompt position, as JSON. The
-// prefill path runs the prompt in one step; the decode path feeds it one
+// prefill path runs the prompt in steps of as many tokens as the backend takes; the decode path feeds it one
 // token per step — the two must agree, which is what the parity tests check.
 #include <cstdio>
 #include <string>
@@ -10,9 +10,6 @@
 #include "cli/common.h"
 #include "replayssm/model.h"
 #include "workloads/session.h"
-#if REPLAYSSM_HAVE_CUDA
-#include "runtime/cuda/prompt_logits.h"
-#endif
 
 namespace replayssm::cli {
 
@@ -25,7 +22,6 @@ struct LogitsArgs {
 
 Status run_logits(const LogitsArgs& a) {
   RSSM_RETURN_IF_ERROR(check_device(a.device));
-  if (a.device == "cuda") RSSM_RETURN_IF_ERROR(check_cuda_state(a.state));
   if (a.path != "prefill" && a.path != "decode")
     return invalid_argument("--path: '" + a.path + "' (expected prefill or decode)");
   RSSM_ASSIGN_OR_RETURN(std::vector<int32_t> ids, parse_ids(a.prompt_ids, "--prompt-ids"));
@@ -37,25 +33,18 @@ Status run_logits(const LogitsArgs& a) {
       return invalid_argument("--prompt-ids: token id " + std::to_string(t) + " >= vocab size " +
                               std::to_string(V));
   std::vector<float> logits, row;
-  if (a.device == "cuda") {
-#if REPLAYSSM_HAVE_CUDA
-    // On cuda both paths run the chunked decoder (prompt_logits.h).
-    RSSM_ASSIGN_OR_RETURN(auto dm, cuda::DeviceModel::create(*model));
-    const std::vector<std::vector<int32_t>> prompts = {ids};
-    RSSM_ASSIGN_OR_RETURN(auto rows, cuda::prompt_logits_cuda(*dm, prompts, cuda_strategy(a.state), int(a.state.window),
-                                                               a.state.exact));
-    logits = std::move(rows[0]);
-#endif
-  } else if (a.path == "prefill") {
-    RSSM_ASSIGN_OR_RETURN(auto backend, make_backend("cpu", *model));
-    RSSM_ASSIGN_OR_RETURN(auto session, Session::create(*backend, sopt));
-    const int64_t seq = session->state().add_sequence();
-    const StepInput in{seq, ids, true, StepInput::kAll};
-    RSSM_RETURN_IF_ERROR(session->step({&in, 1}, &logits));
+  RSSM_ASSIGN_OR_RETURN(auto backend, make_backend(a.device, *model));
+  RSSM_ASSIGN_OR_RETURN(auto session, Session::create(*backend, sopt));
+  const int64_t seq = session->state().add_sequence();
+  if (a.path == "prefill") {  // in chunks of what the backend takes a step
+    const int64_t chunk = backend->max_step_rows();
+    for (int64_t at = 0; at < n; at += chunk) {
+      const StepInput in{seq, std::span<const int32_t>(ids).subspan(size_t(at), size_t(std::min(chunk, n - at))), true,
+                         StepInput::kAll};
+      RSSM_RETURN_IF_ERROR(session->step({&in, 1}, &row));
+      logits.insert(logits.end(), row.begin(), row.end());
+    }
   } else {
-    RSSM_ASSIGN_OR_RETURN(auto backend, make_backend("cpu", *model));
-    RSSM_ASSIGN_OR_RETURN(auto session, Session::create(*backend, sopt));
-    const int64_t seq = session->state().add_sequence();
     for (int64_t i = 0; i < n; ++i) {
       const StepInput in{seq, {&ids[i], 1}};
       RSSM_RETURN_IF_ERROR(session->step({&in, 1}, &row));
@@ -85,7 +74,7 @@ Runner add_logits(CLI::App& app) {
   app.add_option("--model", a->model, "Model directory")->required();
   app.add_option("--prompt-ids", a->prompt_ids, "Comma-separated token ids, e.g. 3,17,5")->required();
   app.add_option("--path", a->path, "prefill (one step) or decode (one token per step)")->capture_default_str();
-  app.add_option("--device", a->device, "Device: cpu or cuda (cuda: bf16 weights, the prompt in chunks, up to 1024 tokens a step, on either --path)")->capture_default_str();
+  app.add_option("--device", a->device, "Device: cpu or cuda (cuda: bf16 weights)")->capture_default_str();
   add_state_options(app, &a->state);
   return [a] { return run_logits(*a); };
 }

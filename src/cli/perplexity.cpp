@@ -3,6 +3,7 @@
 // non-overlapping windows of --context tokens, each scored from an empty
 // state: token t is predicted from the tokens before it in its window. This
 // is what tools/train_tiny.py reports, so the numbers can be checked.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -12,9 +13,6 @@
 #include "cli/common.h"
 #include "ops/cpu/sampling.h"
 #include "workloads/session.h"
-#if REPLAYSSM_HAVE_CUDA
-#include "runtime/cuda/prompt_logits.h"
-#endif
 #include "io/read_file.h"
 #include "io/tokenizer.h"
 
@@ -51,32 +49,51 @@ Status run_perplexity(const PplArgs& a) {
   }
   double nll = 0.0;
   int64_t n = 0;
-  auto score = [&](const std::vector<int32_t>& w, const std::vector<float>& logits) {
-    for (size_t t = 0; t + 1 < w.size(); ++t) nll -= ops::cpu::log_prob(std::span<const float>(logits).subspan(t * V, V), w[t + 1]);
-    n += static_cast<int64_t>(w.size()) - 1;
+  // Windows are independent: several are scored in one step, each in
+  // chunks where it is longer than a step takes. A step's rows are capped
+  // by the backend and by 256 MiB of logits.
+  RSSM_ASSIGN_OR_RETURN(auto backend, make_backend(a.device, *model));
+  RSSM_ASSIGN_OR_RETURN(auto session, Session::create(*backend, StateOptions{}));
+  const int64_t cap = std::clamp<int64_t>((int64_t{256} << 20) / (V * 4), 1, backend->max_step_rows());
+  struct Open {
+    size_t w;
+    int64_t seq, fed = 0;
   };
-  if (a.device == "cuda") {
-#if REPLAYSSM_HAVE_CUDA
-    // Windows are independent: up to 64 of them decode together as one batch.
-    RSSM_ASSIGN_OR_RETURN(auto dm, cuda::DeviceModel::create(*model));
-    constexpr size_t kBatch = 64;
-    for (size_t i = 0; i < windows.size(); i += kBatch) {
-      const std::span<const std::vector<int32_t>> part(windows.data() + i, std::min(kBatch, windows.size() - i));
-      RSSM_ASSIGN_OR_RETURN(auto rows, cuda::prompt_logits_cuda(*dm, part, cuda::DecodeStrategy::kReplay, 16));
-      for (size_t j = 0; j < part.size(); ++j) score(part[j], rows[j]);
+  std::vector<Open> open;
+  size_t next = 0;
+  std::vector<float> logits;
+  while (next < windows.size() || !open.empty()) {
+    int64_t rows = 0;
+    while (rows < cap && next < windows.size() && int64_t(open.size()) < cap)
+      open.push_back({next++, session->state().add_sequence()}), rows += int64_t(windows[open.back().w].size());
+    std::vector<StepInput> steps;
+    std::vector<size_t> which;
+    rows = 0;
+    for (size_t k = 0; k < open.size() && rows < cap; ++k) {
+      const std::vector<int32_t>& w = windows[open[k].w];
+      const int64_t take = std::min(int64_t(w.size()) - open[k].fed, cap - rows);
+      steps.push_back({open[k].seq, std::span<const int32_t>(w).subspan(size_t(open[k].fed), size_t(take)), true,
+                       StepInput::kAll});
+      which.push_back(k), rows += take;
     }
-#endif
-  } else {
-    RSSM_ASSIGN_OR_RETURN(auto backend, make_backend("cpu", *model));
-    RSSM_ASSIGN_OR_RETURN(auto session, Session::create(*backend, StateOptions{}));
-    std::vector<float> logits;
-    for (const std::vector<int32_t>& w : windows) {
-      const int64_t seq = session->state().add_sequence();
-      const StepInput step{seq, w, true, StepInput::kAll};
-      RSSM_RETURN_IF_ERROR(session->step({&step, 1}, &logits));
-      score(w, logits);
-      RSSM_RETURN_IF_ERROR(session->release(seq));
+    RSSM_RETURN_IF_ERROR(session->step(steps, &logits));
+    size_t row = 0;
+    for (size_t j = 0; j < steps.size(); ++j) {
+      Open& o = open[which[j]];
+      const std::vector<int32_t>& w = windows[o.w];
+      for (size_t i = 0; i < steps[j].tokens.size(); ++i, ++row) {
+        const size_t t = size_t(o.fed) + i;  // predicts w[t + 1]
+        if (t + 1 < w.size())
+          nll -= ops::cpu::log_prob(std::span<const float>(logits).subspan(row * size_t(V), size_t(V)), w[t + 1]);
+      }
+      o.fed += int64_t(steps[j].tokens.size());
     }
+    for (size_t k = open.size(); k-- > 0;)
+      if (open[k].fed == int64_t(windows[open[k].w].size())) {
+        n += int64_t(windows[open[k].w].size()) - 1;
+        RSSM_RETURN_IF_ERROR(session->release(open[k].seq));
+        open.erase(open.begin() + int64_t(k));
+      }
   }
   if (n == 0) return invalid_argument(a.file + ": fewer than two tokens to score");
   const double mean = nll / static_cast<double>(n);
@@ -94,7 +111,7 @@ Runner add_perplexity(CLI::App& app) {
   app.add_option("--model", a->model, "Model directory (with tokenizer.json)")->required();
   app.add_option("--file", a->file, "UTF-8 text file")->required();
   app.add_option("--context", a->context, "Window length in tokens")->capture_default_str();
-  app.add_option("--device", a->device, "cpu or cuda (cuda: bf16 weights, windows decoded 64 at a time)")
+  app.add_option("--device", a->device, "cpu or cuda (cuda: bf16 weights)")
       ->capture_default_str();
   app.add_flag("--json", a->json, "Print one JSON object");
   return [a] { return run_perplexity(*a); };

@@ -50,6 +50,17 @@ Status check_limits(const ServeArgs& a) {
 }
 
 Status run_serve(ServeArgs a) {
+  // Signals go to one thread, which drains the server. The mask is set
+  // before any other thread exists, so every thread inherits it: the CUDA
+  // runtime starts its own threads when the device is first probed (in
+  // check_limits), and a signal delivered to one of those would kill the
+  // process undrained.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
   RSSM_RETURN_IF_ERROR(check_limits(a));
   const std::string source = a.m.preset.empty() ? a.m.model : a.m.preset;
   a.http.model_name = a.served_name.empty() ? source : a.served_name;
@@ -59,14 +70,6 @@ Status run_serve(ServeArgs a) {
     std::string draft_dir;
     RSSM_RETURN_IF_ERROR(parse_spec_arg(a.m.spec, &a.http.spec, &a.http.spec_tokens, &draft_dir));
   }
-
-  // Signals go to one thread, which drains the server (set before any
-  // other thread exists, so every thread inherits the mask).
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   serve::Server server(a.http);
   RSSM_RETURN_IF_ERROR(server.start());

@@ -86,7 +86,13 @@ Result<std::unique_ptr<ServedModel>> load_served_model(const ServedModelArgs& a)
   if (!a.preset.empty()) {
     // Published shapes, random weights, no tokenizer.
     RSSM_ASSIGN_OR_RETURN(ModelConfig cfg, bench::preset_config(a.preset));
-    RSSM_ASSIGN_OR_RETURN(m->model, Model::random(cfg, a.seed));
+    // A device that fills matrices itself gets none on the host (an 8B
+    // preset's would be 32 GB of fp32 made on the CPU).
+    if (device_fills_matrices(a.device)) {
+      RSSM_ASSIGN_OR_RETURN(m->model, Model::random_without_matrices(cfg, a.seed));
+    } else {
+      RSSM_ASSIGN_OR_RETURN(m->model, Model::random(cfg, a.seed));
+    }
     m->source = a.preset;
   } else {
     RSSM_ASSIGN_OR_RETURN(m->model, Model::load(a.model));
@@ -94,7 +100,7 @@ Result<std::unique_ptr<ServedModel>> load_served_model(const ServedModelArgs& a)
     m->tokenizer.emplace(std::move(tok));
     m->source = a.model;
   }
-  RSSM_ASSIGN_OR_RETURN(m->backend, make_backend(a.device, *m->model));
+  RSSM_ASSIGN_OR_RETURN(m->backend, make_backend(a.device, *m->model, a.seed));
   if (m->spec == RequestParams::kDraft) {
     RSSM_ASSIGN_OR_RETURN(m->draft_model, Model::load(draft_dir));
     RSSM_ASSIGN_OR_RETURN(m->draft_backend, make_backend(a.device, *m->draft_model));

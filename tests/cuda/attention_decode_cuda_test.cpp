@@ -270,7 +270,7 @@ TEST(AttentionDecodeSplits, EverySequenceFitsTheGridsSplits) {
 // both ways.
 TEST(AttentionDecodeSplits, SixteenByteRowsWhereDimsAndStrideAlign) {
   using ops::cuda::attention_decode_vec_ok;
-  EXPECT_TRUE(attention_decode_vec_ok(128, 2 * 8 * 128));  // the decoder's rows, K beside V
+  EXPECT_TRUE(attention_decode_vec_ok(128, 2 * 8 * 128));  // the backend's rows, K beside V
   EXPECT_TRUE(attention_decode_vec_ok(40, 2 * 2 * 40 + 8));
   EXPECT_FALSE(attention_decode_vec_ok(100, 2 * 100 + 8));
   EXPECT_FALSE(attention_decode_vec_ok(64, 2 * 2 * 64 + 3));

@@ -37,7 +37,7 @@ struct Rows {
 Rows ragged_rows(int B, int T) {
   Rows r{B, T, 0, std::vector<int32_t>(size_t(B), -1)};
   for (int b = B - 1; b >= 0; --b) {
-    ++r.R;  // a row of no sequence (a prompt's, in the decoder)
+    ++r.R;  // a row of no sequence (a prompt's, in a step)
     if (b % 3 == 1) continue;
     r.row[size_t(b)] = r.R, r.R += T;
   }

@@ -2,7 +2,7 @@
 // activations as forward.cpp applies them (relu² ungated for NemotronH,
 // SiLU-gated for Qwen3.5, and the other two the config accepts) at odd
 // sizes and the real intermediates (Nemotron-H-8B 21504, Qwen3.5-27B
-// 17408), also on the decoder's packed rows (gate | up, in place: eight
+// 17408), also on the backend's packed rows (gate | up, in place: eight
 // columns a thread), and GDN's prepare against ops/cpu/gdn_scan.h
 // gdn_prepare, reading q and k from inside post-conv qkv rows as the model
 // lays them out.
@@ -37,7 +37,7 @@ TEST_F(ElementwiseCuda, MlpActivationMatchesForward) {
     Activation act;
     bool gated, in_place;
     int64_t rows, n;
-    bool packed = false;  // the decoder's rows: gate | up in one row of 2n (or up alone, dense), out over up:
+    bool packed = false;  // the backend's rows: gate | up in one row of 2n (or up alone, dense), out over up:
                           // 16-byte aligned, so eight columns a thread
   };
   const Case cases[] = {

@@ -78,7 +78,7 @@ class GdnCuda : public ::testing::TestWithParam<std::tuple<Shape, Kernel>> {
 
 // The replay on shape s with kernel k, against stepping on the CPU. With
 // folds, per-sequence fold counts (none, all, some) into the checkpoint or
-// another slot; without, no fold arrays at all, as the decoder plans the
+// another slot; without, no fold arrays at all, as a step plans the
 // steps that fold nothing (the launcher's instances without the fold).
 //
 // Fork groups (GdnDecodeArgs::group_start): groups of sizes[0], sizes[1],
@@ -229,7 +229,7 @@ TEST(GdnCudaReplay, ForkGroupsAtOddWidthsLongLogsAndWideVerifies) {
 }
 
 // Beams of 8 at Qwen3-Next shapes (16 sums a block, the launcher's
-// instance for the decoder's groups), with a sequence alone between; the
+// instance for fork groups), with a sequence alone between; the
 // launcher's choice of the sums blocks, and each forced. With pairs over
 // a batch of 20 (10 groups: 640 blocks of 64 columns) the launcher's
 // choice on the H200 (132 SMs) is whole rows; with the beams, halves.

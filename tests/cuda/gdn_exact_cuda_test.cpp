@@ -1,6 +1,6 @@
 // Gated DeltaNet exact replay (GdnDecodeArgs::exact) against the standard
 // step on the same device, bit for bit. The replay is driven as the
-// decoder drives it: a log per sequence that grows by the step's tokens
+// backend drives it: a log per sequence that grows by the step's tokens
 // (1 to 3), its u written by the kernel, folds of every old entry or some
 // of them (into the checkpoint or another slot), the rest moved to the
 // log's front. Its outputs must have the bits of gdn_step_cuda stepping one

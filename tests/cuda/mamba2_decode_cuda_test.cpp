@@ -133,7 +133,7 @@ TEST_P(Mamba2CudaReplay, ReplayWithFoldsMatchesTheCpuScan) {
   if (scattered) a.seq = dorder.p;
   // early: the checkpoint's first pass and the older log entries read
   // before the PDL wait (here a plain launch: the same results by contract).
-  // Without fold arrays (as the decoder plans a step where no window
+  // Without fold arrays (as a step is planned where no window
   // fills): the kernels' instances without the fold's code, no state
   // written at all.
   for (const bool folds : {true, false})

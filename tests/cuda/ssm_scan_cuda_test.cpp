@@ -1,7 +1,7 @@
 // CUDA chunk scans (mamba2_scan_cuda, gdn_scan_cuda) against the CPU
 // reference recurrences: odd and real sizes (every register tile), chunks
 // shorter and longer than a shared-memory tile of tokens, strided rows as
-// the decoder passes them, permuted slots written in place and elsewhere,
+// the backend passes them, permuted slots written in place and elsewhere,
 // and replay's log applied before the chunk (none, some, a full window);
 // ragged rows (cu_rows) bit for bit against each sequence's own scan.
 // Outputs (bf16) and states (fp32) checked, the slot read left untouched
@@ -108,7 +108,7 @@ void PrintTo(const MShape& s, std::ostream* os) {
       << (s.tile_rows ? "_rows" + std::to_string(s.tile_rows) : "");
 }
 
-// One random Mamba2 chunk in the decoder's layout: rows of x | B | C (plus
+// One random Mamba2 chunk in the backend's layout: rows of x | B | C (plus
 // padding, so the row stride is not the width) and raw dt beside them.
 struct MCase {
   MShape s;

@@ -1,4 +1,4 @@
-// What the CUDA backend asks of the chunk scans beyond the decoder: a chunk
+// What the CUDA backend asks of the chunk scans beyond plain prefill: a chunk
 // whose entries stay in the log (the GDN scan writes each token's u,
 // GdnScanArgs::u) and states at positions inside a log (apply_log_alone: a
 // sequence with no rows folds its log into out_slot). A chunk's entries

@@ -378,7 +378,9 @@ Status CudaBackend::read_state(const StateRead& read, int layer, std::vector<flo
     return invalid_argument("read state: a read plan that does not fit this storage");
   SlotsNamed named;
   named.ckpts = read.base + 1;
-  for (int64_t pi = read.base_pos / B; pi * B < read.length; ++pi) {
+  // Only the pages holding rows past the base are read: a read at its
+  // checkpoint (a snapshot's) names no log.
+  for (int64_t pi = read.base_pos / B; read.base_pos < read.length && pi * B < read.length; ++pi) {
     const int32_t slot = read.logs[size_t(pi)];
     if (slot < 0) return invalid_argument("read state: page " + std::to_string(pi) + " of the log has no slot");
     named.logs = std::max(named.logs, slot + 1);
@@ -430,7 +432,12 @@ Status CudaBackend::read_state(const StateRead& read, int layer, std::vector<flo
     RSSM_BK_CU(oc::gdn_scan_cuda(a, stream_), "read state");
   }
   std::vector<uint16_t> win(static_cast<size_t>(sh.window_elems()));
-  if (sh.K > 1) {
+  if (sh.K > 1 && n == 0) {  // the checkpoint's own window (a snapshot's read may have no log at all)
+    if (read.base >= 0)
+      RSSM_BK_CU(cudaMemcpyAsync(win.data(), st.window + int64_t(read.base) * sh.window_elems(), win.size() * 2,
+                                 cudaMemcpyDeviceToHost, stream_),
+                 "read window");
+  } else if (sh.K > 1) {
     oc::Conv1dArgs cv;
     cv.batch = 1, cv.C = int(sh.C), cv.K = int(sh.K), cv.log_rows = st.log_pre, cv.pages = pages;
     cv.ckpt_window = st.window, cv.ckpt_slot = d + 6;

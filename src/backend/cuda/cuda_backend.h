@@ -116,7 +116,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<DeviceLogits> logits_;
   bool has_mamba_ = false, has_gdn_ = false, has_attn_ = false;
   bool poisoned_ = false;  // a step failed after touching storage
-  // Activations, max_step_rows rows each (see forward.h, decoder_impl.h).
+  // Activations, max_step_rows rows each (see forward.h).
   std::vector<void*> allocs_;
   int64_t workspace_bytes_ = 0;
   float* h_ = nullptr;

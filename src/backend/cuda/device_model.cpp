@@ -103,6 +103,24 @@ Status device_visible() {
                      (e != cudaSuccess ? std::string(" (") + cudaGetErrorString(e) + ")" : ""));
 }
 
+Result<DeviceInfo> device_info() {
+  RSSM_RETURN_IF_ERROR(device_visible());
+  int dev = 0;
+  cudaError_t e = cudaSuccess;
+  DeviceInfo info;
+  cudaDeviceProp prop{};
+  size_t free_b = 0, total_b = 0;
+  if ((e = cudaGetDevice(&dev)) != cudaSuccess || (e = cudaGetDeviceProperties(&prop, dev)) != cudaSuccess ||
+      (e = cudaMemGetInfo(&free_b, &total_b)) != cudaSuccess) {
+    cudaGetLastError();
+    return unsupported(std::string("--device cuda: cannot query the CUDA device: ") + cudaGetErrorString(e));
+  }
+  info.name = prop.name;
+  info.free_bytes = static_cast<int64_t>(free_b);
+  info.total_bytes = static_cast<int64_t>(total_b);
+  return info;
+}
+
 Result<std::unique_ptr<DeviceModel>> DeviceModel::create(const Model& model, uint64_t seed) {
   // Refused before a byte is uploaded: the experts' kernels (grouped GEMV
   // and GEMM over the chosen experts) are not written yet.

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "replayssm/model.h"
@@ -53,6 +54,14 @@ struct DeviceBlock {
 // the CUDA error. Cheap: the CLI asks it before loading anything, so a
 // `--device cuda` request on a machine without a GPU fails before any output.
 Status device_visible();
+
+// The current CUDA device and its memory now (cudaMemGetInfo). Fails
+// (unsupported) naming the CUDA error where no device is usable.
+struct DeviceInfo {
+  std::string name;
+  int64_t free_bytes = 0, total_bytes = 0;
+};
+Result<DeviceInfo> device_info();
 
 class DeviceModel {
  public:

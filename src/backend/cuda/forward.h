@@ -2,10 +2,8 @@
 // embedding and the first norm, the attention projections (q | k | v,
 // Qwen3.5's per-head q/k norms, RoPE), the MLP, and a block's output
 // projection into the residual stream followed by the next block's norm.
-// The backend (cuda_backend.h) and the decoder (src/runtime/cuda) both run
-// them, so the two launch the same kernels in the same order for these
-// parts; only the stateful ones (attention over K/V, the SSM layers)
-// differ, each by its own state layout.
+// The stateful parts (attention over K/V pages, the SSM layers over the
+// plan's slots and logs) are layer_launches.h.
 //
 // A step is `rows` token rows; every buffer below holds the most rows a
 // step of its owner has. Shapes: Hd hidden size, rows × width each.

@@ -1,20 +1,21 @@
 // The launches of a step's stateful layers (see layer_launches.h).
 //
-// Their arguments follow the decoder's (src/runtime/cuda/decoder_blocks.cpp),
-// which drives the same kernels: the same parts of the input projection,
-// the post-conv rows, C, q/k/v/g/β in dense rows — with the log paged
+// Each kernel reads its part of the fused input projection, the post-conv
+// rows, C, q/k/v/g/β in dense rows — with the log paged
 // (log_pages.h: each launch's block tables and first offsets from the
 // schedule) and each sequence's rows by the row map (decode_rows.cuh) or
 // ragged scan rows.
 #include "backend/cuda/layer_launches.h"
 
 #include <cmath>
+#include <optional>
 #include <string>
 
 #include "backend/cuda/cuda_status.h"
 #include "ops/cuda/attention_decode.h"
 #include "ops/cuda/attention_prefill.h"
 #include "ops/cuda/conv1d.h"
+#include "ops/cuda/dry_launch.h"
 #include "ops/cuda/elementwise.h"
 #include "ops/cuda/gdn_decode.h"
 #include "ops/cuda/gdn_scan.h"
@@ -38,6 +39,13 @@ Status launched(const LayerArgs& a, cudaError_t e, const char* what) {
   return cuda_status(e, "cuda backend", what);
 }
 #define RSSM_LAUNCH(expr, what) RSSM_RETURN_IF_ERROR(launched(a, (expr), (what)))
+
+// A device-to-device copy of the step; with check_only nothing is copied
+// (the stand-in pointers name no memory).
+cudaError_t copy_async(const LayerArgs& a, void* dst, const void* src, size_t bytes) {
+  if (a.check_only) return cudaSuccess;
+  return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, a.stream);
+}
 
 const int32_t* dev(const LayerArgs& a, const Span32& s) { return s.present() ? a.sched + s.at : nullptr; }
 
@@ -83,8 +91,8 @@ Status gather_windows(const LayerArgs& a, const WindowGather& g) {
               "checkpoint windows");
   const int64_t w = sh.window_elems();
   for (int j = 0; j < g.n; ++j)
-    RSSM_LAUNCH(cudaMemcpyAsync(a.ssm->window + int64_t(g.write_slot[size_t(j)]) * w, a.win_stage + int64_t(j) * w,
-                                size_t(w * 2), cudaMemcpyDeviceToDevice, a.stream),
+    RSSM_LAUNCH(copy_async(a, a.ssm->window + int64_t(g.write_slot[size_t(j)]) * w, a.win_stage + int64_t(j) * w,
+                           size_t(w * 2)),
                 "checkpoint windows");
   return {};
 }
@@ -92,8 +100,8 @@ Status gather_windows(const LayerArgs& a, const WindowGather& g) {
 // A state at its source's position (the schedule's kCopy).
 Status copy_state(const LayerArgs& a, const SsmLaunch& L) {
   const int64_t n = a.ssm->shape.state_floats();
-  RSSM_LAUNCH(cudaMemcpyAsync(a.ssm->state + int64_t(L.copy_dst) * n, a.ssm->state + int64_t(L.copy_src) * n,
-                              size_t(n * 4), cudaMemcpyDeviceToDevice, a.stream),
+  RSSM_LAUNCH(copy_async(a, a.ssm->state + int64_t(L.copy_dst) * n, a.ssm->state + int64_t(L.copy_src) * n,
+                         size_t(n * 4)),
               "checkpoint at its base");
   return {};
 }
@@ -212,10 +220,14 @@ Status gdn_layer(const LayerArgs& a, const StepSchedule& s) {
 }  // namespace
 
 Status ssm_layer(const LayerArgs& a, const StepSchedule& s) {
+  std::optional<oc::DryLaunches> dry;  // check_only: the launchers' checks, no launch
+  if (a.check_only) dry.emplace();
   return a.blk->kind == BlockKind::kMamba2 ? mamba2_layer(a, s) : gdn_layer(a, s);
 }
 
 Status attention_layer(const LayerArgs& a, const StepSchedule& s) {
+  std::optional<oc::DryLaunches> dry;  // check_only: the launchers' checks, no launch
+  if (a.check_only) dry.emplace();
   const AttentionConfig& ac = a.config->attn;
   const int64_t D = ac.head_dim, d_q = ac.n_heads * D, d_kv = ac.n_kv_heads * D;
   oc::PagedKv pk;

@@ -2,10 +2,11 @@
 // input projection and its output norm: attention over each slice's pages,
 // and an SSM layer's conv, log appends, schedule (step_schedule.h) and
 // checkpoint windows. Free functions over plain device pointers, so that
-// the arguments every launcher receives can be checked where no GPU is: with
-// check_only every launcher is called, and only a launcher's refusal of its
-// arguments (cudaErrorInvalidValue, which every launcher returns before it
-// touches the device) is an error — what tests/cuda/step_schedule_test.cpp
+// the arguments every launcher receives can be checked over stand-in
+// pointers: with check_only every launcher is called with its launches dry
+// (ops/cuda/dry_launch.h) and no copy made, and only a launcher's refusal of
+// its arguments (cudaErrorInvalidValue, which every launcher returns before
+// it touches the device) is an error — what tests/cuda/step_schedule_test.cpp
 // runs over the emulated scripts' schedules.
 #pragma once
 
@@ -30,7 +31,7 @@ struct LayerArgs {
   int64_t page_size = 1;
   const int32_t* sched = nullptr;
   cudaStream_t stream = nullptr;
-  // true: launchers called, nothing meant to run (tests without a GPU).
+  // true: launchers called, nothing launched or copied (host tests).
   bool check_only = false;
   // SSM layers.
   SsmStore* ssm = nullptr;

@@ -27,7 +27,7 @@
 // — slot, out_slot, n_log, fold, fold_slot, row, group_start, seq, the
 // pages' table and offsets — before
 // they wait for the launch before theirs: those must not be written by
-// the kernel launched just before (the decoder's plan is copied from the
+// the kernel launched just before (a step's plan is copied from the
 // host; a copy in the stream is not overlapped).
 #pragma once
 
@@ -134,7 +134,7 @@ struct GdnDecodeArgs {
   // slice that fits shared memory.
   bool exact = false;
   // The kernel launched just before this one writes no state and no log
-  // entry but this step's T (the decoder's: the append). The
+  // entry but this step's T (such as the append). The
   // register-resident step and the streaming replay then read their first
   // state rows before the PDL wait (launch.cuh), while that kernel still
   // runs, and the register-resident replay (exact, or the fast replay's

@@ -19,8 +19,7 @@
 // holds a member's whole log part in the block that streams it. Measured
 // (H200, Qwen3-Next shapes, 2026-12-02, bb6c7ba): beams of 8 at batch 64
 // 1.18× each beam alone, at 256 1.33× — whose repeated reads of one
-// checkpoint L2 serves; beams of 4 at 64 1.16×; beams of 2 at 64 0.95×
-// (the decoder's rule, decoder_fork.cpp).
+// checkpoint L2 serves; beams of 4 at 64 1.16×; beams of 2 at 64 0.95×.
 #include <type_traits>
 
 #include "ops/cuda/fork_group.cuh"

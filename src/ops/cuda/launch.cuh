@@ -15,11 +15,11 @@
 //   2. pdl_release() only after pdl_wait(), so that when a kernel starts,
 //      every kernel but the one just before it has finished — a kernel may
 //      therefore read, before it waits, what no kernel in the same step
-//      writes (weights; the decoder's plan, copied from the host: the SSM
+//      writes (weights; a step's plan, copied from the host: the SSM
 //      kernels' slots, log lengths, folds, rows, fork groups, decode
 //      order and paged logs' block tables, log_pages.h), and nothing else. A block leaving before its wait calls
 //      pdl_leave(). Two exceptions, each a flag
-//      its launcher sets only where the decoder's kernel order makes it
+//      its launcher sets only where the backend's kernel order makes it
 //      hold (Mamba2DecodeArgs): `early` — a kernel whose launch before
 //      writes none of the state or log it reads reads them before its
 //      wait; `release_early` — a kernel whose launch after reads before
@@ -42,6 +42,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <utility>
+
+#include "ops/cuda/dry_launch.h"
 
 namespace replayssm::ops::cuda {
 
@@ -78,10 +80,12 @@ inline cudaError_t device_sms(int* sms) {
 inline bool aligned_to(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 // kernel<<<grid, block, shm, stream>>>(args...) with the PDL attribute.
-// Returns the launch's error (also left for cudaGetLastError).
+// Returns the launch's error (also left for cudaGetLastError); launches
+// nothing and succeeds while this thread's launches are dry (dry_launch.h).
 template <typename... Params, typename... Args>
 cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shm, cudaStream_t stream,
                           Args&&... args) {
+  if (launches_dry()) return cudaSuccess;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;

@@ -72,7 +72,7 @@ struct Mamba2DecodeArgs {
   int tile_rows = 0;  // tuning: state rows per warp and pass, 2 or 4 (0: the default, 4)
 
   // The kernel launched just before this one writes no state and no log
-  // entry but this step's T (the decoder's: the append). The step's, the
+  // entry but this step's T (such as the append). The step's, the
   // one-kernel and the fused replay's first pass of the state, and the
   // wide replay's older log entries, are then read before the PDL wait
   // (launch.cuh), while that kernel still runs. Leave false when the launch before may
@@ -175,8 +175,7 @@ cudaError_t mamba2_replay_cuda(const Mamba2DecodeArgs& a, cudaStream_t stream);
 // 1.01× standard's tokens/s, stepped 1.00×) and lose only past it (8B at
 // batch 2, 256 blocks: 0.99×, stepped 1.00×; 4B at batch 2, 192 blocks:
 // 1.00× either way; from 288 blocks 1.01–1.07×): H200, 2026-12-04, d14a59a.
-// What the decoder's replay layout follows by default
-// (DecoderOptions::replay_step). False when the device cannot be asked.
+// False when the device cannot be asked.
 bool mamba2_replay_steps_faster(const Mamba2DecodeArgs& a);
 
 }  // namespace replayssm::ops::cuda

@@ -191,7 +191,7 @@ constexpr int kMamba2ReplayBlocks =
                                                                                 : 0;
 
 // kFold: the fold's code, for steps given fold arrays; the launcher takes
-// the instance without it where none are (the decoder's steps that do not
+// the instance without it where none are (the backend's steps that do not
 // fold). kSplit: the log's part of y and the decays come from the scratch that
 // mamba2_replay_log (mamba2_replay_log.cu) wrote, and a block decodes a
 // fork group (the sequences group_start[k] .. group_start[k+1] − 1, sharing

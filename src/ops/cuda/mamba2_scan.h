@@ -62,7 +62,7 @@ struct Mamba2ScanArgs {
   // applies them and writes the state after them to out_slot[b]: a
   // checkpoint at a position inside the log, for a caller that keeps every
   // entry of a step in its log (the backend of src/backend/cuda). false:
-  // such a sequence is not touched, as above (the decoder's ragged steps).
+  // such a sequence is not touched, as above (a step's sequences without rows).
   bool apply_log_alone = false;
 
   // Replay (n_log nullptr: none): sequence b's log entries 0..n_log[b]−1,

@@ -29,7 +29,7 @@ namespace replayssm::ops::cuda {
 
 // release_early: the kernel launched after this one reads, before its PDL
 // wait, nothing that the kernel launched before this one writes (the
-// decoder's GEMV after a norm reads only weights there): the norm then
+// backend's GEMV after a norm reads only weights there): the norm then
 // releases it at its start, so its blocks are scheduled and its weights
 // requested while the norm waits and runs (launch.cuh).
 

@@ -155,7 +155,8 @@ __global__ void __launch_bounds__(kSampleThreads) sample_kernel(SampleArgs a) {
   }
   if (threadIdx.x == 0) {
     a.out[blockIdx.x] = tok;
-    a.lp[blockIdx.x] = double(x[tok] - mx) - log_s1;
+    // The CPU's log_prob: the logit in fp64 less log Σ exp, no fp32 difference.
+    a.lp[blockIdx.x] = double(x[tok]) - (log_s1 + double(mx));
   }
 }
 

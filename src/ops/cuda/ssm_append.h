@@ -52,7 +52,7 @@ struct Mamba2AppendArgs {
   float* dt = nullptr;             // (entries, H)
   uint16_t* Cm = nullptr;          // (rows, G·N)
   // The kernel launched after this one reads, before its PDL wait, nothing
-  // the kernel launched before this one writes (the decoder's Mamba2 step
+  // the kernel launched before this one writes (the backend's Mamba2 step
   // or replay reads state and older log entries there, which its in_proj
   // does not write, nor in a ragged step the chunk scan, which writes only
   // the slots of other sequences): released at the start (launch.cuh).
