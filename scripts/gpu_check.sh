@@ -6,8 +6,10 @@
 #   bash scripts/gpu_check.sh stage                # here: build, pack binaries + shared libs into .gpu/
 #   bash scripts/gpu_check.sh run [OUT [PARTS]]    # there (device tool, carry .gpu): tests, bench, table
 #   bash scripts/gpu_check.sh summary DIR          # anywhere: the table from a run's outputs
-# PARTS is a comma list of tests, backend, kernels, model (default: all four;
-# backend: the conformance suite on the CUDA backend and tools/serve_check.py). The
+# PARTS is a comma list of tests, backend, kernels, model, serve (default: the
+# first four; backend: the conformance suite on the CUDA backend and
+# tools/serve_check.py; serve: bench-serve at Nemotron-H-8B shapes through the
+# server and in process, snapshot against replay). The
 # whole run takes longer than one device call may (10 minutes), so it can be
 # sent as two calls, e.g. `run $OUT tests,kernels` and `run $OUT model`; put
 # both calls' files in one folder and `summary` prints the table from it.
@@ -88,8 +90,8 @@ case "${1:-}" in
   run)
     out=$(in_caller "${2:-${OUT:-/tmp/gpu_check}}")
     parts="${3:-tests,backend,kernels,model}"
-    if ! [[ "$parts" =~ ^(tests|backend|kernels|model)(,(tests|backend|kernels|model))*$ ]]; then
-      echo "gpu_check.sh run: PARTS '$parts' is not a comma list of tests, backend, kernels, model" >&2
+    if ! [[ "$parts" =~ ^(tests|backend|kernels|model|serve)(,(tests|backend|kernels|model|serve))*$ ]]; then
+      echo "gpu_check.sh run: PARTS '$parts' is not a comma list of tests, backend, kernels, model, serve" >&2
       exit 2
     fi
     part() { [[ ",$parts," == *",$1,"* ]]; }
@@ -138,6 +140,33 @@ case "${1:-}" in
       .gpu/replayssm bench --device cuda --preset qwen3.5-27b --workload beam --strategy replay,snapshot \
         --batch 32,64 --prompt-tokens 128 --new-tokens 128 --no-concurrency --runs 2 --out "$out/beam_gdn" >/dev/null
       cat "$out/beam/table.txt" "$out/beam_gdn/table.txt"
+    fi
+    if part serve; then
+      # The serving benchmark (input 1,024, output 256): each concurrency c
+      # with 2c requests (c = 1: 4), through the HTTP server and through the
+      # same engine in process, per strategy; no prefix cache (random
+      # prompts share nothing).
+      for strat in snapshot replay; do
+        port=$((18000 + RANDOM % 1000))
+        .gpu/replayssm serve --preset nemotron-h-8b --device cuda --strategy $strat --port $port \
+          --no-prefix-cache --no-request-log --max-prompt-tokens 2048 2>"$out/serve_$strat.err" &
+        pid=$!
+        for _ in $(seq 600); do
+          python3 -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1])" \
+            "http://127.0.0.1:$port/health" 2>/dev/null && break
+          sleep 0.5
+        done
+        for c in 1 16 64 256; do
+          n=$((c == 1 ? 4 : 2 * c))
+          .gpu/replayssm bench-serve --url "http://127.0.0.1:$port" --input-len 1024 --output-len 256 \
+            --num-prompts $n --concurrency $c --vocab-size 131072 --out "$out/serve_${strat}_c$c.json" |
+            sed "s/^/http $strat: /" | tee -a "$out/serve_bench.txt"
+          .gpu/replayssm bench-serve --in-process --preset nemotron-h-8b --device cuda --strategy $strat \
+            --no-prefix-cache --input-len 1024 --output-len 256 --num-prompts $n --concurrency $c \
+            --out "$out/inproc_${strat}_c$c.json" | sed "s/^/in-process $strat: /" | tee -a "$out/serve_bench.txt"
+        done
+        kill -TERM $pid; wait $pid || true
+      done
     fi
     summary "$out" | tee "$out/summary.txt"
     ;;

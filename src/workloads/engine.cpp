@@ -9,6 +9,7 @@
 #include "core/clock.h"
 #include "ops/cpu/sampling.h"
 #include "workloads/beam_search.h"
+#include "workloads/engine_request.h"
 #include "workloads/prefix_cache.h"
 #include "workloads/sampler.h"
 #include "workloads/session.h"
@@ -26,43 +27,6 @@ const char* finish_reason_name(FinishReason r) {
   }
   return "?";
 }
-
-// One completion in progress: a sample, or a live beam.
-struct Engine::Lane {
-  explicit Lane(const SamplingParams& p) : sampler(p) {}
-  int64_t seq = -1;
-  Sampler sampler;
-  Completion c;
-  double logprob = 0.0;  // Σ of c.logprobs
-  int32_t pending = -1;  // chosen, not yet fed
-  bool done = false;
-  std::unique_ptr<DraftSource> drafts;
-  Draft d;                     // this step's drafts
-  std::vector<int32_t> feed;   // [pending, drafts...]
-};
-
-struct Engine::Request {
-  RequestId id = 0;
-  RequestParams p;
-  Callback cb;
-  int64_t root = -1;      // the prompt's sequence, until a lane takes it over
-  int64_t fed = 0;        // prompt tokens fed
-  bool started = false;   // the prompt is in; lanes exist
-  bool parked = false;    // preempted: sequences kept, out of the batch
-  int64_t cached = 0;     // prompt tokens taken from the prefix cache
-  bool done = false;
-  uint64_t admitted = 0;  // admission order (the latest is parked first)
-  std::vector<Lane> lanes;
-  std::vector<Hypothesis> finished_h;      // beam search: ended hypotheses, as rank_beams keeps them
-  std::vector<Completion> finished_beams;  // the same with their per-token log-probabilities
-  std::vector<Completion> results;         // best_of / beam: the n returned
-  int64_t beam_steps = 0;
-  // prompt_logprobs: each prompt token's, given those before it.
-  std::vector<double> prompt_lp;
-  std::vector<std::vector<TokenLogprob>> prompt_top;
-  bool search() const { return p.beam_width > 0 || p.best_of > p.n; }
-  int64_t width() const { return p.beam_width > 0 ? p.beam_width : std::max(p.n, p.best_of); }
-};
 
 namespace {
 
@@ -499,86 +463,6 @@ Status Engine::score_prompt(Request& r, int64_t row0, int64_t n) {
     if (k > 0) r.prompt_top[at].assign(top.begin() + static_cast<long>(j * size_t(k)),
                                        top.begin() + static_cast<long>((j + 1) * size_t(k)));
   }
-  return {};
-}
-
-Status Engine::step_beams(Request& r, std::span<const int64_t> rows) {
-  const ModelConfig& cfg = backend_.config();
-  const int64_t V = cfg.vocab_size;
-  const int64_t w = r.p.beam_width, kk = std::min<int64_t>(2 * w, V);
-  const int64_t k = std::max(kk, r.p.top_logprobs);
-  std::vector<TokenLogprob> top(rows.size() * static_cast<size_t>(k));
-  RSSM_RETURN_IF_ERROR(backend_.top_logprobs(rows, k, top.data()));
-  // rank_beams reads each beam's 2w candidates: the first 2w of its k.
-  std::vector<TokenLogprob> cand;
-  std::vector<Hypothesis> beams;
-  for (size_t b = 0; b < r.lanes.size(); ++b) {
-    cand.insert(cand.end(), top.begin() + static_cast<long>(b * size_t(k)),
-                top.begin() + static_cast<long>(b * size_t(k) + size_t(kk)));
-    beams.push_back({r.lanes[b].c.tokens, r.lanes[b].logprob, 0.0});
-  }
-  BeamOptions bo;
-  bo.width = w;
-  bo.max_new_tokens = r.p.max_new_tokens;
-  bo.length_penalty = r.p.length_penalty;
-  bo.stop_at_eos = r.p.stop_at_eos;
-  const std::vector<BeamChoice> next = rank_beams(cand, kk, beams, cfg, bo, &r.finished_h);
-  auto top_k = [&](size_t parent) {
-    return std::vector<TokenLogprob>(top.begin() + static_cast<long>(parent * size_t(k)),
-                                     top.begin() + static_cast<long>(parent * size_t(k) + size_t(r.p.top_logprobs)));
-  };
-  // The hypotheses that ended at EOS this step (rank_beams keeps the whole
-  // list, sorted): each extends a live beam.
-  for (const Hypothesis& h : r.finished_h) {
-    bool known = false;
-    for (const Completion& c : r.finished_beams) known |= c.tokens == h.tokens;
-    if (known) continue;
-    Completion c;
-    c.tokens = h.tokens;
-    c.score = h.score;
-    c.reason = FinishReason::kStop;
-    for (size_t b = 0; b < r.lanes.size(); ++b) {
-      const Lane& l = r.lanes[b];
-      if (l.c.tokens.size() + 1 != h.tokens.size() || !std::equal(l.c.tokens.begin(), l.c.tokens.end(), h.tokens.begin()))
-        continue;
-      c.logprobs = l.c.logprobs;
-      c.logprobs.push_back(h.logprob - l.logprob);
-      c.top = l.c.top;
-      if (r.p.top_logprobs > 0) c.top.push_back(top_k(b));
-      break;
-    }
-    r.finished_beams.push_back(std::move(c));
-  }
-  // Beams without children go first; the first child of a beam takes its
-  // sequence, the others fork it.
-  std::vector<int> children(r.lanes.size(), 0);
-  for (const BeamChoice& c : next) children[c.parent]++;
-  for (size_t b = 0; b < r.lanes.size(); ++b)
-    if (children[b] == 0) {
-      RSSM_RETURN_IF_ERROR(session_->release(r.lanes[b].seq));
-      r.lanes[b].seq = -1;
-    }
-  std::vector<Lane> lanes;
-  std::vector<int> taken(r.lanes.size(), 0);
-  for (const BeamChoice& c : next) {
-    const Lane& parent = r.lanes[c.parent];
-    Lane l(r.p.sampling);
-    if (taken[c.parent]++ == 0) {
-      l.seq = parent.seq;
-    } else {
-      RSSM_ASSIGN_OR_RETURN(l.seq, session_->state().fork(parent.seq));
-    }
-    l.c = parent.c;
-    l.c.tokens.push_back(c.token);
-    l.c.logprobs.push_back(c.logprob - parent.logprob);
-    if (r.p.top_logprobs > 0) l.c.top.push_back(top_k(c.parent));
-    l.logprob = c.logprob;
-    l.pending = c.token;
-    lanes.push_back(std::move(l));
-  }
-  r.lanes = std::move(lanes);
-  r.beam_steps++;
-  if (r.lanes.empty() || r.beam_steps >= r.p.max_new_tokens) return finish_search(r);
   return {};
 }
 

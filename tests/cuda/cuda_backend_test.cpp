@@ -32,6 +32,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "cuda_test_util.h"
+#include "gpu_and_reference.h"
 #include "ops/cpu/sampling.h"
 #include "replayssm/make_backend.h"
 #include "workloads/session.h"
@@ -50,20 +51,11 @@ class CudaBackendTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
-    auto m = Model::load(test::fixture(GetParam()));
-    ASSERT_TRUE(m.ok()) << m.status().message();
-    model_ = std::move(m).value();
-    auto r = Model::load(test::fixture(GetParam()));
-    ASSERT_TRUE(r.ok());
-    ref_model_ = std::move(r).value();
-    test::round_matrices_to_bf16(*ref_model_);
-    auto b = cuda::CudaBackend::create(*model_);
-    ASSERT_TRUE(b.ok()) << b.status().message();
-    gpu_ = std::move(b).value();
-    auto c = cpu::CpuBackend::create(*ref_model_);
-    ASSERT_TRUE(c.ok());
-    cpu_ = std::move(c).value();
-    ref_ = std::make_unique<test::PlannedAs>(*cpu_, *gpu_);
+    test::GpuAndReference g;
+    test::load_gpu_and_reference(GetParam(), &g);
+    if (HasFatalFailure()) return;
+    model_ = std::move(g.model), ref_model_ = std::move(g.ref_model), gpu_ = std::move(g.gpu);
+    cpu_ = std::move(g.cpu), ref_ = std::move(g.ref);
   }
   bool trained() const { return GetParam().rfind("models/", 0) == 0; }
   float bound() const { return trained() ? test::kTrainedRatio : test::kFixtureRatio; }
