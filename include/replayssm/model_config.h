@@ -4,7 +4,8 @@
 // Each architecture (src/model/nemotron_h.cpp, qwen3_5.cpp) maps its own
 // config fields onto this struct; the forward pass and the cache see only
 // blocks. A block is one pre-norm residual unit: h += mixer(norm(h)).
-// NemotronH layer i is one block; a Qwen3.5 layer is two (token mixer, MLP).
+// NemotronH layer i is one block; a Qwen3.5 layer is two (token mixer, then
+// an MLP, or a mixture of experts in Qwen3.5-MoE).
 #pragma once
 
 #include <cstdint>
@@ -18,7 +19,7 @@ namespace replayssm {
 
 enum class Architecture { kNemotronH, kQwen3_5 };
 
-enum class BlockKind { kMamba2, kGatedDeltaNet, kAttention, kMlp };
+enum class BlockKind { kMamba2, kGatedDeltaNet, kAttention, kMlp, kMoe };
 const char* block_kind_name(BlockKind k);
 
 enum class Activation { kRelu2, kSilu, kGeluTanh, kRelu };
@@ -63,6 +64,32 @@ struct MlpConfig {
   bool bias = false;
 };
 
+// A mixture-of-experts feed-forward block (DESIGN.md §10): a router picks
+// top_k of n_experts routed experts per token and weighs their outputs; a
+// shared expert, when there is one, runs on every token.
+struct MoeConfig {
+  // softmax: Qwen3.5-MoE / Qwen3-Next. sigmoid: NemotronH (DeepSeek-V3 style,
+  // with the correction bias and group-limited choice).
+  enum class Router { kSoftmax, kSigmoid };
+  Router router = Router::kSoftmax;
+  int64_t n_experts = 0;            // E routed experts
+  int64_t top_k = 0;                // K experts per token
+  int64_t intermediate = 0;         // a routed expert's width
+  int64_t shared_intermediate = 0;  // the shared expert's width; 0: no shared expert
+  bool shared_gate = false;         // shared output ⊙ sigmoid(shared_expert_gate(x))
+  bool shared_bias = false;         // the shared expert's projections carry biases
+  bool gated = false;               // down(act(gate(x)) ⊙ up(x)) vs down(act(up(x)))
+  Activation act = Activation::kSilu;
+  int64_t n_group = 1;              // sigmoid: experts in n_group groups of E/n_group
+  int64_t topk_group = 1;           // sigmoid: groups a token may choose from
+  bool norm_topk_prob = true;       // chosen weights divided by their sum
+  float routed_scaling_factor = 1.0f;
+  bool correction_bias = false;     // sigmoid: e_score_correction_bias shifts the choice
+
+  // Parameters of one routed expert (its up or gate|up, and down).
+  int64_t expert_parameters(int64_t hidden) const { return (gated ? 3 : 2) * intermediate * hidden; }
+};
+
 struct ModelConfig {
   Architecture arch = Architecture::kNemotronH;
   std::string arch_name;       // as in config.json "architectures"
@@ -82,6 +109,7 @@ struct ModelConfig {
   Mamba2Config mamba;
   GdnConfig gdn;
   MlpConfig mlp;
+  MoeConfig moe;
 
   int64_t count(BlockKind k) const;
   bool is_eos(int32_t token) const;

@@ -4,12 +4,15 @@
 // Dimension letters (used in every shape comment in src/ops):
 //   T tokens of one sequence segment, H heads, P head dim, N state size,
 //   G groups (Mamba2 B/C groups), K conv width, C conv channels,
-//   Hk/Hv key/value heads and dk/dv key/value head dims (Gated DeltaNet).
+//   Hk/Hv key/value heads and dk/dv key/value head dims (Gated DeltaNet),
+//   E routed experts and, in the MoE params only, K experts per token.
 // Kernels take pointers, shapes and row strides (in elements), never model
 // or store objects: the host owns bookkeeping, kernels read these.
 #pragma once
 
 #include <cstdint>
+
+#include "replayssm/model_config.h"
 
 namespace replayssm::ops {
 
@@ -53,6 +56,56 @@ struct AttentionParams {
   int64_t n_kv_heads = 0;  // Hkv, divides Hq
   int64_t head_dim = 0;    // D
   float scale = 1.0f;      // softmax scale, usually D^-1/2
+};
+
+// MoE routing (DESIGN.md §10): from a token's E router logits, the K experts
+// it runs and their weights. Two scorings:
+//   softmax  p = softmax(logits); the K largest p; w = p, over their sum when
+//            norm_topk_prob.
+//   sigmoid  s = sigmoid(logits), choice = s + correction_bias; groups of E/G
+//            consecutive experts scored by the sum of their two largest
+//            choices, the topk_group best kept; the K largest choices among
+//            the kept groups' experts; w = s (the uncorrected score), over
+//            (their sum + 1e-20) when norm_topk_prob.
+// Then w ·= routed_scaling_factor. Every comparison breaks ties toward the
+// lower index (expert or group), so the choice is a function of the logits.
+struct MoeRoutingParams {
+  enum Scoring { kSoftmax, kSigmoid } scoring = kSoftmax;
+  int64_t n_experts = 0;   // E
+  int64_t top_k = 0;       // K, 1 <= K <= E
+  int64_t n_group = 1;     // G (sigmoid), divides E, E/G >= 2
+  int64_t topk_group = 1;  // groups kept (sigmoid), 1 <= topk_group <= G, topk_group·E/G >= K
+  bool norm_topk_prob = true;
+  float routed_scaling_factor = 1.0f;
+  const float* correction_bias = nullptr;  // (E) or nullptr; sigmoid only
+};
+
+// A mixture-of-experts feed-forward over rows of width D (DESIGN.md §10).
+// Each row is routed (MoeRoutingParams over its router logits x·routerᵀ,
+// fp32), each chosen expert runs on the rows that chose it, and a row's
+// output is its experts' outputs times their weights added in ascending
+// expert order, then the shared expert's output (times
+// sigmoid(x·shared_gateᵀ) where there is that gate). An expert is
+//   gated  down(act(gate(x)) ⊙ up(x)), its up rows [gate (I) | up (I)]
+//   plain  down(act(up(x)))
+// and the shared expert the same with its own matrices (and biases).
+struct MoeParams {
+  MoeRoutingParams routing;
+  int64_t hidden = 0;  // D
+  int64_t inter = 0;   // I, a routed expert's width
+  bool gated = false;
+  Activation act = Activation::kSilu;
+  const float* router = nullptr;  // (E, D)
+  const float* up = nullptr;      // (E, 2I, D) gated, (E, I, D) plain
+  const float* down = nullptr;    // (E, D, I)
+  int64_t shared_inter = 0;       // Is; 0: no shared expert
+  const float* shared_gate_proj = nullptr;  // (Is, D), gated only
+  const float* shared_up = nullptr;         // (Is, D)
+  const float* shared_down = nullptr;       // (D, Is)
+  const float* shared_gate_proj_b = nullptr;  // (Is) or nullptr
+  const float* shared_up_b = nullptr;         // (Is) or nullptr
+  const float* shared_down_b = nullptr;       // (D) or nullptr
+  const float* shared_gate = nullptr;         // (D): the shared output's sigmoid gate, or nullptr
 };
 
 }  // namespace replayssm::ops

@@ -36,6 +36,9 @@ int64_t widest_row(const ModelConfig& c) {
       case BlockKind::kMlp:
         w = std::max(w, 2 * c.mlp.intermediate);
         break;
+      case BlockKind::kMoe:
+        w = std::max({w, 2 * c.moe.intermediate, 2 * c.moe.shared_intermediate, c.moe.n_experts});
+        break;
     }
   }
   return w;

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "bench/bench.h"
+#include "core/host_memory.h"
 #include "replayssm/model.h"
 
 namespace replayssm::bench {
@@ -25,16 +26,6 @@ int64_t estimate_run_bytes(const ModelConfig& c, const Config& cfg, const SweepO
 // Bytes the weights of `c` occupy on a device, whose matrices are bf16: 2
 // per parameter (the fp32 norms, conv taps and biases are a few MiB).
 int64_t device_weight_bytes(const ModelConfig& c);
-
-// Bytes this process may still allocate: MemAvailable, lowered by a cgroup
-// (v2 or v1) limit if one is set. -1 when neither can be read.
-int64_t available_memory_bytes();
-
-// The process's peak resident set (VmHWM) since the last reset; -1 if
-// /proc is not readable. reset_peak_rss returns false where the kernel does
-// not support resetting it (then the peak covers the process lifetime).
-int64_t peak_rss_bytes();
-bool reset_peak_rss();
 
 // "1.5 GiB" style.
 std::string format_bytes(int64_t bytes);

@@ -1,7 +1,9 @@
 // The preset table (see presets.h). Shapes: tiny is the embedded trained
 // model's (models/nemotron_h_small) and tiny-qwen3.5 its Gated DeltaNet
 // sibling; the large ones follow the published config.json files
-// (Nemotron-H-8B as in tests/data/nemotron_h_8b_config).
+// (Nemotron-H-8B as in tests/data/nemotron_h_8b_config; the two mixtures
+// of experts as NVIDIA-Nemotron-3-Nano-30B-A3B-BF16 and Qwen3.5-35B-A3B
+// publish theirs, the latter's text_config in its causal-LM form).
 #include "bench/presets.h"
 
 namespace replayssm::bench {
@@ -43,6 +45,29 @@ const std::vector<Preset>& presets() {
            "num_attention_heads": 24, "num_key_value_heads": 4, "head_dim": 256,
            "linear_num_key_heads": 16, "linear_num_value_heads": 48, "linear_key_head_dim": 128,
            "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4, "intermediate_size": 17408,
+           "rope_parameters": {"rope_type": "default", "rope_theta": 10000000, "partial_rotary_factor": 0.25},
+           "rms_norm_eps": 1e-6, "tie_word_embeddings": false, "eos_token_id": 248044, "dtype": "bfloat16"})"},
+      {"nemotron-3-nano-30b-a3b",
+       "NVIDIA Nemotron 3 Nano 30B-A3B: hidden 2688, 52 layers (23 Mamba2, 23 MoE of 128 experts, 6 per token, "
+       "6 attention)",
+       R"({"architectures": ["NemotronHForCausalLM"], "hidden_size": 2688, "vocab_size": 131072,
+           "hybrid_override_pattern": "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME",
+           "num_hidden_layers": 52, "mamba_num_heads": 64, "mamba_head_dim": 64, "ssm_state_size": 128,
+           "n_groups": 8, "conv_kernel": 4, "num_attention_heads": 32, "num_key_value_heads": 2, "head_dim": 128,
+           "intermediate_size": 1856, "mlp_hidden_act": "relu2", "n_routed_experts": 128, "n_shared_experts": 1,
+           "num_experts_per_tok": 6, "moe_intermediate_size": 1856, "moe_shared_expert_intermediate_size": 3712,
+           "n_group": 1, "topk_group": 1, "norm_topk_prob": true, "routed_scaling_factor": 2.5,
+           "layer_norm_epsilon": 1e-5, "eos_token_id": 2, "dtype": "bfloat16"})"},
+      {"qwen3.5-35b-a3b",
+       "Qwen3.5-35B-A3B: hidden 2048, 40 layers (30 Gated DeltaNet, 10 attention), each with an MoE of 256 "
+       "experts, 8 per token",
+       R"({"architectures": ["Qwen3_5MoeForCausalLM"], "hidden_size": 2048, "vocab_size": 248320,
+           "num_hidden_layers": 40, "full_attention_interval": 4,
+           "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256,
+           "linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128,
+           "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4,
+           "num_experts": 256, "num_experts_per_tok": 8, "moe_intermediate_size": 512,
+           "shared_expert_intermediate_size": 512, "mlp_only_layers": [],
            "rope_parameters": {"rope_type": "default", "rope_theta": 10000000, "partial_rotary_factor": 0.25},
            "rms_norm_eps": 1e-6, "tie_word_embeddings": false, "eos_token_id": 248044, "dtype": "bfloat16"})"},
   };

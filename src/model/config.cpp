@@ -19,6 +19,7 @@ const char* block_kind_name(BlockKind k) {
     case BlockKind::kGatedDeltaNet: return "gated_deltanet";
     case BlockKind::kAttention: return "attention";
     case BlockKind::kMlp: return "mlp";
+    case BlockKind::kMoe: return "moe";
   }
   return "?";
 }
@@ -111,13 +112,15 @@ Result<ModelConfig> parse_model_config(const std::string& text, const std::strin
     ConfigReader r(top, file);
     RSSM_RETURN_IF_ERROR(parse_nemotron_h(r, &c));
     RSSM_RETURN_IF_ERROR(read_eos(r, top, &c));
-  } else if (arch == "Qwen3_5ForCausalLM" || arch == "qwen3_5_text") {
+  } else if (arch == "Qwen3_5ForCausalLM" || arch == "qwen3_5_text" || arch == "Qwen3_5MoeForCausalLM" ||
+             arch == "qwen3_5_moe_text") {
     c.arch = Architecture::kQwen3_5;
     c.weight_prefix = "model.";
     ConfigReader r(top, file);
-    RSSM_RETURN_IF_ERROR(parse_qwen3_5(r, &c));
+    RSSM_RETURN_IF_ERROR(parse_qwen3_5(r, &c, /*moe=*/arch == "Qwen3_5MoeForCausalLM" || arch == "qwen3_5_moe_text"));
     RSSM_RETURN_IF_ERROR(read_eos(r, top, &c));
-  } else if (arch == "Qwen3_5ForConditionalGeneration" || arch == "qwen3_5") {
+  } else if (arch == "Qwen3_5ForConditionalGeneration" || arch == "qwen3_5" ||
+             arch == "Qwen3_5MoeForConditionalGeneration" || arch == "qwen3_5_moe") {
     // The text model of a vision-language checkpoint: fields under
     // text_config, weights under model.language_model., tying decided at the
     // top level (as transformers does).
@@ -128,7 +131,8 @@ Result<ModelConfig> parse_model_config(const std::string& text, const std::strin
     c.arch = Architecture::kQwen3_5;
     c.weight_prefix = "model.language_model.";
     ConfigReader r(top["text_config"], file + " (text_config)");
-    RSSM_RETURN_IF_ERROR(parse_qwen3_5(r, &c));
+    RSSM_RETURN_IF_ERROR(
+        parse_qwen3_5(r, &c, /*moe=*/arch == "Qwen3_5MoeForConditionalGeneration" || arch == "qwen3_5_moe"));
     ConfigReader t(top, file);
     c.tie_embeddings = t.boolean("tie_word_embeddings", false);
     RSSM_RETURN_IF_ERROR(t.status());
@@ -136,7 +140,8 @@ Result<ModelConfig> parse_model_config(const std::string& text, const std::strin
   } else {
     return unsupported(file + ": field 'architectures': unknown architecture '" + arch +
                        "' (supported: NemotronHForCausalLM, Qwen3_5ForCausalLM, "
-                       "Qwen3_5ForConditionalGeneration)");
+                       "Qwen3_5ForConditionalGeneration, Qwen3_5MoeForCausalLM, "
+                       "Qwen3_5MoeForConditionalGeneration)");
   }
   // The checkpoint dtype: "dtype" (transformers 5) or "torch_dtype" (4.x).
   for (const char* key : {"dtype", "torch_dtype"}) {

@@ -10,6 +10,7 @@
 #include "model/program.h"
 #include "ops/cpu/activation.h"
 #include "ops/cpu/gemm.h"
+#include "ops/cpu/moe.h"
 #include "ops/cpu/norm.h"
 #include "ops/cpu/rope.h"
 #include "replayssm/model.h"
@@ -128,6 +129,37 @@ void run_mlp(const ModelConfig& cfg, const Block& blk, const float* xn, int64_t 
   linear(blk.mlp.down, up, I, rows, out, H);
 }
 
+void run_moe(const ModelConfig& cfg, const Block& blk, const float* xn, int64_t rows, float* out) {
+  const MoeConfig& e = cfg.moe;
+  const MoeWeights& w = blk.moe;
+  ops::MoeParams p;
+  p.routing.scoring = e.router == MoeConfig::Router::kSigmoid ? ops::MoeRoutingParams::kSigmoid
+                                                               : ops::MoeRoutingParams::kSoftmax;
+  p.routing.n_experts = e.n_experts;
+  p.routing.top_k = e.top_k;
+  p.routing.n_group = e.n_group;
+  p.routing.topk_group = e.topk_group;
+  p.routing.norm_topk_prob = e.norm_topk_prob;
+  p.routing.routed_scaling_factor = e.routed_scaling_factor;
+  p.routing.correction_bias = w.correction_bias;
+  p.hidden = cfg.hidden_size;
+  p.inter = e.intermediate;
+  p.gated = e.gated;
+  p.act = e.act;
+  p.router = w.router.w;
+  p.up = w.up;
+  p.down = w.down;
+  p.shared_inter = e.shared_intermediate;
+  p.shared_gate_proj = w.shared.gate.w;
+  p.shared_up = w.shared.up.w;
+  p.shared_down = w.shared.down.w;
+  p.shared_gate_proj_b = w.shared.gate.b;
+  p.shared_up_b = w.shared.up.b;
+  p.shared_down_b = w.shared.down.b;
+  p.shared_gate = e.shared_gate && e.shared_intermediate > 0 ? w.shared_gate.w : nullptr;
+  ops::cpu::moe(p, xn, cfg.hidden_size, rows, out, cfg.hidden_size);
+}
+
 }  // namespace
 
 Status Model::forward(std::span<const SeqSlice> step, std::span<const int32_t> tokens,
@@ -166,6 +198,7 @@ Status Model::forward(std::span<const SeqSlice> step, std::span<const int32_t> t
       case BlockKind::kGatedDeltaNet: run_gdn(cfg, blk, step, cache, xn.data(), rows, out.data(), s); break;
       case BlockKind::kAttention: run_attention(cfg, blk, step, cache, xn.data(), rows, out.data(), s); break;
       case BlockKind::kMlp: run_mlp(cfg, blk, xn.data(), rows, out.data(), s); break;
+      case BlockKind::kMoe: run_moe(cfg, blk, xn.data(), rows, out.data()); break;
     }
     for (int64_t i = 0; i < rows * H; ++i) h[i] += out[i];
   }

@@ -20,7 +20,11 @@ class SpecBinder final : public WeightBinder {
   std::vector<TensorSpec> specs;
   void tensor(const std::string& name, const std::vector<int64_t>& shape, const float** ptr,
               bool optional) override {
-    specs.push_back({name, shape, optional});
+    specs.push_back({name, shape, optional, {}, {}});
+    *ptr = nullptr;
+  }
+  void experts(const TensorSpec& spec, const float** ptr) override {
+    specs.push_back(spec);
     *ptr = nullptr;
   }
 };
@@ -66,6 +70,8 @@ class SizeBinder final : public WeightBinder {
     if (total > kMaxElements)
       status = invalid_argument(file_ + ": the model's parameters would number more than 2^48");
   }
+  // An expert stack is one tensor of its stacked shape.
+  void experts(const TensorSpec& spec, const float** ptr) override { tensor(spec.name, spec.shape, ptr, false); }
 
  private:
   const std::string& file_;
@@ -120,6 +126,11 @@ int64_t parameter_count(const ModelConfig& c) {
   return n;
 }
 
+int64_t active_parameter_count(const ModelConfig& c) {
+  const int64_t idle = c.moe.n_experts - c.moe.top_k;
+  return parameter_count(c) - c.count(BlockKind::kMoe) * idle * c.moe.expert_parameters(c.hidden_size);
+}
+
 int64_t ssm_state_bytes_per_sequence(const ModelConfig& c, int64_t act_bytes) {
   int64_t n = 0;
   for (const CacheLayerSpec& l : cache_spec(c).layers) {
@@ -143,6 +154,7 @@ CacheSpec cache_spec(const ModelConfig& c) {
     CacheLayerSpec l{};
     switch (k) {
       case BlockKind::kMlp:
+      case BlockKind::kMoe:
         continue;
       case BlockKind::kAttention:
         l.kind = CacheLayerSpec::kAttention;
@@ -168,7 +180,8 @@ CacheSpec cache_spec(const ModelConfig& c) {
     }
     s.layers.push_back(l);
   }
-  s.prefill_flops_per_token = 2.0 * static_cast<double>(parameter_count(c));
+  // A token's multiply-adds run through its active parameters only.
+  s.prefill_flops_per_token = 2.0 * static_cast<double>(active_parameter_count(c));
   return s;
 }
 

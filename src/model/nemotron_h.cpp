@@ -5,7 +5,10 @@
 // attention) or from the `hybrid_override_pattern` string of published
 // checkpoints (M = Mamba2, * = attention, - = MLP, E = MoE). Every layer is
 // one pre-norm block; attention has no positional encoding and no bias;
-// the MLP is down(relu²(up(x))). Weights live under `backbone.`.
+// the MLP is down(relu²(up(x))). An MoE layer (Nemotron 3 Nano) routes by
+// sigmoid scores with a correction bias and group-limited choice to
+// experts shaped like the MLP (no gate), plus one ungated shared expert.
+// Weights live under `backbone.`.
 #include <cmath>
 #include <string>
 
@@ -17,10 +20,6 @@ namespace replayssm {
 namespace {
 
 Status layer_kinds(ConfigReader& r, std::vector<BlockKind>* out) {
-  auto unsupported_moe = [&](const std::string& where) {
-    return unsupported(r.file() + ": " + where +
-                       ": MoE layers are not supported yet (dense NemotronH only)");
-  };
   // transformers maps `layer_types` onto `layers_block_type` (attribute_map).
   const char* list_key = r.has("layers_block_type") ? "layers_block_type" : "layer_types";
   if (const nlohmann::json* list = r.raw(list_key)) {
@@ -33,7 +32,7 @@ Status layer_kinds(ConfigReader& r, std::vector<BlockKind>* out) {
       if (s == "linear_attention" || s == "mamba") out->push_back(BlockKind::kMamba2);
       else if (s == "full_attention" || s == "attention") out->push_back(BlockKind::kAttention);
       else if (s == "mlp") out->push_back(BlockKind::kMlp);
-      else if (s == "moe") return unsupported_moe(where);
+      else if (s == "moe") out->push_back(BlockKind::kMoe);
       else return invalid_argument(r.file() + ": " + where + ": unknown layer type '" + s + "'");
     }
     return {};
@@ -48,7 +47,7 @@ Status layer_kinds(ConfigReader& r, std::vector<BlockKind>* out) {
       case 'M': out->push_back(BlockKind::kMamba2); break;
       case '*': out->push_back(BlockKind::kAttention); break;
       case '-': out->push_back(BlockKind::kMlp); break;
-      case 'E': return unsupported_moe(where);
+      case 'E': out->push_back(BlockKind::kMoe); break;
       default:
         return invalid_argument(r.file() + ": " + where + ": unknown layer character '" +
                                 std::string(1, pat[i]) + "' (expected M, *, - or E)");
@@ -72,6 +71,54 @@ Activation parse_act(ConfigReader& r, const char* key, const std::string& def) {
   if (s == "gelu_pytorch_tanh" || s == "gelu_new") return Activation::kGeluTanh;
   r.fail(key, "unsupported activation '" + s + "'");
   return Activation::kRelu2;
+}
+
+// The MoE fields (NemotronHMoE), read where the layer list has MoE layers:
+// without them transformers' defaults describe experts no layer has.
+void parse_moe(ConfigReader& r, ModelConfig* c) {
+  MoeConfig& e = c->moe;
+  e.router = MoeConfig::Router::kSigmoid;
+  e.correction_bias = true;  // NemotronHTopkRouter always holds e_score_correction_bias
+  e.n_experts = r.integer(pick(r, {"n_routed_experts", "num_local_experts"}), 8);
+  e.top_k = r.integer("num_experts_per_tok", 2);
+  e.intermediate = r.integer("moe_intermediate_size", 7688);
+  // NemotronHMLP(intermediate_size=0) falls back to `intermediate_size`
+  // (`width or config.intermediate_size`): transformers always builds the
+  // shared expert, so 0 means the dense MLP's width, not none.
+  e.shared_intermediate = r.integer("moe_shared_expert_intermediate_size", 7688, 0);
+  if (e.shared_intermediate == 0) e.shared_intermediate = c->mlp.intermediate;
+  // The experts and the shared expert are NemotronHMLPs: the MLP's
+  // activation, no gate; only the shared expert's projections take mlp_bias
+  // (the stacked experts are bias-free parameters).
+  e.gated = false;
+  e.act = c->mlp.act;
+  e.shared_bias = c->mlp.bias;
+  e.shared_gate = false;
+  e.n_group = r.integer("n_group", 1);
+  e.topk_group = r.integer("topk_group", 1);
+  e.norm_topk_prob = r.boolean("norm_topk_prob", true);
+  const double scale = r.number("routed_scaling_factor", 1.0);
+  if (!std::isfinite(scale)) r.fail("routed_scaling_factor", "must be a finite number");
+  e.routed_scaling_factor = static_cast<float>(scale);
+  // transformers builds exactly one shared expert whatever n_shared_experts
+  // says; another count would be run as one, so it is refused instead.
+  if (r.has("n_shared_experts") && r.integer("n_shared_experts", 1, 0) != 1)
+    r.fail("n_shared_experts", "must be 1 (transformers builds exactly one shared expert, whatever this says)");
+  if (r.has("moe_latent_size"))
+    r.fail("moe_latent_size", "latent expert projections (fc1/fc2_latent_proj) are not supported; null runs the "
+                              "experts at hidden_size");
+  if (!r.status().ok()) return;
+  const int64_t per_group = e.n_experts / e.n_group;
+  if (e.top_k > e.n_experts)
+    r.fail("num_experts_per_tok", std::to_string(e.top_k) + " is more than n_routed_experts " +
+                                      std::to_string(e.n_experts));
+  else if (e.n_experts % e.n_group != 0 || per_group < 2)
+    r.fail("n_group", std::to_string(e.n_group) + " must divide n_routed_experts " + std::to_string(e.n_experts) +
+                          " into groups of at least 2 (each group is scored by its two best experts)");
+  else if (e.topk_group > e.n_group || e.topk_group * per_group < e.top_k)
+    r.fail("topk_group", std::to_string(e.topk_group) + " groups of " + std::to_string(per_group) +
+                             " experts out of n_group " + std::to_string(e.n_group) +
+                             " cannot hold num_experts_per_tok " + std::to_string(e.top_k));
 }
 
 }  // namespace
@@ -139,6 +186,7 @@ Status parse_nemotron_h(ConfigReader& r, ModelConfig* c) {
   f.act = parse_act(r, "mlp_hidden_act", "relu2");
   f.gated = false;
   f.bias = r.boolean("mlp_bias", false);
+  if (c->count(BlockKind::kMoe) > 0) parse_moe(r, c);
   return r.status();
 }
 
@@ -182,6 +230,20 @@ void bind_nemotron_h(const ModelConfig& c, WeightBinder& b, Program* p) {
         b.linear(mx + "up_proj", c.mlp.intermediate, D, c.mlp.bias, &blk.mlp.up);
         b.linear(mx + "down_proj", D, c.mlp.intermediate, c.mlp.bias, &blk.mlp.down);
         break;
+      case BlockKind::kMoe: {
+        const MoeConfig& e = c.moe;
+        const int64_t E = e.n_experts, I = e.intermediate, Is = e.shared_intermediate;
+        b.linear(mx + "gate", E, D, false, &blk.moe.router);
+        b.tensor(mx + "gate.e_score_correction_bias", {E}, &blk.moe.correction_bias);
+        b.experts({mx + "experts.up_proj", {E, I, D}, false, mx + "experts.", {".up_proj.weight"}}, &blk.moe.up);
+        b.experts({mx + "experts.down_proj", {E, D, I}, false, mx + "experts.", {".down_proj.weight"}},
+                  &blk.moe.down);
+        if (Is > 0) {
+          b.linear(mx + "shared_experts.up_proj", Is, D, e.shared_bias, &blk.moe.shared.up);
+          b.linear(mx + "shared_experts.down_proj", D, Is, e.shared_bias, &blk.moe.shared.down);
+        }
+        break;
+      }
       case BlockKind::kGatedDeltaNet:
         break;  // not a NemotronH layer type; parse_nemotron_h never yields it
     }

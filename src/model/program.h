@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "replayssm/model.h"
 #include "replayssm/model_config.h"
 #include "replayssm/op_params.h"
 
@@ -53,6 +54,17 @@ struct MlpWeights {
   Linear gate, up, down;  // gate unused unless gated
 };
 
+// A mixture-of-experts block (MoeConfig). The routed experts' matrices are
+// stacks over the E experts, as transformers holds them.
+struct MoeWeights {
+  Linear router;                          // (E, hidden), no bias
+  const float* correction_bias = nullptr; // (E), sigmoid routers
+  const float* up = nullptr;              // (E, 2I, hidden) gated — per expert [gate (I) | up (I)] — or (E, I, hidden)
+  const float* down = nullptr;            // (E, hidden, I)
+  MlpWeights shared;                      // n_out 0 without a shared expert
+  Linear shared_gate;                     // (1, hidden) when MoeConfig::shared_gate
+};
+
 struct Block {
   BlockKind kind = BlockKind::kMlp;
   int64_t layer = 0;        // HF layer index
@@ -62,6 +74,7 @@ struct Block {
   GdnWeights gdn;
   AttentionWeights attn;
   MlpWeights mlp;
+  MoeWeights moe;
 };
 
 struct Program {
@@ -80,6 +93,13 @@ class WeightBinder {
   virtual void tensor(const std::string& name, const std::vector<int64_t>& shape,
                       const float** ptr, bool optional = false) = 0;
 
+  // Binds a stack of expert matrices, shape (E, rows, cols), to *ptr.
+  // Checkpoints hold it in one of transformers' two forms: fused, one
+  // tensor named spec.name; or per expert, the tensors
+  // spec.expert_prefix + e + spec.expert_parts[i], each rows /
+  // expert_parts.size() rows of expert e's matrix, stacked in part order.
+  virtual void experts(const TensorSpec& spec, const float** ptr) = 0;
+
   void linear(const std::string& name, int64_t n_out, int64_t n_in, bool bias, Linear* l) {
     l->n_out = n_out;
     l->n_in = n_in;
@@ -96,7 +116,8 @@ inline constexpr int64_t kMaxLayers = 4096;
 // Per architecture: config.json fields → ModelConfig (nemotron_h.cpp, qwen3_5.cpp).
 class ConfigReader;
 Status parse_nemotron_h(ConfigReader& r, ModelConfig* c);
-Status parse_qwen3_5(ConfigReader& r, ModelConfig* c);
+// moe: Qwen3.5-MoE (every layer's MLP a mixture of experts).
+Status parse_qwen3_5(ConfigReader& r, ModelConfig* c, bool moe);
 
 // Per architecture: the tensor list and the blocks.
 void bind_nemotron_h(const ModelConfig& c, WeightBinder& b, Program* p);

@@ -1,11 +1,13 @@
-// Qwen3_5ForCausalLM (and the text model of Qwen3_5ForConditionalGeneration):
-// config fields and tensor names.
+// Qwen3_5ForCausalLM and Qwen3_5MoeForCausalLM (and the text models of
+// their ForConditionalGeneration forms): config fields and tensor names.
 //
 // Layer i is `linear_attention` (Gated DeltaNet) or `full_attention` (gated
 // attention with q/k norm and partial RoPE), from `layer_types` or, failing
-// that, `full_attention_interval`; each layer is followed by a SwiGLU MLP,
-// so a layer is two blocks. Every RMS norm except the GDN output norm uses
-// zero-centred weights, applied as (1 + w).
+// that, `full_attention_interval`; each layer is followed by a SwiGLU MLP —
+// in Qwen3.5-MoE a mixture of SwiGLU experts (softmax router, top-k
+// renormalised) plus a shared expert behind a sigmoid gate — so a layer is
+// two blocks. Every RMS norm except the GDN output norm uses zero-centred
+// weights, applied as (1 + w).
 #include <cmath>
 #include <string>
 
@@ -40,9 +42,37 @@ Status layer_kinds(ConfigReader& r, int64_t n_layers, std::vector<BlockKind>* ki
   return {};
 }
 
+// Qwen3_5MoeSparseMoeBlock's fields. Qwen3-Next's config names the same
+// block's fields alike but adds three of its own; in a Qwen3.5-MoE config,
+// which transformers reads without them, a value that would change the
+// model there is refused rather than ignored.
+void parse_moe(ConfigReader& r, ModelConfig* c) {
+  MoeConfig& e = c->moe;
+  e.router = MoeConfig::Router::kSoftmax;
+  e.n_experts = r.integer("num_experts", 256);
+  e.top_k = r.integer("num_experts_per_tok", 8);
+  e.intermediate = r.integer("moe_intermediate_size", 512);
+  e.shared_intermediate = r.integer("shared_expert_intermediate_size", 512, 0);
+  e.gated = true;
+  e.act = Activation::kSilu;
+  e.shared_gate = true;
+  e.shared_bias = false;
+  e.norm_topk_prob = true;  // Qwen3_5MoeTopKRouter always renormalises
+  if (r.has("norm_topk_prob") && !r.boolean("norm_topk_prob"))
+    r.fail("norm_topk_prob", "false is not supported: Qwen3.5-MoE's router always renormalises the chosen weights");
+  if (const nlohmann::json* only = r.raw("mlp_only_layers"); only && !(only->is_array() && only->empty()))
+    r.fail("mlp_only_layers", "dense layers among the MoE ones (Qwen3-Next's layout) are not supported: every "
+                              "Qwen3.5-MoE layer's MLP is a mixture of experts");
+  if (r.has("decoder_sparse_step") && r.integer("decoder_sparse_step", 1) != 1)
+    r.fail("decoder_sparse_step", "only 1 (an MoE block in every layer) is supported");
+  if (r.status().ok() && e.top_k > e.n_experts)
+    r.fail("num_experts_per_tok", std::to_string(e.top_k) + " is more than num_experts " +
+                                      std::to_string(e.n_experts));
+}
+
 }  // namespace
 
-Status parse_qwen3_5(ConfigReader& r, ModelConfig* c) {
+Status parse_qwen3_5(ConfigReader& r, ModelConfig* c, bool moe) {
   c->vocab_size = r.integer("vocab_size", 248320);
   c->hidden_size = r.integer("hidden_size", 4096);
   c->n_layers = r.integer("num_hidden_layers", 32, 1, kMaxLayers);
@@ -56,7 +86,7 @@ Status parse_qwen3_5(ConfigReader& r, ModelConfig* c) {
   for (int64_t i = 0; i < c->n_layers; ++i) {
     c->blocks.push_back(kinds[i]);
     c->block_layer.push_back(i);
-    c->blocks.push_back(BlockKind::kMlp);
+    c->blocks.push_back(moe ? BlockKind::kMoe : BlockKind::kMlp);
     c->block_layer.push_back(i);
   }
 
@@ -106,13 +136,17 @@ Status parse_qwen3_5(ConfigReader& r, ModelConfig* c) {
   g.v_dim = r.integer("linear_value_head_dim", 128);
   g.conv_width = r.integer("linear_conv_kernel_dim", 4, 1, 64);
 
-  MlpConfig& f = c->mlp;
-  f.intermediate = r.integer("intermediate_size", 12288);
-  f.gated = true;
-  f.bias = false;
   if (const std::string act = r.string("hidden_act", "silu"); act != "silu" && act != "swish")
     r.fail("hidden_act", "unsupported activation '" + act + "' (expected silu)");
-  f.act = Activation::kSilu;
+  if (moe) {
+    parse_moe(r, c);
+  } else {
+    MlpConfig& f = c->mlp;
+    f.intermediate = r.integer("intermediate_size", 12288);
+    f.gated = true;
+    f.bias = false;
+    f.act = Activation::kSilu;
+  }
   return r.status();
 }
 
@@ -163,6 +197,27 @@ void bind_qwen3_5(const ModelConfig& c, WeightBinder& b, Program* p) {
         b.linear(mx + "gate_proj", c.mlp.intermediate, D, false, &blk.mlp.gate);
         b.linear(mx + "up_proj", c.mlp.intermediate, D, false, &blk.mlp.up);
         b.linear(mx + "down_proj", D, c.mlp.intermediate, false, &blk.mlp.down);
+        break;
+      }
+      case BlockKind::kMoe: {
+        const MoeConfig& e = c.moe;
+        const std::string mx = l + "mlp.";
+        const int64_t E = e.n_experts, I = e.intermediate, Is = e.shared_intermediate;
+        b.tensor(l + "post_attention_layernorm.weight", {D}, &blk.norm);
+        b.linear(mx + "gate", E, D, false, &blk.moe.router);
+        // Fused: gate_up_proj (E, 2I, D), each expert's gate rows then its up rows.
+        b.experts({mx + "experts.gate_up_proj", {E, 2 * I, D}, false, mx + "experts.",
+                   {".gate_proj.weight", ".up_proj.weight"}},
+                  &blk.moe.up);
+        b.experts({mx + "experts.down_proj", {E, D, I}, false, mx + "experts.", {".down_proj.weight"}}, &blk.moe.down);
+        // A shared expert of width 0 adds nothing; its gate is still a
+        // parameter of the block (and of transformers' count).
+        if (Is > 0) {
+          b.linear(mx + "shared_expert.gate_proj", Is, D, false, &blk.moe.shared.gate);
+          b.linear(mx + "shared_expert.up_proj", Is, D, false, &blk.moe.shared.up);
+          b.linear(mx + "shared_expert.down_proj", D, Is, false, &blk.moe.shared.down);
+        }
+        b.linear(mx + "shared_expert_gate", 1, D, false, &blk.moe.shared_gate);
         break;
       }
       case BlockKind::kMamba2:

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/host_memory.h"
 #include "model/program.h"
 #include "replayssm/model.h"
 
@@ -86,11 +87,12 @@ Fill fill_for(const ModelConfig& c, const std::string& name, const std::vector<i
   // norm is zero-centred (docs/models.md).
   if (ends_with(name, "linear_attn.norm.weight")) return {Fill::kConstant, 1.0f};
   if (shape.size() == 1 && name.find("norm") != std::string::npos) return {Fill::kConstant, unit_norm};
-  if (shape.size() == 2) {
-    // Embeddings: unit variance rows. Projections: variance 1/fan-in, so a
-    // unit-variance input gives a unit-variance output (uniform: ±sqrt(3/n)).
+  if (shape.size() >= 2) {
+    // Embeddings: unit variance rows. Projections (and stacks of expert
+    // projections, (E, out, in)): variance 1/fan-in, so a unit-variance
+    // input gives a unit-variance output (uniform: ±sqrt(3/n)).
     const bool embed = name.find("embed") != std::string::npos;
-    const float k = embed ? std::sqrt(3.0f) : std::sqrt(3.0f / static_cast<float>(shape[1]));
+    const float k = embed ? std::sqrt(3.0f) : std::sqrt(3.0f / static_cast<float>(shape.back()));
     return {Fill::kUniform, -k, k};
   }
   return {Fill::kConstant, 0.0f};
@@ -143,6 +145,13 @@ class RandomBinder final : public WeightBinder {
     *ptr = data;
   }
 
+  // Expert stacks are matrices: left to the device without matrices.
+  void experts(const TensorSpec& spec, const float** ptr) override {
+    *ptr = nullptr;
+    if (!matrices_) return;
+    tensor(spec.name, spec.shape, ptr, false);
+  }
+
   void run() {
     const int64_t n_jobs = static_cast<int64_t>(jobs_.size());
     const int64_t n_threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, 64);
@@ -180,6 +189,12 @@ Result<std::unique_ptr<Model>> Model::make_random(const ModelConfig& config, uin
     return invalid_argument("random model: the config has no layers (or a block without its layer index)");
   if (config.vocab_size < 1 || config.hidden_size < 1)
     return invalid_argument("random model: vocab_size and hidden_size must be positive");
+  // A 30B preset is 120 GiB of fp32: refuse before the first allocation
+  // rather than let the host swap or the OOM killer end the process.
+  if (matrices)
+    RSSM_RETURN_IF_ERROR(check_host_memory(parameter_count(config) * 4, available_memory_bytes(),
+                                           "random model " + (config.dir.empty() ? config.arch_name : config.dir) +
+                                               ": fp32 weights"));
   std::unique_ptr<Model> m(new Model());
   m->config_ = config;
   m->program_ = std::make_unique<Program>();

@@ -400,7 +400,14 @@ Status Server::start() {
   if (port_ < 0)
     return io_error("serve: cannot listen on " + opt_.host + ":" + std::to_string(opt_.port) +
                     " (in use, or not an address of this machine)");
-  thread_ = std::thread([this] { http_->listen_after_bind(); });
+  thread_ = std::thread([this] {
+    http_->listen_after_bind();
+    listen_returned_ = true;
+  });
+  // httplib's stop() does nothing until the listening loop runs: a stop()
+  // right after start() (a model that fails to load at once) would leave
+  // the loop accepting forever and the destructor joining it.
+  while (!http_->is_running() && !listen_returned_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   return {};
 }
 

@@ -90,7 +90,7 @@ class Server {
   std::unique_ptr<httplib::Server> http_;
   std::thread thread_;
   int port_ = 0;
-  std::atomic<bool> ready_{false}, draining_{false};
+  std::atomic<bool> ready_{false}, draining_{false}, listen_returned_{false};
   std::atomic<int64_t> connections_{0};  // generation requests being answered
   EngineLoop* loop_ = nullptr;
   const Tokenizer* tok_ = nullptr;

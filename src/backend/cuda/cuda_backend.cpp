@@ -41,6 +41,10 @@ Status check_model(const ModelConfig& c) {
     return unsupported("cuda backend: " + where + field + " = " + std::to_string(v) +
                        " is over the CUDA kernels' limit " + std::to_string(hi));
   };
+  // No expert kernels yet (grouped GEMV/GEMM over the chosen experts):
+  // refused by name here rather than run without their blocks.
+  if (c.count(BlockKind::kMoe) > 0)
+    return unsupported("cuda backend: MoE layers are not supported on cuda yet (run --device cpu)");
   if (has_mamba && c.mamba.state_size > 256) return over("ssm_state_size", c.mamba.state_size, 256);
   if (has_mamba && c.mamba.conv_width > oc::kConvMaxK) return over("conv_kernel", c.mamba.conv_width, oc::kConvMaxK);
   if (has_gdn && c.gdn.conv_width > oc::kConvMaxK) return over("linear_conv_kernel_dim", c.gdn.conv_width, oc::kConvMaxK);
@@ -302,6 +306,7 @@ Status CudaBackend::forward(const StepSchedule& s) {
         RSSM_RETURN_IF_ERROR(run_attention(blk, *storage_->kv(blk.cache_layer), s, next_norm));
         break;
       case BlockKind::kMlp: RSSM_RETURN_IF_ERROR(mlp_block(b, *dm_, blk, s.rows, next_norm)); break;
+      case BlockKind::kMoe: return unsupported("cuda backend: MoE layers are not supported on cuda yet");
     }
   }
   // The final norm is in xn (the last block's project_out): the kept rows

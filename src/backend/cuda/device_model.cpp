@@ -122,6 +122,10 @@ Result<DeviceInfo> device_info() {
 }
 
 Result<std::unique_ptr<DeviceModel>> DeviceModel::create(const Model& model, uint64_t seed) {
+  // Refused before a byte is uploaded: the experts' kernels (grouped GEMV
+  // and GEMM over the chosen experts) are not written yet.
+  if (model.config().count(BlockKind::kMoe) > 0)
+    return unsupported("--device cuda: MoE layers are not supported on cuda yet (run --device cpu)");
   RSSM_RETURN_IF_ERROR(device_visible());
   std::unique_ptr<DeviceModel> m(new DeviceModel());
   m->config_ = model.config();
@@ -189,6 +193,8 @@ Result<std::unique_ptr<DeviceModel>> DeviceModel::create(const Model& model, uin
         }
         RSSM_RETURN_IF_ERROR(b.fused({&s.mlp.down}, &d.out, name + " down"));
         break;
+      case BlockKind::kMoe:
+        return unsupported("--device cuda: " + name + ": MoE layers are not supported on cuda yet");
     }
     m->blocks_.push_back(d);
   }
