@@ -455,7 +455,7 @@ TEST(Serve, UnderAStateBudgetEveryRequestCompletesUnchanged) {
                           .dump(),
                       "application/json");
       if (r && r->status == 200) got[i] = json::parse(r->body)["choices"][0]["text"].get<std::string>();
-      else got[i] = "HTTP " + (r ? std::to_string(r->status) + ": " + r->body : std::string("no response"));
+      else got[i] = "HTTP " + (r ? std::to_string(r->status) + ": " + r->body : "no response: " + httplib::to_string(r.error()));
     });
   for (std::thread& t : clients) t.join();
   for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], want[i % prompts.size()]) << "request " << i;

@@ -18,7 +18,14 @@ that keeps activations O(1) and logits spread, and the parameters that
 transformers initialises to constants (A_log, D, dt_bias, every norm weight,
 conv bias) are randomised, so a convention error cannot hide.
 
+    prefill_logits_bf16  per prompt, (T, V): the same forward with the model
+                     loaded in bf16 — how far bf16 rounding alone moves each
+                     position (a test's measure of the fixture's
+                     conditioning, not a reference)
+
 Usage: python3 tools/make_fixtures.py OUT_DIR
+       python3 tools/make_fixtures.py --bf16-logits FIXTURE_DIR...
+         (adds prefill_logits_bf16 to existing fixtures' expected.json)
 """
 import json
 import math
@@ -46,6 +53,8 @@ def randomise(model, seed):
     with torch.no_grad():
         for name, p in model.named_parameters():
             leaf = name.split(".")[-1]
+            if p.numel() == 0:
+                continue  # a zero-width layer (an MoE fixture's absent shared expert) has no fan-in to scale by
             if name.endswith("norm.weight") or "layernorm" in name or name.endswith("norm_f.weight"):
                 # Zero-centred (Qwen3.5) and plain weights alike get spread values.
                 zc = isinstance(model, (Qwen3_5ForCausalLM, Qwen3_5ForConditionalGeneration)) \
@@ -148,7 +157,39 @@ def save(model, out, name, dtype=torch.float32, shard=None, edit=None):
     return d
 
 
+def bf16_logits(dirs):
+    """prefill_logits_bf16 into each fixture's expected.json, its weights as stored."""
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    for d in dirs:
+        try:
+            add_bf16_logits(d, device)
+        except Exception as e:  # one fixture transformers cannot load leaves the others' done
+            print(d, "failed:", e, flush=True)
+
+
+def add_bf16_logits(d, device):
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText
+    path = os.path.join(d, "expected.json")
+    with open(path) as f:
+        exp = json.load(f)
+    vl = "ForConditionalGeneration" in AutoConfig.from_pretrained(d).architectures[0]
+    cls = AutoModelForImageTextToText if vl else AutoModelForCausalLM
+    model = cls.from_pretrained(d, dtype=torch.bfloat16).to(device).eval()
+    rows = []
+    with torch.no_grad():
+        for p in exp["prompts"]:
+            full = model(input_ids=torch.tensor([p], device=device), use_cache=False).logits[0].float()
+            rows.append([[fmt(v) for v in row] for row in full.cpu().tolist()])
+    exp["prefill_logits_bf16"] = rows
+    with open(path, "w") as f:
+        json.dump(exp, f, separators=(",", ":"))
+    print(d, "bf16 logits of", len(rows), "prompts", flush=True)
+
+
 def main():
+    if sys.argv[1] == "--bf16-logits":
+        bf16_logits(sys.argv[2:])
+        return
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     device = "cuda" if torch.cuda.is_available() else "cpu"
