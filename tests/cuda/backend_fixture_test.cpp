@@ -33,15 +33,11 @@ StateOptions opts(Strategy s, int64_t w, bool exact, int64_t page) {
   return o;
 }
 
-class CudaBackendFixture : public ::testing::TestWithParam<std::string> {
+class CudaBackendFixture : public test::GpuAndReferenceTest {
  protected:
   void SetUp() override {
-    if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
-    test::GpuAndReference g;
-    test::load_gpu_and_reference(GetParam(), &g);
-    if (HasFatalFailure()) return;
-    model_ = std::move(g.model), ref_model_ = std::move(g.ref_model), gpu_ = std::move(g.gpu);
-    cpu_ = std::move(g.cpu), ref_ = std::move(g.ref);
+    GpuAndReferenceTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     std::ifstream in(test::fixture(GetParam()) + "/expected.json");
     expected_ = nlohmann::json::parse(in);
     for (const auto& p : expected_["prompts"]) prompts_.push_back(p.get<std::vector<int32_t>>());
@@ -91,10 +87,6 @@ class CudaBackendFixture : public ::testing::TestWithParam<std::string> {
     return out;
   }
 
-  std::unique_ptr<Model> model_, ref_model_;
-  std::unique_ptr<cuda::CudaBackend> gpu_;
-  std::unique_ptr<cpu::CpuBackend> cpu_;
-  std::unique_ptr<test::PlannedAs> ref_;
   nlohmann::json expected_;
   std::vector<std::vector<int32_t>> prompts_;
   std::vector<std::vector<bool>> ill_;  // [prompt][position]: bf16 alone moves it past a quarter of the bound

@@ -47,16 +47,8 @@ StateOptions opts(Strategy s, int64_t w, bool exact, int64_t page, int64_t reten
 }
 
 // The model on the GPU, and its CPU reference on the same bf16 matrices.
-class CudaBackendTest : public ::testing::TestWithParam<std::string> {
+class CudaBackendTest : public test::GpuAndReferenceTest {
  protected:
-  void SetUp() override {
-    if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
-    test::GpuAndReference g;
-    test::load_gpu_and_reference(GetParam(), &g);
-    if (HasFatalFailure()) return;
-    model_ = std::move(g.model), ref_model_ = std::move(g.ref_model), gpu_ = std::move(g.gpu);
-    cpu_ = std::move(g.cpu), ref_ = std::move(g.ref);
-  }
   bool trained() const { return GetParam().rfind("models/", 0) == 0; }
   float bound() const { return trained() ? test::kTrainedRatio : test::kFixtureRatio; }
   int32_t token(std::mt19937& g) const { return int32_t(g() % uint32_t(model_->config().vocab_size)); }
@@ -90,10 +82,6 @@ class CudaBackendTest : public ::testing::TestWithParam<std::string> {
     worst_ = 0.0f, steps_ = 0, clear_ = 0;
   }
 
-  std::unique_ptr<Model> model_, ref_model_;
-  std::unique_ptr<cuda::CudaBackend> gpu_;
-  std::unique_ptr<cpu::CpuBackend> cpu_;
-  std::unique_ptr<test::PlannedAs> ref_;
   float worst_ = 0.0f;
   int steps_ = 0, clear_ = 0;
 };

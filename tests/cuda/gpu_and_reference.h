@@ -17,30 +17,33 @@
 
 namespace replayssm::test {
 
-struct GpuAndReference {
-  std::unique_ptr<Model> model, ref_model;
-  std::unique_ptr<cuda::CudaBackend> gpu;
-  std::unique_ptr<cpu::CpuBackend> cpu;
-  std::unique_ptr<PlannedAs> ref;  // the CPU, planned with the GPU's units
-};
+// A test over one fixture model (the parameter): SetUp skips without a GPU
+// and loads both; a subclass's SetUp calls this one first and returns on
+// IsSkipped() or HasFatalFailure().
+class GpuAndReferenceTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+    auto m = Model::load(fixture(GetParam()));
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    model_ = std::move(m).value();
+    auto r = Model::load(fixture(GetParam()));
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    ref_model_ = std::move(r).value();
+    round_matrices_to_bf16(*ref_model_);
+    auto b = cuda::CudaBackend::create(*model_);
+    ASSERT_TRUE(b.ok()) << b.status().message();
+    gpu_ = std::move(b).value();
+    auto c = cpu::CpuBackend::create(*ref_model_);
+    ASSERT_TRUE(c.ok()) << c.status().message();
+    cpu_ = std::move(c).value();
+    ref_ = std::make_unique<PlannedAs>(*cpu_, *gpu_);
+  }
 
-// Fatal gtest failures where a part does not load; the caller returns on
-// HasFatalFailure().
-inline void load_gpu_and_reference(const std::string& name, GpuAndReference* g) {
-  auto m = Model::load(fixture(name));
-  ASSERT_TRUE(m.ok()) << m.status().message();
-  g->model = std::move(m).value();
-  auto r = Model::load(fixture(name));
-  ASSERT_TRUE(r.ok()) << r.status().message();
-  g->ref_model = std::move(r).value();
-  round_matrices_to_bf16(*g->ref_model);
-  auto b = cuda::CudaBackend::create(*g->model);
-  ASSERT_TRUE(b.ok()) << b.status().message();
-  g->gpu = std::move(b).value();
-  auto c = cpu::CpuBackend::create(*g->ref_model);
-  ASSERT_TRUE(c.ok()) << c.status().message();
-  g->cpu = std::move(c).value();
-  g->ref = std::make_unique<PlannedAs>(*g->cpu, *g->gpu);
-}
+  std::unique_ptr<Model> model_, ref_model_;
+  std::unique_ptr<cuda::CudaBackend> gpu_;
+  std::unique_ptr<cpu::CpuBackend> cpu_;
+  std::unique_ptr<PlannedAs> ref_;  // the CPU, planned with the GPU's units
+};
 
 }  // namespace replayssm::test
