@@ -79,7 +79,10 @@ Status conv_and_log(const LayerArgs& a, const StepSchedule& s, int64_t off) {
 
 // Every planned state's window (the K−1 pre-conv rows before its
 // position) into staging, then into its slot: a write may reuse the slot
-// whose window another gather, or its own, reads.
+// whose window another gather, or its own, reads. The scatter is one
+// launch (log_rows_cuda over window rows), not a copy per state: a
+// snapshot step writes a state per sequence per layer, 6,144 copies a
+// step at batch 256 on Nemotron-H-8B's 24 Mamba2 layers.
 Status gather_windows(const LayerArgs& a, const WindowGather& g) {
   const SsmShape& sh = a.ssm->shape;
   if (g.n == 0 || sh.K == 1) return {};
@@ -90,10 +93,9 @@ Status gather_windows(const LayerArgs& a, const WindowGather& g) {
   RSSM_LAUNCH(oc::conv1d_gather_window_cuda(cv, dev(a, g.n_upto), a.win_stage, dev(a, g.out), a.stream),
               "checkpoint windows");
   const int64_t w = sh.window_elems();
-  for (int j = 0; j < g.n; ++j)
-    RSSM_LAUNCH(copy_async(a, a.ssm->window + int64_t(g.write_slot[size_t(j)]) * w, a.win_stage + int64_t(j) * w,
-                           size_t(w * 2)),
-                "checkpoint windows");
+  oc::LogRowsArgs sc;
+  sc.rows = g.n, sc.width = w, sc.src = a.win_stage, sc.lds = w, sc.entry = dev(a, g.write), sc.dst = a.ssm->window;
+  RSSM_LAUNCH(oc::log_rows_cuda(sc, a.stream), "checkpoint windows");
   return {};
 }
 

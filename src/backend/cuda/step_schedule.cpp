@@ -263,7 +263,7 @@ void schedule_kind(const std::vector<Slice>& slices, const StepPlan& plan, bool 
     }
   if (g.n > 0) {
     g.page = b.put_tables(pages, &g.page_stride), g.first = b.put(first), g.ckpt_slot = b.put(ckpt);
-    g.n_upto = b.put(upto), g.out = b.put(idx);
+    g.n_upto = b.put(upto), g.out = b.put(idx), g.write = b.put(g.write_slot);
   }
 }
 

@@ -97,6 +97,7 @@ struct WindowGather {
   int n = 0;                  // writes
   int page_stride = 0;
   Span32 page, first, ckpt_slot, n_upto, out;  // out[j] = j: the staging index
+  Span32 write;                                // write_slot on the device: the scatter from staging
   std::vector<int32_t> write_slot;             // host: the checkpoint slot write j's window goes to
 };
 
