@@ -157,6 +157,15 @@ def save(model, out, name, dtype=torch.float32, shard=None, edit=None):
     return d
 
 
+def oracle_device():
+    """The device the oracle runs on, fp32 matmuls there (no TF32), announced."""
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    print("torch", torch.__version__, "transformers", transformers.__version__, "device", device)
+    return device
+
+
 def bf16_logits(dirs):
     """prefill_logits_bf16 into each fixture's expected.json, its weights as stored."""
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -192,11 +201,7 @@ def main():
         return
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    # fp32 matmuls on the GPU: no TF32 in the oracle.
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    print("torch", torch.__version__, "transformers", transformers.__version__, "device", device)
+    device = oracle_device()
 
     models = []
     # NemotronH: odd sizes, N=12 (not a power of two), 3 groups, GQA 6/2.

@@ -48,7 +48,6 @@ import re
 import sys
 
 import torch
-import transformers
 from safetensors.torch import load_file, save_file
 from transformers import (NemotronHConfig, NemotronHForCausalLM, Qwen3_5MoeConfig, Qwen3_5MoeForCausalLM,
                           Qwen3_5MoeForConditionalGeneration, Qwen3_5MoeTextConfig)
@@ -235,10 +234,7 @@ def build(name, make, seed, opts, out, device):
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    print("torch", torch.__version__, "transformers", transformers.__version__, "device", device)
+    device = make_fixtures.oracle_device()
 
     nh = dict(vocab_size=97, hidden_size=48, num_attention_heads=6, num_key_value_heads=2, head_dim=8,
               intermediate_size=72, mamba_num_heads=6, mamba_head_dim=10, n_groups=3, ssm_state_size=12,
