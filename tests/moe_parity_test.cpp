@@ -17,14 +17,13 @@
 #include "backend/cpu/dense_cache.h"
 #include "io/safetensors.h"
 #include "replayssm/model.h"
+#include "oracle_bounds.h"
 #include "test_util.h"
 #include "workloads/generate.h"
 
 namespace replayssm {
 namespace {
 
-constexpr double kTol = 1e-4;        // |Δ| ≤ kTol·(1 + |ref|), as parity_test.cpp
-constexpr double kMinGap = 2e-3;     // greedy steps closer than this are rounding-dependent
 constexpr double kTieMargin = 1e-5;  // tools/make_moe_fixtures.py TIE_MARGIN
 
 // What tools/make_moe_fixtures.py writes for each fixture.
@@ -43,17 +42,6 @@ std::string missing_files(const std::string& name) {
   return missing;
 }
 
-double worst_ratio(const std::vector<float>& got, const nlohmann::json& ref) {
-  double worst = 0.0;
-  size_t i = 0;
-  for (const auto& row : ref)
-    for (const auto& v : row) {
-      const double r = v.get<double>();
-      worst = std::max(worst, std::abs(got[i++] - r) / (kTol * (1.0 + std::abs(r))));
-    }
-  EXPECT_EQ(i, got.size());
-  return worst;
-}
 
 class MoeParity : public ::testing::TestWithParam<std::string> {
  protected:
@@ -102,7 +90,7 @@ TEST_P(MoeParity, PrefillLogitsMatchTransformers) {
     for (int64_t i = 0; i < n; ++i) rows[size_t(i)] = i;
     std::vector<float> logits(static_cast<size_t>(n * V()));
     ASSERT_TRUE(model_->forward({&s, 1}, ids, cache, rows, logits.data()).ok());
-    EXPECT_LE(worst_ratio(logits, expected_["prefill_logits"][p]), 1.0) << "prompt length " << n;
+    EXPECT_LE(test::worst_oracle_ratio(logits, expected_["prefill_logits"][p]), 1.0) << "prompt length " << n;
   }
 }
 
@@ -118,7 +106,7 @@ TEST_P(MoeParity, DecodeLogitsMatchTransformers) {
       const int64_t row = 0;
       ASSERT_TRUE(model_->forward({&s, 1}, {&ids[size_t(t)], 1}, cache, {&row, 1}, logits.data() + t * V()).ok());
     }
-    EXPECT_LE(worst_ratio(logits, expected_["decode_logits"][p]), 1.0) << "prompt length " << n;
+    EXPECT_LE(test::worst_oracle_ratio(logits, expected_["decode_logits"][p]), 1.0) << "prompt length " << n;
   }
 }
 
@@ -139,7 +127,7 @@ TEST_P(MoeParity, BatchedPrefillMatchesTransformers) {
   ASSERT_TRUE(model_->forward(step, tokens, cache, rows, logits.data()).ok());
   for (size_t p = 0; p < step.size(); ++p) {
     std::vector<float> mine(logits.begin() + step[p].row * V(), logits.begin() + (step[p].row + step[p].n) * V());
-    EXPECT_LE(worst_ratio(mine, expected_["prefill_logits"][p]), 1.0) << "prompt " << p;
+    EXPECT_LE(test::worst_oracle_ratio(mine, expected_["prefill_logits"][p]), 1.0) << "prompt " << p;
   }
 }
 
@@ -175,7 +163,7 @@ TEST_P(MoeParity, GreedyTokensMatchTransformersUnderEveryStrategy) {
         ASSERT_TRUE(r.ok()) << name << ": " << r.status().message();
         ASSERT_EQ(r->tokens.size(), want.size());
         // Once a step's top-2 gap is within rounding, later tokens may diverge.
-        for (size_t i = 0; i < want.size() && gaps[i].get<double>() > kMinGap; ++i, ++compared)
+        for (size_t i = 0; i < want.size() && gaps[i].get<double>() > test::kOracleMinGap; ++i, ++compared)
           ASSERT_EQ(r->tokens[i], want[i].get<int32_t>())
               << name << (spec ? " with n-gram speculation" : "") << ", prompt " << p << " step " << i;
       }

@@ -140,4 +140,18 @@ inline void write_moe_checkpoint(const std::string& dir, const std::string& conf
   out << h << data;
 }
 
+// One tiny MoE config per family form, named for test parameters: NemotronH,
+// Qwen3.5-MoE with and without its shared expert, and (with_vl) the
+// vision-language class's text model.
+struct MoeFamily {
+  std::string name, config;
+};
+
+inline std::vector<MoeFamily> moe_families(bool with_vl) {
+  std::vector<MoeFamily> f = {{"nemotron_h", nemotron_moe_config()}, {"qwen3_5_moe", qwen_moe_config(false)}};
+  if (with_vl) f.push_back({"qwen3_5_moe_vl", qwen_moe_config(true)});
+  f.push_back({"qwen3_5_moe_no_shared", qwen_moe_config(false, 0)});
+  return f;
+}
+
 }  // namespace replayssm::test

@@ -23,15 +23,9 @@ namespace {
 
 using test::TempDir;
 
-struct Family {
-  std::string name, config;
-};
+using Family = test::MoeFamily;
 
-std::vector<Family> families() {
-  return {{"nemotron_h", test::nemotron_moe_config()},
-          {"qwen3_5_moe", test::qwen_moe_config(false)},
-          {"qwen3_5_moe_no_shared", test::qwen_moe_config(false, 0)}};
-}
+std::vector<Family> families() { return test::moe_families(/*with_vl=*/false); }
 
 struct Named {
   std::string name;

@@ -8,6 +8,7 @@
 #include "workloads/generate.h"
 #include "replayssm/model.h"
 #include "backend/cpu/dense_cache.h"
+#include "oracle_bounds.h"
 #include "test_util.h"
 
 namespace replayssm {
@@ -15,22 +16,6 @@ namespace {
 
 using test::data_dir;
 using test::read_json;
-
-constexpr double kTol = 1e-4;      // |Δ| ≤ kTol·(1 + |ref|)
-constexpr double kMinGap = 2e-3;   // greedy steps closer than this are rounding-dependent
-
-// Largest violation ratio |Δ| / (kTol·(1+|ref|)) over a (rows, V) block; ≤ 1 passes.
-double worst_ratio(const std::vector<float>& got, const nlohmann::json& ref) {
-  double worst = 0.0;
-  size_t i = 0;
-  for (const auto& row : ref)
-    for (const auto& v : row) {
-      const double r = v.get<double>();
-      worst = std::max(worst, std::abs(got[i++] - r) / (kTol * (1.0 + std::abs(r))));
-    }
-  EXPECT_EQ(i, got.size());
-  return worst;
-}
 
 class Parity : public ::testing::TestWithParam<std::string> {
  protected:
@@ -60,7 +45,7 @@ TEST_P(Parity, PrefillLogitsMatchTransformers) {
     for (int64_t i = 0; i < n; ++i) rows[i] = i;
     std::vector<float> logits(n * V());
     ASSERT_TRUE(model_->forward({&s, 1}, ids, cache, rows, logits.data()).ok());
-    EXPECT_LE(worst_ratio(logits, expected_["prefill_logits"][p]), 1.0) << "prompt length " << n;
+    EXPECT_LE(test::worst_oracle_ratio(logits, expected_["prefill_logits"][p]), 1.0) << "prompt length " << n;
   }
 }
 
@@ -77,7 +62,7 @@ TEST_P(Parity, DecodeLogitsMatchTransformers) {
       ASSERT_TRUE(model_->forward({&s, 1}, {&ids[t], 1}, cache, {&row, 1}, logits.data() + t * V()).ok());
     }
     EXPECT_EQ(cache.length(seq), n);
-    EXPECT_LE(worst_ratio(logits, expected_["decode_logits"][p]), 1.0) << "prompt length " << n;
+    EXPECT_LE(test::worst_oracle_ratio(logits, expected_["decode_logits"][p]), 1.0) << "prompt length " << n;
   }
 }
 
@@ -94,7 +79,7 @@ TEST_P(Parity, GreedyTokensMatchTransformers) {
     const auto& gaps = expected_["greedy"][p]["gaps"];
     ASSERT_EQ(r->tokens.size(), want.size());
     // Once a step's top-2 gap is within rounding, later tokens may diverge.
-    for (size_t i = 0; i < want.size() && gaps[i].get<double>() > kMinGap; ++i, ++compared)
+    for (size_t i = 0; i < want.size() && gaps[i].get<double>() > test::kOracleMinGap; ++i, ++compared)
       ASSERT_EQ(r->tokens[i], want[i].get<int32_t>()) << "prompt " << p << " step " << i;
   }
   EXPECT_GE(compared, 24) << "too few greedy steps had a clear top-1 to compare";
@@ -120,7 +105,7 @@ TEST_P(Parity, BatchedStepsMatchSingleSequence) {
   for (size_t p = 0; p < n_seq; ++p) {
     std::vector<float> mine(logits.begin() + step[p].row * V(),
                             logits.begin() + (step[p].row + step[p].n) * V());
-    EXPECT_LE(worst_ratio(mine, expected_["prefill_logits"][p]), 1.0) << "prompt " << p;
+    EXPECT_LE(test::worst_oracle_ratio(mine, expected_["prefill_logits"][p]), 1.0) << "prompt " << p;
   }
   // Decode: feed each sequence its first greedy token; the next greedy token
   // must follow where transformers' choice was clear.
@@ -136,7 +121,7 @@ TEST_P(Parity, BatchedStepsMatchSingleSequence) {
   ASSERT_TRUE(model_->forward(dstep, dtok, cache, drows, dlog.data()).ok());
   for (size_t p = 0; p < n_seq; ++p) {
     const auto& g = expected_["greedy"][p];
-    if (g["gaps"][0].get<double>() <= kMinGap || g["gaps"][1].get<double>() <= kMinGap) continue;
+    if (g["gaps"][0].get<double>() <= test::kOracleMinGap || g["gaps"][1].get<double>() <= test::kOracleMinGap) continue;
     const float* row = dlog.data() + p * V();
     EXPECT_EQ(std::max_element(row, row + V()) - row, g["tokens"][1].get<int32_t>()) << "prompt " << p;
   }
