@@ -20,6 +20,11 @@ std::vector<std::string> backend_names();
 // loaded: the name known, the build has its backend, a GPU is visible.
 Status device_available(const std::string& device);
 
+// What `device`'s backend asks of the state options beyond
+// StateOptions::validate (cuda: a page size of a power of two), checked
+// before a model is loaded. Backend::check_options applies the same rule.
+Status check_state_options(const std::string& device, const StateOptions& opt);
+
 // The backend named `device` for `model` (which must outlive it).
 // Unknown names and devices this build lacks are refused by name.
 // `matrices_seed`: a device backend fills the matrices of a model that has

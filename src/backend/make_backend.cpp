@@ -4,6 +4,7 @@
 #include "replayssm/make_backend.h"
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cuda/state_options_rule.h"
 #if defined(REPLAYSSM_HAVE_CUDA)
 #include "backend/cuda/cuda_backend.h"
 #endif
@@ -30,6 +31,11 @@ Status device_available(const std::string& device) {
 #endif
   }
   return invalid_argument("--device: unknown device '" + device + "' (expected cpu or cuda)");
+}
+
+Status check_state_options(const std::string& device, const StateOptions& opt) {
+  if (device == "cuda") return cuda::check_cuda_state_options(opt);
+  return {};
 }
 
 bool device_fills_matrices(const std::string& device) { return device == "cuda"; }

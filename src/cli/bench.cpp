@@ -270,10 +270,11 @@ Status run_bench(const BenchArgs& args) {
   if (a.page_size < 1 || a.page_size > StateOptions::kMaxPageSize)
     return invalid_argument("--page-size: must be in [1, " + std::to_string(StateOptions::kMaxPageSize) + "], got " +
                             std::to_string(a.page_size));
-  // The CUDA backend's rule (CudaBackend::check_options), here so that it
-  // is refused before a model reaches the device.
-  if (cuda && (a.page_size & (a.page_size - 1)) != 0)
-    return invalid_argument("--page-size: --device cuda takes a power of two, got " + std::to_string(a.page_size));
+  {
+    StateOptions so;
+    so.page_size = a.page_size;
+    RSSM_RETURN_IF_ERROR(check_state_options(args.device, so));  // before a model reaches the device
+  }
   opt.runs = a.runs;
   opt.warmup = a.warmup;
   opt.prompt_tokens = a.prompt_tokens;

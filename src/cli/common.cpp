@@ -60,7 +60,7 @@ void add_state_options(CLI::App& app, StateArgs* a) {
   app.add_flag("--exact", a->exact, "Bit-identical to stepwise decoding (sequential replay)");
 }
 
-Result<StateOptions> state_options(const StateArgs& a) {
+Result<StateOptions> state_options(const StateArgs& a, const std::string& device) {
   StateOptions o;
   RSSM_ASSIGN_OR_RETURN(o.strategy, parse_strategy(a.strategy));
   RSSM_ASSIGN_OR_RETURN(o.eviction, parse_eviction(a.eviction));
@@ -72,6 +72,7 @@ Result<StateOptions> state_options(const StateArgs& a) {
   o.replay_limit = a.replay_limit;
   o.exact = a.exact;
   RSSM_RETURN_IF_ERROR(o.validate());
+  RSSM_RETURN_IF_ERROR(check_state_options(device, o));  // the device's own rule, before a model is loaded
   return o;
 }
 

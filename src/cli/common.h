@@ -32,7 +32,9 @@ struct StateArgs {
 CLI::Validator non_negative();
 
 void add_state_options(CLI::App& app, StateArgs* a);
-Result<StateOptions> state_options(const StateArgs& a);
+// The flags as StateOptions, validated and held to `device`'s own rule
+// (check_state_options) before any model is loaded.
+Result<StateOptions> state_options(const StateArgs& a, const std::string& device);
 
 // Shortest decimal that reads back as the same float ("%.9g"), JSON-safe.
 std::string float_json(float x);

@@ -155,7 +155,7 @@ Status run_generate(const GenerateArgs& a) {
   } else {
     RSSM_ASSIGN_OR_RETURN(ids, parse_ids(a.prompt_ids, "--prompt-ids"));
   }
-  RSSM_ASSIGN_OR_RETURN(StateOptions sopt, state_options(a.state));
+  RSSM_ASSIGN_OR_RETURN(StateOptions sopt, state_options(a.state, a.device));
   if (bool(a.beam) + bool(a.n) + !a.spec.empty() > 1)
     return invalid_argument("--beam, --n and --spec cannot be combined");
   SpecOptions spec;

@@ -25,7 +25,7 @@ Status run_logits(const LogitsArgs& a) {
   if (a.path != "prefill" && a.path != "decode")
     return invalid_argument("--path: '" + a.path + "' (expected prefill or decode)");
   RSSM_ASSIGN_OR_RETURN(std::vector<int32_t> ids, parse_ids(a.prompt_ids, "--prompt-ids"));
-  RSSM_ASSIGN_OR_RETURN(StateOptions sopt, state_options(a.state));
+  RSSM_ASSIGN_OR_RETURN(StateOptions sopt, state_options(a.state, a.device));
   RSSM_ASSIGN_OR_RETURN(auto model, Model::load(a.model));
   const int64_t V = model->config().vocab_size, n = static_cast<int64_t>(ids.size());
   for (int32_t t : ids)

@@ -73,7 +73,7 @@ Status check_served_model_args(const ServedModelArgs& a) {
     std::string dir;
     RSSM_RETURN_IF_ERROR(parse_spec_arg(a.spec, &kind, &tokens, &dir));
   }
-  RSSM_RETURN_IF_ERROR(state_options(a.state).status());
+  RSSM_RETURN_IF_ERROR(state_options(a.state, a.device).status());
   return {};
 }
 
@@ -82,7 +82,7 @@ Result<std::unique_ptr<ServedModel>> load_served_model(const ServedModelArgs& a)
   auto m = std::make_unique<ServedModel>();
   std::string draft_dir;
   if (!a.spec.empty()) RSSM_RETURN_IF_ERROR(parse_spec_arg(a.spec, &m->spec, &m->spec_tokens, &draft_dir));
-  RSSM_ASSIGN_OR_RETURN(StateOptions sopt, state_options(a.state));
+  RSSM_ASSIGN_OR_RETURN(StateOptions sopt, state_options(a.state, a.device));
   if (!a.preset.empty()) {
     // Published shapes, random weights, no tokenizer.
     RSSM_ASSIGN_OR_RETURN(ModelConfig cfg, bench::preset_config(a.preset));

@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "backend/cuda/cuda_status.h"
+#include "backend/cuda/state_options_rule.h"
 #include "core/dtype.h"
 #include "ops/cuda/attention_decode.h"
 #include "ops/cuda/attention_prefill.h"
@@ -189,11 +190,7 @@ StateUnits CudaBackend::units(const StateOptions&) const { return SlotStorage::u
 
 Status CudaBackend::check_options(const StateOptions& opt) const {
   RSSM_RETURN_IF_ERROR(opt.validate());
-  if ((opt.page_size & (opt.page_size - 1)) != 0)
-    return invalid_argument("--page-size: the CUDA backend's kernels read the log through pages of a power of two "
-                            "positions (ops/cuda/log_pages.h), got " +
-                            std::to_string(opt.page_size));
-  return {};
+  return check_cuda_state_options(opt);
 }
 
 Status CudaBackend::reset_storage(const StateOptions& opt) {
