@@ -51,6 +51,10 @@ std::vector<StateManager::Impl::Candidate> StateManager::Impl::eviction_candidat
   for (const auto& [id, pg] : m.pages)
     if (pg.has_log() && !p.pages.count(id) && (!request || in_pages.count(id)))
       out.push_back({false, id, m.log_bytes(), log_cost, pg.last_use});
+  // Checkpoints first, each kind by id: the order the (stable) eviction
+  // sorts break their ties in, whatever the containers' order.
+  std::sort(out.begin(), out.end(),
+            [](const Candidate& a, const Candidate& b) { return a.is_ckpt != b.is_ckpt ? a.is_ckpt : a.id < b.id; });
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <set>
+#include <unordered_map>
 #include <vector>
 
 #include "replayssm/state.h"
@@ -129,9 +130,13 @@ struct StateManager::Impl {
   double replay_flops = 0.0, prefill_flops = 0.0;  // per token, cost model
   bool logs = true;                                // strategy keeps an input log
 
-  std::map<int64_t, Page> pages;
-  std::map<int64_t, Ckpt> ckpts;
-  std::map<int64_t, Seq> seqs;
+  // Hashed, not ordered: every step looks up each page of each sequence
+  // (its block table), and a tree's pointer chase was most of a step's host
+  // time at batch 256. Nothing depends on their order (eviction sorts its
+  // candidates by id first).
+  std::unordered_map<int64_t, Page> pages;
+  std::unordered_map<int64_t, Ckpt> ckpts;
+  std::unordered_map<int64_t, Seq> seqs;
   std::map<int64_t, Request> requests;
   int64_t next_page = 0, next_ckpt = 0, next_seq = 0;
   SlotAllocator page_slots, log_slots, ckpt_slots;
