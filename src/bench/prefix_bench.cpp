@@ -136,6 +136,8 @@ Result<PrefixBenchRow> run_one(Backend& backend, const std::string& scenario, co
     int64_t cached = 0;
     std::vector<int32_t> reply;
     bool done = false;
+    FinishReason reason = FinishReason::kNone;
+    Status error;
   };
   std::map<Engine::RequestId, Live> live;
   std::vector<std::vector<int32_t>> available;  // what earlier requests computed, for the ideal
@@ -163,7 +165,7 @@ Result<PrefixBenchRow> run_one(Backend& backend, const std::string& scenario, co
           if (l.first < 0) l.first = now_seconds() - l.t0;
           l.reply.push_back(ev.token);
         }
-        if (ev.finished) l.done = true;
+        if (ev.finished) l.done = true, l.reason = ev.reason, l.error = ev.error;
       });
       RSSM_RETURN_IF_ERROR(id.status());
       Live& l = live[*id];
@@ -178,9 +180,11 @@ Result<PrefixBenchRow> run_one(Backend& backend, const std::string& scenario, co
         ++it;
         continue;
       }
-      if (l.reply.size() != static_cast<size_t>(o.reply))
-        return io_error("prefix bench: a request ended after " + std::to_string(l.reply.size()) + " of " +
-                        std::to_string(o.reply) + " tokens");
+      if (l.reply.size() != static_cast<size_t>(o.reply))  // the engine's own error first (e.g. out of budget)
+        return !l.error.ok() ? Status(l.error.code(), "prefix bench (" + scenario + ", " + mode + "): " + l.error.message())
+                             : io_error("prefix bench: a request ended (" + std::string(finish_reason_name(l.reason)) +
+                                        ") after " + std::to_string(l.reply.size()) + " of " + std::to_string(o.reply) +
+                                        " tokens");
       ttft.push_back(l.first);
       row.reused_tokens += l.cached;
       row.hits += l.cached > 0;
