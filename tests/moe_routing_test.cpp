@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 #include <vector>
 
 #include "ops/cpu/moe_routing.h"
@@ -146,6 +147,48 @@ TEST(MoeRouting, RowsAreIndependent) {
     EXPECT_EQ(rab.experts[3 + j], rb.experts[j]);
     EXPECT_EQ(rab.weights[3 + j], rb.weights[j]);
   }
+}
+
+// The margin names the cutoff's gap: softmax in logits, sigmoid over its
+// steepest slope, dropped groups by their score; +inf where nothing is cut.
+TEST(MoeRouting, MarginIsTheGapAtTheCutoff) {
+  float m = 0.0f;
+  const std::vector<float> l = {3.0f, 0.5f, 2.0f, 1.25f};
+  ops::cpu::moe_route_margin(softmax(4, 2, true), l.data(), 4, 1, &m);
+  EXPECT_FLOAT_EQ(m, 0.75f);  // 2.0 (2nd) against 1.25 (3rd)
+  ops::cpu::moe_route_margin(softmax(4, 4, true), l.data(), 4, 1, &m);
+  EXPECT_TRUE(std::isinf(m));
+  const std::vector<float> s = {logit(0.9), logit(0.6), logit(0.5), logit(0.2)};
+  ops::cpu::moe_route_margin(sigmoid(4, 2, 1, 1, nullptr), s.data(), 4, 1, &m);
+  EXPECT_NEAR(m, 4.0f * 0.1f, 1e-5f);
+  // Two groups of two, one kept: 0.9 + 0.6 against 0.5 + 0.2.
+  ops::cpu::moe_route_margin(sigmoid(4, 1, 2, 1, nullptr), s.data(), 4, 1, &m);
+  EXPECT_NEAR(m, std::min(2.0f * 0.8f, 4.0f * 0.3f), 1e-5f);
+}
+
+// Moving every logit by less than half the margin never changes the choice;
+// in a softmax, moving the two at the cutoff past it does.
+TEST(MoeRouting, ChoiceHoldsWithinTheMargin) {
+  std::mt19937 g(7);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  const std::vector<float> bias = {0.05f, 0.0f, 0.1f, 0.02f, 0.0f, 0.07f, 0.03f, 0.0f, 0.01f};
+  for (const MoeRoutingParams& p : {softmax(9, 3, true), sigmoid(9, 3, 3, 2, bias.data()), sigmoid(9, 2, 1, 1, nullptr)}) {
+    for (int t = 0; t < 200; ++t) {
+      std::vector<float> l(9);
+      for (float& v : l) v = n(g);
+      float m = 0.0f;
+      ops::cpu::moe_route_margin(p, l.data(), 9, 1, &m);
+      ASSERT_GT(m, 0.0f);
+      std::vector<float> moved(l);
+      for (float& v : moved) v += (g() % 2 ? 0.49f : -0.49f) * m / 2.0f;  // each side under half the margin
+      EXPECT_EQ(route(p, l).experts, route(p, moved).experts) << "trial " << t;
+    }
+  }
+  std::vector<float> l = {3.0f, 0.5f, 2.0f, 1.25f};
+  float m = 0.0f;
+  ops::cpu::moe_route_margin(softmax(4, 2, true), l.data(), 4, 1, &m);
+  l[2] -= 0.51f * m, l[3] += 0.51f * m;
+  EXPECT_EQ(route(softmax(4, 2, true), l).experts, (std::vector<int32_t>{0, 3}));
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <vector>
@@ -108,6 +109,49 @@ void moe_route(const MoeRoutingParams& p, const float* logits, int64_t ld, int64
       experts[r * K + j] = picked[j].first;
       weights[r * K + j] = picked[j].second;
     }
+  }
+}
+
+void moe_route_margin(const MoeRoutingParams& p, const float* logits, int64_t ld, int64_t rows, float* margin) {
+  const int64_t E = p.n_experts, K = p.top_k;
+  RSSM_CHECK(E >= 1 && K >= 1 && K <= E);
+  const bool sigmoid_scoring = p.scoring == MoeRoutingParams::kSigmoid;
+  const int64_t G = sigmoid_scoring ? p.n_group : 1;
+  RSSM_CHECK(G >= 1 && E % G == 0 && p.topk_group >= 1 && p.topk_group <= G);
+  const int64_t per_group = E / G;
+  std::vector<float> choice(static_cast<size_t>(E)), group_score(static_cast<size_t>(G));
+  std::vector<int32_t> idx, gidx;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* l = logits + r * ld;
+    float m = std::numeric_limits<float>::infinity();
+    idx.clear();
+    if (!sigmoid_scoring) {
+      std::copy_n(l, E, choice.begin());  // softmax keeps the logits' order
+      idx.resize(static_cast<size_t>(E));
+      std::iota(idx.begin(), idx.end(), 0);
+    } else {
+      for (int64_t e = 0; e < E; ++e)
+        choice[e] = ops::sigmoid(l[e]) + (p.correction_bias != nullptr ? p.correction_bias[e] : 0.0f);
+      for (int64_t g = 0; g < G; ++g) {
+        std::vector<float> c(choice.begin() + g * per_group, choice.begin() + (g + 1) * per_group);
+        std::partial_sort(c.begin(), c.begin() + 2, c.end(), std::greater<float>());
+        group_score[g] = c[0] + c[1];
+      }
+      gidx.resize(static_cast<size_t>(G));
+      std::iota(gidx.begin(), gidx.end(), 0);
+      std::sort(gidx.begin(), gidx.end(), RankDesc{group_score.data()});
+      if (p.topk_group < G)
+        m = std::min(m, 2.0f * (group_score[gidx[p.topk_group - 1]] - group_score[gidx[p.topk_group]]));
+      gidx.resize(static_cast<size_t>(p.topk_group));
+      for (int32_t g : gidx)
+        for (int64_t j = 0; j < per_group; ++j) idx.push_back(static_cast<int32_t>(g * per_group + j));
+    }
+    if (K < int64_t(idx.size())) {
+      std::sort(idx.begin(), idx.end(), RankDesc{choice.data()});
+      const float gap = choice[idx[K - 1]] - choice[idx[K]];
+      m = std::min(m, sigmoid_scoring ? 4.0f * gap : gap);
+    }
+    margin[r] = m;
   }
 }
 

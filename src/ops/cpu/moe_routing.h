@@ -18,4 +18,16 @@ namespace replayssm::ops::cpu {
 void moe_route(const MoeRoutingParams& p, const float* logits, int64_t ld, int64_t rows, int32_t* experts,
                float* weights);
 
+// How close each row's choice came to its cutoff, in router-logit units: a
+// lower bound on how far the logits must move (summed over the two sides)
+// to change the chosen set — the K-th against the (K+1)-th candidate
+// (softmax: their logits' difference; sigmoid: their corrected scores'
+// difference over the sigmoid's steepest slope, 1/4) and, where the
+// sigmoid scoring drops groups, the last kept group against the next (its
+// score's difference over 1/2: a group score is two sigmoids). +inf where
+// nothing is cut (K = E). margin: (rows). A device that routes logits a
+// little off the reference's (bf16 activations) can choose otherwise only
+// where this margin is within its error: tests count such rows, not fail.
+void moe_route_margin(const MoeRoutingParams& p, const float* logits, int64_t ld, int64_t rows, float* margin);
+
 }  // namespace replayssm::ops::cpu
