@@ -74,6 +74,10 @@ std::vector<int32_t> random_routing(std::mt19937& g, int64_t rows, int64_t K, in
 }
 
 double time_graph(cudaStream_t s, int runs, const std::function<void()>& body) {
+  // Once outside the capture: cuBLAS loads its kernels and the grouped
+  // linear raises its shared-memory limit on first use.
+  body();
+  CK(cudaStreamSynchronize(s));
   cudaGraph_t g;
   cudaGraphExec_t ge;
   CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
