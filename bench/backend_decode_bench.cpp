@@ -18,7 +18,12 @@
 // state; a replay step reads a checkpoint and its mean log; KV and
 // activations are small here and left out) and the achieved GB/s, the
 // state bytes held, the prefill's prompt tokens/s, and each strategy's
-// ratio to the first one's.
+// ratio to the first one's. Then where a decode step's time went (the
+// backend's step_times over the last run's decode steps): the host's
+// preparation of the plan's schedule, its launches, its wait, the device's
+// own span (events), the reads of the kept rows, and the rest of the
+// wall time (the workload and the state manager on the host, between
+// steps); the device idles for all but its span.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -153,7 +158,7 @@ int main(int argc, char** argv) {
   std::printf("%6s %-9s %12s %19s %9s %9s %9s %11s %14s\n", "batch", "strategy", "tok/s", "min-max", "ms/step",
               "GB/step", "GB/s", "state GB", "prefill tok/s");
 
-  std::string json = "[";
+  std::string json = "[", breakdown;
   for (int64_t B : batches) {
     std::mt19937 rng(42);
     std::uniform_int_distribution<int32_t> id(0, int32_t(cfg.vocab_size - 1));
@@ -168,13 +173,19 @@ int main(int argc, char** argv) {
       std::vector<double> tps, ptps;
       int64_t state_bytes = 0;
       Status st;
+      cuda::StepTimes times;
+      double last_decode_s = 0.0;
       for (int64_t r = 0; r < runs + 1 && st.ok(); ++r) {
-        auto res = generate_batch(be, prompts, o);
+        bool decoding = false;  // the first token seen ends the prefill
+        auto res = generate_batch(be, prompts, o, [&](int64_t, int32_t) {
+          if (!decoding) (*backend)->reset_step_times(), decoding = true;
+        });
         if (!res.ok()) {
           st = res.status();
           break;
         }
         if (r == 0) continue;
+        times = (*backend)->step_times(), last_decode_s = res->decode_s;
         tps.push_back(double(B * (n_new - 1)) / res->decode_s);
         ptps.push_back(double(B * prompt) / res->prefill_s);
         state_bytes = res->memory.state_bytes;
@@ -194,6 +205,15 @@ int main(int argc, char** argv) {
                   med, tps.front(), tps.back(), ms, bytes / 1e9, bytes / (ms * 1e-3) / 1e9, double(state_bytes) / 1e9,
                   pmed, ratio);
       std::fflush(stdout);
+      if (times.steps > 0) {
+        const double n = double(times.steps), k = 1e3 / n;
+        const double other = last_decode_s - times.prepare_s - times.launch_s - times.wait_s - times.read_s;
+        char line[256];
+        std::snprintf(line, sizeof line, "%6lld %-9s %6lld %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f\n", (long long)B,
+                      strategy_name(s), (long long)times.steps, k * last_decode_s, k * times.prepare_s,
+                      k * times.launch_s, k * times.wait_s, k * times.gpu_s, k * times.read_s, k * other);
+        breakdown += line;
+      }
       char obj[512];
       std::snprintf(obj, sizeof obj,
                     "%s{\"batch\": %lld, \"strategy\": \"%s\", \"tokens_per_s\": %.2f, \"tokens_per_s_min\": %.2f, "
@@ -204,6 +224,11 @@ int main(int argc, char** argv) {
       json += obj;
     }
   }
+  if (!breakdown.empty())
+    std::printf("\na decode step in ms (the last run): wall; host prepare, launch, wait; device span; reads; rest\n"
+                "%6s %-9s %6s %9s %9s %9s %9s %9s %9s %9s\n%s",
+                "batch", "strategy", "steps", "wall", "prepare", "launch", "wait", "device", "reads", "rest",
+                breakdown.c_str());
   json += "]\n";
   if (!json_path.empty()) std::ofstream(json_path) << json;
   return 0;

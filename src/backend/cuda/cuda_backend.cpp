@@ -5,6 +5,7 @@
 #include "backend/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -31,6 +32,16 @@ namespace oc = replayssm::ops::cuda;
 #define RSSM_BK_CU(expr, what) RSSM_RETURN_IF_ERROR(cuda_status((expr), "cuda backend", (what)))
 
 namespace {
+
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+// Adds the time from its construction to its destruction to *sum.
+struct Timed {
+  double* sum;
+  double t0 = now_s();
+  explicit Timed(double* s) : sum(s) {}
+  ~Timed() { *sum += now_s() - t0; }
+};
 
 // The model against the kernels' limits, naming the config field.
 Status check_model(const ModelConfig& c) {
@@ -70,6 +81,8 @@ CudaBackend::~CudaBackend() {
   for (void* p : allocs_) cudaFree(p);
   cudaFree(sched_dev_), cudaFree(attn_scratch_), cudaFree(win_stage_);
   if (sched_host_ != nullptr) cudaFreeHost(sched_host_);
+  if (ev_begin_ != nullptr) cudaEventDestroy(ev_begin_);
+  if (ev_end_ != nullptr) cudaEventDestroy(ev_end_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
@@ -110,6 +123,8 @@ Status CudaBackend::init() {
     has_mamba_ |= k == BlockKind::kMamba2, has_gdn_ |= k == BlockKind::kGatedDeltaNet,
         has_attn_ |= k == BlockKind::kAttention;
   RSSM_BK_CU(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream");
+  RSSM_BK_CU(cudaEventCreate(&ev_begin_), "step events");
+  RSSM_BK_CU(cudaEventCreate(&ev_end_), "step events");
   gemm_ = std::make_unique<oc::Gemm>();
   RSSM_BK_CU(gemm_->init(stream_), "cuBLAS handle and workspace");
   workspace_bytes_ += 32 << 20;
@@ -229,6 +244,7 @@ Status CudaBackend::upload(const std::vector<int32_t>& buf) {
 }
 
 Status CudaBackend::execute(const StepPlan& plan, std::span<const int64_t> logit_rows) {
+  const double t0 = now_s();
   logits_->set_kept(0);
   if (poisoned_)
     return invalid_argument("cuda backend: an earlier step failed after it had changed storage; its state is "
@@ -263,14 +279,23 @@ Status CudaBackend::execute(const StepPlan& plan, std::span<const int64_t> logit
                               "attention scratch"));
   }
   RSSM_RETURN_IF_ERROR(upload(s.buf));
+  const double t1 = now_s();
   // 2–4: from here on a failure leaves storage half-changed.
-  Status st = storage_->apply(plan.ops, stream_);
+  Status st = cuda_status(cudaEventRecord(ev_begin_, stream_), "cuda backend", "step event");
+  if (st.ok()) st = storage_->apply(plan.ops, stream_);
   if (st.ok() && R > 0) st = forward(s);
+  if (st.ok()) st = cuda_status(cudaEventRecord(ev_end_, stream_), "cuda backend", "step event");
+  const double t2 = now_s();
   if (st.ok()) st = cuda_status(cudaStreamSynchronize(stream_), "cuda backend", "step");
   if (!st.ok()) {
     poisoned_ = true;
     return st;
   }
+  const double t3 = now_s();
+  float gpu_ms = 0.0f;
+  if (cudaEventElapsedTime(&gpu_ms, ev_begin_, ev_end_) != cudaSuccess) cudaGetLastError(), gpu_ms = 0.0f;
+  times_.steps++, times_.prepare_s += t1 - t0, times_.launch_s += t2 - t1, times_.wait_s += t3 - t2;
+  times_.gpu_s += 1e-3 * gpu_ms;
   logits_->set_kept(int64_t(logit_rows.size()));
   return {};
 }
@@ -455,15 +480,24 @@ Status CudaBackend::read_state(const StateRead& read, int layer, std::vector<flo
   return {};
 }
 
-Status CudaBackend::logits(std::span<const int64_t> rows, float* out) { return logits_->logits(rows, out, stream_); }
-Status CudaBackend::argmax(std::span<const int64_t> rows, int32_t* out) { return logits_->argmax(rows, out, stream_); }
+Status CudaBackend::logits(std::span<const int64_t> rows, float* out) {
+  Timed t(&times_.read_s);
+  return logits_->logits(rows, out, stream_);
+}
+Status CudaBackend::argmax(std::span<const int64_t> rows, int32_t* out) {
+  Timed t(&times_.read_s);
+  return logits_->argmax(rows, out, stream_);
+}
 Status CudaBackend::top_logprobs(std::span<const int64_t> rows, int64_t k, TokenLogprob* out) {
+  Timed t(&times_.read_s);
   return logits_->top_logprobs(rows, k, out, stream_);
 }
 Status CudaBackend::sample(std::span<const SampleRequest> requests, int32_t* ids, double* lp) {
+  Timed t(&times_.read_s);
   return logits_->sample(requests, ids, lp, stream_);
 }
 Status CudaBackend::logprobs_of(std::span<const int64_t> rows, std::span<const int32_t> tokens, double* out) {
+  Timed t(&times_.read_s);
   return logits_->logprobs_of(rows, tokens, out, stream_);
 }
 

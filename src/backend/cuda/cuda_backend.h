@@ -25,7 +25,9 @@
 // stepping's bits; GDN rounds its chunks otherwise, as a prefill may).
 //
 // Not thread-safe (Backend's contract). Launches are eager: no CUDA graphs
-// yet.
+// yet. step_times() says where the steps' time went (host preparation,
+// host launches, the wait, the device's own span by events, the reads of
+// the kept rows), so a bench can tell host overhead from kernel time.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -44,6 +46,16 @@
 #include "replayssm/model.h"
 
 namespace replayssm::cuda {
+
+// Cumulative since the last reset_step_times().
+struct StepTimes {
+  int64_t steps = 0;       // execute() calls that ran
+  double prepare_s = 0.0;  // host: checks, the schedule, room for it, its upload
+  double launch_s = 0.0;   // host: issuing the storage ops and the forward's launches
+  double wait_s = 0.0;     // host: waiting for the step's stream after issuing
+  double gpu_s = 0.0;      // device: from the step's first op to its last (CUDA events)
+  double read_s = 0.0;     // host: the reads of kept rows (argmax, sample, logits, ...), device work included
+};
 
 struct CudaBackendOptions {
   // Rows one step takes at most (the activations' size; max_step_rows()).
@@ -83,6 +95,8 @@ class CudaBackend final : public Backend {
   // The kept rows and their reads (the parity tests load rows of their own).
   DeviceLogits& kept_logits() { return *logits_; }
   cudaStream_t stream() const { return stream_; }
+  const StepTimes& step_times() const { return times_; }
+  void reset_step_times() { times_ = {}; }
 
  protected:
   Status reset_storage(const StateOptions& opt) override;
@@ -116,6 +130,8 @@ class CudaBackend final : public Backend {
   std::unique_ptr<DeviceLogits> logits_;
   bool has_mamba_ = false, has_gdn_ = false, has_attn_ = false;
   bool poisoned_ = false;  // a step failed after touching storage
+  StepTimes times_;
+  cudaEvent_t ev_begin_ = nullptr, ev_end_ = nullptr;
   // Activations, max_step_rows rows each (see forward.h).
   std::vector<void*> allocs_;
   int64_t workspace_bytes_ = 0;
