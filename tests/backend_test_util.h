@@ -73,11 +73,19 @@ inline void round_matrices_to_bf16(const Model& m) {
   };
   rnd(p.embed, c.vocab_size * c.hidden_size);
   if (p.lm_head.w != p.embed) rnd(p.lm_head.w, c.vocab_size * c.hidden_size);
-  for (const Block& b : p.blocks)
+  for (const Block& b : p.blocks) {
     for (const Linear* l : {&b.mamba.in_proj, &b.mamba.out_proj, &b.gdn.in_qkv, &b.gdn.in_z, &b.gdn.in_a, &b.gdn.in_b,
                             &b.gdn.out_proj, &b.attn.q, &b.attn.k, &b.attn.v, &b.attn.o, &b.mlp.gate, &b.mlp.up,
-                            &b.mlp.down})
+                            &b.mlp.down, &b.moe.shared.gate, &b.moe.shared.up, &b.moe.shared.down})
       rnd(l->w, l->n_out * l->n_in);
+    // The expert stacks are bf16 on the device; the router and the shared
+    // expert's gate stay fp32 there (routing is fp32).
+    if (b.kind == BlockKind::kMoe) {
+      const MoeConfig& e = c.moe;
+      rnd(b.moe.up, e.n_experts * (e.gated ? 2 : 1) * e.intermediate * c.hidden_size);
+      rnd(b.moe.down, e.n_experts * c.hidden_size * e.intermediate);
+    }
+  }
 }
 
 }  // namespace replayssm::test

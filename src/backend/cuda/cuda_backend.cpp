@@ -17,10 +17,12 @@
 #include "ops/cuda/attention_decode.h"
 #include "ops/cuda/attention_prefill.h"
 #include "ops/cuda/conv1d.h"
+#include "ops/cuda/elementwise.h"
 #include "ops/cuda/gdn_decode.h"
 #include "ops/cuda/mamba2_decode.h"
 #include "ops/cuda/gdn_scan.h"
 #include "ops/cuda/mamba2_scan.h"
+#include "ops/cuda/moe.h"
 #include "ops/cuda/norm.h"
 #include "ops/cuda/rope.h"
 #include "ops/cuda/ssm_append.h"
@@ -53,10 +55,10 @@ Status check_model(const ModelConfig& c) {
     return unsupported("cuda backend: " + where + field + " = " + std::to_string(v) +
                        " is over the CUDA kernels' limit " + std::to_string(hi));
   };
-  // No expert kernels yet (grouped GEMV/GEMM over the chosen experts):
-  // refused by name here rather than run without their blocks.
-  if (c.count(BlockKind::kMoe) > 0)
-    return unsupported("cuda backend: MoE layers are not supported on cuda yet (run --device cpu)");
+  if (c.count(BlockKind::kMoe) > 0) {
+    if (c.moe.n_experts > oc::kMoeMaxExperts) return over("num_experts", c.moe.n_experts, oc::kMoeMaxExperts);
+    if (c.moe.top_k > oc::kMoeMaxTopK) return over("num_experts_per_tok", c.moe.top_k, oc::kMoeMaxTopK);
+  }
   if (has_mamba && c.mamba.state_size > 256) return over("ssm_state_size", c.mamba.state_size, 256);
   if (has_mamba && c.mamba.conv_width > oc::kConvMaxK) return over("conv_kernel", c.mamba.conv_width, oc::kConvMaxK);
   if (has_gdn && c.gdn.conv_width > oc::kConvMaxK) return over("linear_conv_kernel_dim", c.gdn.conv_width, oc::kConvMaxK);
@@ -121,7 +123,7 @@ Status CudaBackend::init() {
   const int64_t R = opt_.max_step_rows, Hd = c.hidden_size;
   for (BlockKind k : c.blocks)
     has_mamba_ |= k == BlockKind::kMamba2, has_gdn_ |= k == BlockKind::kGatedDeltaNet,
-        has_attn_ |= k == BlockKind::kAttention;
+        has_attn_ |= k == BlockKind::kAttention, has_moe_ |= k == BlockKind::kMoe;
   RSSM_BK_CU(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream");
   RSSM_BK_CU(cudaEventCreate(&ev_begin_), "step events");
   RSSM_BK_CU(cudaEventCreate(&ev_end_), "step events");
@@ -172,6 +174,24 @@ Status CudaBackend::init() {
     RSSM_RETURN_IF_ERROR(alloc(&gg_, R * gc.n_v_heads, "GDN g"));
     RSSM_RETURN_IF_ERROR(alloc(&gbeta_, R * gc.n_v_heads, "GDN beta"));
     RSSM_RETURN_IF_ERROR(alloc(&gu_, R * V, "GDN u"));
+  }
+  if (has_moe_) {
+    const MoeConfig& mc = c.moe;
+    const int64_t E = mc.n_experts, slots = R * mc.top_k, U = (mc.gated ? 2 : 1) * mc.intermediate;
+    RSSM_RETURN_IF_ERROR(alloc(&moe_logits_, R * E, "MoE router logits"));
+    if (opt_.keep_router_logits)
+      RSSM_RETURN_IF_ERROR(alloc(&moe_kept_, c.count(BlockKind::kMoe) * R * E, "kept router logits"));
+    RSSM_RETURN_IF_ERROR(alloc(&moe_experts_, slots, "MoE choices"));
+    RSSM_RETURN_IF_ERROR(alloc(&moe_weights_, slots, "MoE weights"));
+    RSSM_RETURN_IF_ERROR(alloc(&moe_first_, E + 1, "MoE groups"));
+    RSSM_RETURN_IF_ERROR(alloc(&moe_src_row_, slots, "MoE groups"));
+    RSSM_RETURN_IF_ERROR(alloc(&moe_slot_of_, slots, "MoE groups"));
+    RSSM_RETURN_IF_ERROR(alloc(&moe_tiles_, oc::moe_max_tiles(slots, E), "MoE tiles"));
+    RSSM_RETURN_IF_ERROR(alloc(&moe_n_tiles_, 1, "MoE tiles"));
+    RSSM_RETURN_IF_ERROR(alloc(&moe_h_, slots * U, "MoE expert activations"));
+    RSSM_RETURN_IF_ERROR(alloc(&moe_y_, slots * Hd, "MoE expert outputs"));
+    if (mc.shared_intermediate > 0) RSSM_RETURN_IF_ERROR(alloc(&moe_shared_, R * Hd, "MoE shared expert output"));
+    if (mc.shared_gate) RSSM_RETURN_IF_ERROR(alloc(&moe_gate_, R, "MoE shared expert gate"));
   }
   if (has_attn_) {
     const AttentionConfig& ac = c.attn;
@@ -297,6 +317,20 @@ Status CudaBackend::execute(const StepPlan& plan, std::span<const int64_t> logit
   times_.steps++, times_.prepare_s += t1 - t0, times_.launch_s += t2 - t1, times_.wait_s += t3 - t2;
   times_.gpu_s += 1e-3 * gpu_ms;
   logits_->set_kept(int64_t(logit_rows.size()));
+  last_rows_ = R;
+  return {};
+}
+
+Status CudaBackend::router_logits(int moe_index, std::vector<float>* out) {
+  const int64_t E = model_.config().moe.n_experts;
+  if (moe_kept_ == nullptr) return invalid_argument("cuda backend: router logits are kept only with keep_router_logits");
+  if (moe_index < 0 || moe_index >= int(model_.config().count(BlockKind::kMoe)))
+    return invalid_argument("cuda backend: no MoE block " + std::to_string(moe_index));
+  out->resize(size_t(last_rows_ * E));
+  RSSM_BK_CU(cudaMemcpyAsync(out->data(), moe_kept_ + moe_index * opt_.max_step_rows * E,
+                             sizeof(float) * out->size(), cudaMemcpyDeviceToHost, stream_),
+             "router logits");
+  RSSM_BK_CU(cudaStreamSynchronize(stream_), "router logits");
   return {};
 }
 
@@ -328,7 +362,7 @@ Status CudaBackend::forward(const StepSchedule& s) {
         RSSM_RETURN_IF_ERROR(run_attention(blk, *storage_->kv(blk.cache_layer), s, next_norm));
         break;
       case BlockKind::kMlp: RSSM_RETURN_IF_ERROR(mlp_block(b, *dm_, blk, s.rows, next_norm)); break;
-      case BlockKind::kMoe: return unsupported("cuda backend: MoE layers are not supported on cuda yet");
+      case BlockKind::kMoe: RSSM_RETURN_IF_ERROR(run_moe(blk, s.rows, next_norm)); break;
     }
   }
   // The final norm is in xn (the last block's project_out): the kept rows
@@ -377,6 +411,68 @@ Status CudaBackend::run_ssm(const DeviceBlock& blk, SsmStore& st, const StepSche
                                         y_, V, stream_, /*release_early=*/true),  // next: out_proj
              "GDN norm and gate");
   return project_out(bufs(), *dm_, blk, y_, V, V, s.rows, next_norm, "GDN out_proj");
+}
+
+Status CudaBackend::run_moe(const DeviceBlock& blk, int64_t rows, const float* next_norm) {
+  const ModelConfig& c = model_.config();
+  const MoeConfig& mc = c.moe;
+  const int64_t Hd = c.hidden_size, E = mc.n_experts, K = mc.top_k, I = mc.intermediate;
+  const int64_t U = (mc.gated ? 2 : 1) * I, slots = rows * K;
+  float* logits = moe_kept_ != nullptr ? moe_kept_ + blk.moe_index * opt_.max_step_rows * E : moe_logits_;
+  RSSM_BK_CU(oc::moe_router_cuda(xn_, Hd, rows, Hd, blk.router, E, logits, E, stream_), "MoE router");
+  ops::MoeRoutingParams rp;
+  rp.scoring = mc.router == MoeConfig::Router::kSigmoid ? ops::MoeRoutingParams::kSigmoid
+                                                        : ops::MoeRoutingParams::kSoftmax;
+  rp.n_experts = E, rp.top_k = K, rp.n_group = mc.n_group, rp.topk_group = mc.topk_group;
+  rp.norm_topk_prob = mc.norm_topk_prob, rp.routed_scaling_factor = mc.routed_scaling_factor;
+  rp.correction_bias = blk.correction_bias;
+  RSSM_BK_CU(oc::moe_route_cuda(rp, logits, E, rows, moe_experts_, moe_weights_, stream_), "MoE routing");
+  oc::MoeGroups g;
+  g.first = moe_first_, g.src_row = moe_src_row_, g.slot_of = moe_slot_of_, g.tiles = moe_tiles_;
+  g.n_tiles = moe_n_tiles_;
+  RSSM_BK_CU(oc::moe_group_cuda(moe_experts_, rows, K, E, g, stream_), "MoE grouping");
+  // The chosen experts: up (gate | up) over each row's input, the
+  // activation in place, down into fp32 rows the combine sums.
+  oc::MoeGroupedLinearArgs up;
+  up.slots = slots, up.E = E, up.N = U, up.Kd = Hd, up.x = xn_, up.ldx = Hd, up.x_row = moe_src_row_;
+  up.w = blk.experts_up, up.first = moe_first_, up.tiles = moe_tiles_, up.n_tiles = moe_n_tiles_;
+  up.out = moe_h_, up.ldo = U;
+  RSSM_BK_CU(oc::moe_grouped_linear_cuda(up, stream_), "MoE experts up");
+  uint16_t* act = mc.gated ? moe_h_ + I : moe_h_;  // act(gate) ⊙ up lands on up
+  RSSM_BK_CU(oc::mlp_activation_cuda(mc.act, mc.gated ? moe_h_ : nullptr, U, act, U, slots, I, act, U, stream_),
+             "MoE experts activation");
+  oc::MoeGroupedLinearArgs down = up;
+  down.N = Hd, down.Kd = I, down.x = act, down.ldx = U, down.x_row = nullptr, down.w = blk.experts_down;
+  down.out = nullptr, down.out_f32 = moe_y_, down.ldo = Hd;
+  RSSM_BK_CU(oc::moe_grouped_linear_cuda(down, stream_), "MoE experts down");
+  oc::MoeCombineArgs cb;
+  cb.rows = rows, cb.K = K, cb.D = Hd, cb.y = moe_y_, cb.ldy = Hd, cb.experts = moe_experts_;
+  cb.weights = moe_weights_, cb.slot_of = moe_slot_of_, cb.out = d_, cb.ldo = Hd;
+  if (mc.shared_intermediate > 0) {  // the shared expert over every row, as an MLP block's in and out
+    const int64_t Is = mc.shared_intermediate, width = blk.in.n_out;
+    uint16_t* sact = mc.gated ? proj_ + Is : proj_;
+    if (mc.gated) {
+      RSSM_BK_CU(gemm_->linear(xn_, Hd, rows, blk.in.w, width, Hd, blk.in.b, proj_, width, false), "MoE shared up");
+      RSSM_BK_CU(oc::mlp_activation_cuda(mc.act, proj_, width, sact, width, rows, Is, sact, width, stream_),
+                 "MoE shared activation");
+    } else {
+      RSSM_BK_CU(gemm_->linear_act(xn_, Hd, rows, blk.in.w, width, Hd, blk.in.b, mc.act, proj_, width),
+                 "MoE shared up and activation");
+    }
+    RSSM_BK_CU(gemm_->linear(sact, width, rows, blk.out.w, Hd, Is, blk.out.b, moe_shared_, Hd, false),
+               "MoE shared down");
+    cb.shared = moe_shared_, cb.lds = Hd;
+    if (blk.shared_gate != nullptr) {
+      RSSM_BK_CU(oc::moe_router_cuda(xn_, Hd, rows, Hd, blk.shared_gate, 1, moe_gate_, 1, stream_),
+                 "MoE shared gate");
+      cb.shared_gate = moe_gate_;
+    }
+  }
+  RSSM_BK_CU(oc::moe_combine_cuda(cb, stream_), "MoE combine");
+  RSSM_BK_CU(oc::residual_rmsnorm_cuda(h_, Hd, d_, Hd, rows, Hd, next_norm, c.norm_eps, c.norm_unit_offset, xn_, Hd,
+                                       stream_, /*release_early=*/true),
+             "MoE residual and norm");
+  return {};
 }
 
 Status CudaBackend::run_attention(const DeviceBlock& blk, KvStore& kv, const StepSchedule& s,

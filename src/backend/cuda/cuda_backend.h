@@ -64,6 +64,9 @@ struct CudaBackendOptions {
   uint64_t seed = 0;
   // The schedule's paths (tests force the chunk scans with decode_tokens 0).
   ScheduleLimits limits;
+  // Keep every MoE block's router logits of the last step (router_logits()):
+  // tests find the rows whose choice sits within rounding of its cutoff.
+  bool keep_router_logits = false;
 };
 
 class CudaBackend final : public Backend {
@@ -95,6 +98,9 @@ class CudaBackend final : public Backend {
   // The kept rows and their reads (the parity tests load rows of their own).
   DeviceLogits& kept_logits() { return *logits_; }
   cudaStream_t stream() const { return stream_; }
+  // The last step's router logits of the MoE block `moe_index` (rows, E),
+  // where the options keep them.
+  Status router_logits(int moe_index, std::vector<float>* out);
   const StepTimes& step_times() const { return times_; }
   void reset_step_times() { times_ = {}; }
 
@@ -110,6 +116,10 @@ class CudaBackend final : public Backend {
   // launches of layer_launches.h.
   Status run_attention(const DeviceBlock& blk, KvStore& kv, const StepSchedule& s, const float* next_norm);
   Status run_ssm(const DeviceBlock& blk, SsmStore& st, const StepSchedule& s, const float* next_norm);
+  // A MoE block: the router, the routing and grouping, the chosen experts
+  // (two grouped linears around the activation), the shared expert, their
+  // sum into the residual stream and the next norm.
+  Status run_moe(const DeviceBlock& blk, int64_t rows, const float* next_norm);
   // The buffers layer_launches.h's launches take for `blk`.
   LayerArgs layer_args(const DeviceBlock& blk) const;
   // Device scratch of at least n elements (grown, never shrunk).
@@ -128,7 +138,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<ops::cuda::Gemm> gemm_;
   std::unique_ptr<SlotStorage> storage_;  // laid out by the claiming session's page size
   std::unique_ptr<DeviceLogits> logits_;
-  bool has_mamba_ = false, has_gdn_ = false, has_attn_ = false;
+  bool has_mamba_ = false, has_gdn_ = false, has_attn_ = false, has_moe_ = false;
   bool poisoned_ = false;  // a step failed after touching storage
   StepTimes times_;
   cudaEvent_t ev_begin_ = nullptr, ev_end_ = nullptr;
@@ -143,6 +153,13 @@ class CudaBackend final : public Backend {
   uint16_t *gq_ = nullptr, *gk_ = nullptr, *gv_ = nullptr;  // GDN: q, k normalised; v (dense rows)
   float *gg_ = nullptr, *gbeta_ = nullptr, *gu_ = nullptr;  // GDN: g, β; the scan's u
   float* inv_freq_ = nullptr;
+  // MoE (ops/cuda/moe.h), for max_step_rows rows of K experts each.
+  float *moe_logits_ = nullptr, *moe_weights_ = nullptr, *moe_y_ = nullptr, *moe_gate_ = nullptr;
+  int32_t *moe_experts_ = nullptr, *moe_first_ = nullptr, *moe_src_row_ = nullptr, *moe_slot_of_ = nullptr;
+  int32_t *moe_tiles_ = nullptr, *moe_n_tiles_ = nullptr;
+  uint16_t *moe_h_ = nullptr, *moe_shared_ = nullptr;
+  float* moe_kept_ = nullptr;  // keep_router_logits: (MoE blocks, max_step_rows, E)
+  int64_t last_rows_ = 0;
   // Grown on demand.
   int32_t* sched_dev_ = nullptr;
   int32_t* sched_host_ = nullptr;  // pinned

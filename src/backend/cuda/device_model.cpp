@@ -70,6 +70,25 @@ class DeviceModel::Builder {
     return {};
   }
 
+  // An fp32 matrix (the router, the shared gate): from the host, or filled
+  // on the device with Model::random's distribution when the model has none.
+  Result<const float*> f32_matrix(const float* host, int64_t rows, int64_t cols, const std::string& what) {
+    if (host != nullptr) return vec(host, rows * cols, what);
+    RSSM_ASSIGN_OR_RETURN(void* d, alloc(size_t(rows * cols) * 4, what));
+    const float k = std::sqrt(3.0f / float(cols));
+    RSSM_RETURN_IF_ERROR(check(fill_uniform_f32(static_cast<float*>(d), rows * cols, -k, k,
+                                                seed_ ^ (0x9e3779b97f4a7c15ull * ++fills_), nullptr),
+                               what));
+    return static_cast<const float*>(d);
+  }
+
+  // A stack of E bf16 matrices (E, rows, cols), each of fan-in cols.
+  Result<const uint16_t*> stack(const float* host, int64_t E, int64_t rows, int64_t cols, const std::string& what) {
+    RSSM_ASSIGN_OR_RETURN(void* d, alloc(size_t(E * rows * cols) * 2, what));
+    RSSM_RETURN_IF_ERROR(matrix(host, E * rows, cols, std::sqrt(3.0f / float(cols)), static_cast<uint16_t*>(d), what));
+    return static_cast<const uint16_t*>(d);
+  }
+
   Result<void*> alloc(size_t bytes, const std::string& what) {
     void* d = nullptr;
     if (cudaError_t e = cudaMalloc(&d, bytes); e != cudaSuccess) {
@@ -122,10 +141,6 @@ Result<DeviceInfo> device_info() {
 }
 
 Result<std::unique_ptr<DeviceModel>> DeviceModel::create(const Model& model, uint64_t seed) {
-  // Refused before a byte is uploaded: the experts' kernels (grouped GEMV
-  // and GEMM over the chosen experts) are not written yet.
-  if (model.config().count(BlockKind::kMoe) > 0)
-    return unsupported("--device cuda: MoE layers are not supported on cuda yet (run --device cpu)");
   RSSM_RETURN_IF_ERROR(device_visible());
   std::unique_ptr<DeviceModel> m(new DeviceModel());
   m->config_ = model.config();
@@ -145,6 +160,7 @@ Result<std::unique_ptr<DeviceModel>> DeviceModel::create(const Model& model, uin
     RSSM_RETURN_IF_ERROR(b.fused({&p.lm_head}, &m->lm_head_, "lm_head"));
   }
 
+  int n_moe = 0;
   for (size_t i = 0; i < p.blocks.size(); ++i) {
     const Block& s = p.blocks[i];
     const std::string name = "block " + std::to_string(i) + " (" + block_kind_name(s.kind) + ")";
@@ -193,8 +209,28 @@ Result<std::unique_ptr<DeviceModel>> DeviceModel::create(const Model& model, uin
         }
         RSSM_RETURN_IF_ERROR(b.fused({&s.mlp.down}, &d.out, name + " down"));
         break;
-      case BlockKind::kMoe:
-        return unsupported("--device cuda: " + name + ": MoE layers are not supported on cuda yet");
+      case BlockKind::kMoe: {
+        const MoeConfig& e = c.moe;
+        const MoeWeights& w = s.moe;
+        const int64_t E = e.n_experts, I = e.intermediate;
+        d.moe_index = n_moe++;
+        RSSM_ASSIGN_OR_RETURN(d.router, b.f32_matrix(w.router.w, E, H, name + " router"));
+        RSSM_ASSIGN_OR_RETURN(d.correction_bias, b.vec(w.correction_bias, E, name + " e_score_correction_bias"));
+        RSSM_ASSIGN_OR_RETURN(d.experts_up, b.stack(w.up, E, e.gated ? 2 * I : I, H, name + " experts up"));
+        RSSM_ASSIGN_OR_RETURN(d.experts_down, b.stack(w.down, E, H, I, name + " experts down"));
+        if (e.shared_intermediate > 0) {
+          if (e.gated) {
+            RSSM_RETURN_IF_ERROR(b.fused({&w.shared.gate, &w.shared.up}, &d.in, name + " shared gate|up"));
+          } else {
+            RSSM_RETURN_IF_ERROR(b.fused({&w.shared.up}, &d.in, name + " shared up"));
+          }
+          RSSM_RETURN_IF_ERROR(b.fused({&w.shared.down}, &d.out, name + " shared down"));
+          if (e.shared_gate) {
+            RSSM_ASSIGN_OR_RETURN(d.shared_gate, b.f32_matrix(w.shared_gate.w, 1, H, name + " shared_expert_gate"));
+          }
+        }
+        break;
+      }
     }
     m->blocks_.push_back(d);
   }

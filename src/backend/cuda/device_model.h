@@ -9,6 +9,11 @@
 //   GDN        in  = [in_proj_qkv; in_proj_z; in_proj_a; in_proj_b]
 //   attention  in  = [q_proj; k_proj; v_proj]        (q rows carry the gate, Qwen3.5)
 //   MLP        in  = [gate_proj; up_proj] (gated) or up_proj
+//   MoE        in  = the shared expert's [gate_proj; up_proj] (gated) or
+//                    up_proj, out = its down_proj (none without one); the
+//                    routed experts as bf16 stacks (E, rows, cols), their
+//                    router and the shared expert's gate fp32 (routing is
+//                    fp32, as in transformers)
 //
 // The values come from a loaded Model; a Model made by
 // Model::random_without_matrices has no matrices on the host, and the device
@@ -48,6 +53,13 @@ struct DeviceBlock {
   // Attention (Qwen3.5).
   const float* q_norm = nullptr;
   const float* k_norm = nullptr;
+  // MoE.
+  int moe_index = -1;                      // among the model's MoE blocks
+  const float* router = nullptr;           // (E, hidden)
+  const float* correction_bias = nullptr;  // (E) or nullptr
+  const uint16_t* experts_up = nullptr;    // (E, 2I, hidden) gated ([gate | up] per expert) or (E, I, hidden)
+  const uint16_t* experts_down = nullptr;  // (E, hidden, I)
+  const float* shared_gate = nullptr;      // (hidden) or nullptr
 };
 
 // OK where the process sees a CUDA device; otherwise unsupported, naming
