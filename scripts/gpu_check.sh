@@ -65,14 +65,14 @@ case "${1:-}" in
   stage)
     cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
     cmake --build build -j "$(nproc)" --target replayssm_cuda_tests replayssm_ssm_bench replayssm_gemv_bench replayssm_attn_bench \
-      replayssm_backend_bench replayssm_cli replayssm_tests
+      replayssm_backend_bench replayssm_moe_bench replayssm_cli replayssm_tests
     rm -rf .gpu && mkdir -p .gpu
     # The CUDA runtime is linked statically and cuBLAS comes from the device's
     # own CUDA 13; the Debian libraries the model loader and the CPU
     # reference and the server need (utf8proc, PCRE2, cpp-httplib and what
     # it links) travel compressed.
     cp build/tests/replayssm_cuda_tests build/tests/replayssm_tests build/replayssm_ssm_bench build/replayssm_gemv_bench \
-      build/replayssm_attn_bench build/replayssm_backend_bench build/replayssm .gpu/
+      build/replayssm_attn_bench build/replayssm_backend_bench build/replayssm_moe_bench build/replayssm .gpu/
     libs=$(ldd .gpu/replayssm_cuda_tests .gpu/replayssm .gpu/replayssm_tests | awk '/=> \//{print $3}' | sort -u |
            grep -E 'pcre2|utf8proc|httplib|brotli|libz\.|libssl|libcrypto|gtest' || true)
     tar -cJhf .gpu/libs.tar.xz --transform 's,.*/,,' $libs
@@ -81,7 +81,7 @@ case "${1:-}" in
     # share most of their bytes (every one links the same kernels), so one
     # stream with a dictionary wider than a binary stores those once:
     # 7.8 MB where 4 MiB blocks took 29.5.
-    bins="replayssm_cuda_tests replayssm_tests replayssm_ssm_bench replayssm_gemv_bench replayssm_attn_bench replayssm_backend_bench replayssm"
+    bins="replayssm_cuda_tests replayssm_tests replayssm_ssm_bench replayssm_gemv_bench replayssm_attn_bench replayssm_backend_bench replayssm_moe_bench replayssm"
     (cd .gpu && XZ_OPT='-T1 --lzma2=preset=3,dict=128MiB' tar -cJf bin.tar.xz $bins && rm $bins)
     exclude=$(git rev-parse --git-path info/exclude) && mkdir -p "$(dirname "$exclude")" && touch "$exclude"
     grep -qxF '/.gpu/' "$exclude" || echo '/.gpu/' >> "$exclude"
@@ -128,6 +128,7 @@ case "${1:-}" in
         grep -E '^(mamba2|gdn) ' | tee "$out/ssm_small_batches.txt"
       .gpu/replayssm_gemv_bench | tee "$out/gemv_bench.txt"
       .gpu/replayssm_attn_bench --json "$out/attn_decode_bench.json" | tee "$out/attn_decode_bench.txt"
+      .gpu/replayssm_moe_bench | tee "$out/moe_bench.txt"
     fi
     if part model; then
       # Decode and prefill through the workloads on the CUDA backend.

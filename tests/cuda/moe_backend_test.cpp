@@ -208,8 +208,8 @@ TEST_P(CudaMoeFixture, MatchesTheCpuAndTransformersAwayFromNearTies) {
     auto b = Session::create(*ref_, so);
     ASSERT_TRUE(a.ok() && b.ok()) << (a.ok() ? b.status().message() : a.status().message());
     std::vector<int64_t> seqs;
-    for (size_t i = 0; i < prompts.size(); ++i) seqs.push_back((*a)->state().add_sequence()), (*b)->state().add_sequence();
     std::vector<int64_t> first_tie(prompts.size(), -1);
+    for (size_t i = 0; i < prompts.size(); ++i) seqs.push_back((*a)->state().add_sequence()), (*b)->state().add_sequence();
     int compared = 0;
     float worst = 0.0f;
     size_t longest = 0;
@@ -238,7 +238,8 @@ TEST_P(CudaMoeFixture, MatchesTheCpuAndTransformersAwayFromNearTies) {
     for (int64_t f : first_tie) std::printf(" %lld", (long long)f);
     std::printf(" (-1: none)\n");
     EXPECT_LE(worst, test::kFixtureRatio) << strategy_name(strat);
-    EXPECT_GE(compared, 8) << strategy_name(strat);
+    EXPECT_GE(compared, int(prompts.size())) << strategy_name(strat);
+    a->reset(), b->reset();  // generate_batch claims the backend with its own session
     // Greedy tokens: a near-tie anywhere in a prompt ends the comparison of
     // its continuation there (its decode steps' own ties are not tracked).
     GenerateOptions g;
