@@ -165,7 +165,9 @@ const auto kShapes = ::testing::Values(
     Shape{16, 2, 256, 32, {33, 200}, {1990, 40}, false},        // rep 8, D 256
     Shape{4, 2, 64, 64, {2100}, {0}, false},                    // a whole 2100-row prompt
     Shape{16, 2, 128, 16, {1, 1, 1, 1}, {0, 63, 64, 2047}, false},  // T = 1: decode
-    Shape{24, 4, 256, 16, {1, 1}, {5, 3000}, true});                // T = 1, Qwen3.5 sizes
+    Shape{24, 4, 256, 16, {1, 1}, {5, 3000}, true},                 // T = 1, Qwen3.5 sizes
+    Shape{32, 2, 128, 16, {1, 40, 1}, {700, 3, 0}, false},          // rep 16 (Nemotron 3 Nano), decode rows too
+    Shape{48, 1, 40, 5, {9, 1}, {0, 21}, true});                    // rep 48, odd D, gated
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionPrefillCuda, kShapes);
 
 // Runs without a GPU: every refusal comes before the device is touched.

@@ -42,6 +42,12 @@ constexpr float kRouteTie = 3e-2f;
 
 std::string config_of(const std::string& family) {
   if (family == "nemotron_h_moe") return test::nemotron_moe_config();
+  if (family == "nemotron_h_moe_gqa16") {  // Nemotron 3 Nano's 16 query heads a KV head: attention_prefill_cuda decodes
+    std::string c = test::nemotron_moe_config();
+    const std::string from = R"("num_attention_heads": 4, "num_key_value_heads": 2)";
+    c.replace(c.find(from), from.size(), R"("num_attention_heads": 16, "num_key_value_heads": 1)");
+    return c;
+  }
   if (family == "qwen3_5_moe") return test::qwen_moe_config(false);
   return test::qwen_moe_config(true, 0);  // qwen3_5_moe_vl_no_shared
 }
@@ -265,7 +271,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, CudaMoeFixture,
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 INSTANTIATE_TEST_SUITE_P(Families, CudaMoeTest,
-                         ::testing::Values("nemotron_h_moe", "qwen3_5_moe", "qwen3_5_moe_vl_no_shared"),
+                         ::testing::Values("nemotron_h_moe", "nemotron_h_moe_gqa16", "qwen3_5_moe",
+                                           "qwen3_5_moe_vl_no_shared"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace

@@ -65,8 +65,9 @@ Status check_model(const ModelConfig& c) {
   if (has_gdn && c.gdn.v_dim > 256) return over("linear_value_head_dim", c.gdn.v_dim, 256);  // the replay kernels'
   if (has_gdn && c.gdn.k_dim > 512) return over("linear_key_head_dim", c.gdn.k_dim, 512);    // the step's, the scan's
   if (has_attn && c.attn.head_dim > oc::kAttnMaxD) return over("head_dim", c.attn.head_dim, oc::kAttnMaxD);
-  if (has_attn && c.attn.n_heads / c.attn.n_kv_heads > oc::kAttnMaxRep)
-    return over("num_attention_heads / num_key_value_heads", c.attn.n_heads / c.attn.n_kv_heads, oc::kAttnMaxRep);
+  if (has_attn && c.attn.n_heads / c.attn.n_kv_heads > oc::kAttnPrefillMaxRep)
+    return over("num_attention_heads / num_key_value_heads", c.attn.n_heads / c.attn.n_kv_heads,
+                oc::kAttnPrefillMaxRep);
   return {};
 }
 
@@ -291,7 +292,7 @@ Status CudaBackend::execute(const StepPlan& plan, std::span<const int64_t> logit
   int64_t window = 0;
   for (const SsmStore& st : storage_->ssm_layers()) window = std::max(window, st.shape.window_elems());
   RSSM_RETURN_IF_ERROR(grow(&win_stage_, &win_stage_cap_, int64_t(s.total_writes) * window, "the writes' windows"));
-  if (has_attn_ && s.all_single && s.n_seqs > 0) {
+  if (has_attn_ && s.all_single && decode_attention() && s.n_seqs > 0) {
     const AttentionConfig& ac = c.attn;
     RSSM_RETURN_IF_ERROR(grow(&attn_scratch_, &attn_scratch_cap_,
                               oc::attention_decode_scratch_floats(s.n_seqs, int(ac.n_heads), int(ac.n_kv_heads),
@@ -383,7 +384,7 @@ LayerArgs CudaBackend::layer_args(const DeviceBlock& blk) const {
   a.stream = stream_;
   a.proj = proj_, a.xconv = xconv_, a.y = y_, a.cC = cC_, a.mamba_scratch = mamba_scratch_;
   a.gq = gq_, a.gk = gk_, a.gv = gv_, a.gg = gg_, a.gbeta = gbeta_, a.gu = gu_, a.win_stage = win_stage_;
-  a.attn_scratch = attn_scratch_;
+  a.attn_scratch = attn_scratch_, a.decode_attention = decode_attention();
   return a;
 }
 

@@ -41,6 +41,7 @@
 #include "backend/cuda/layer_launches.h"
 #include "backend/cuda/slot_storage.h"
 #include "backend/cuda/step_schedule.h"
+#include "ops/cuda/attention_decode.h"
 #include "ops/cuda/gemm.h"
 #include "replayssm/backend.h"
 #include "replayssm/model.h"
@@ -120,6 +121,12 @@ class CudaBackend final : public Backend {
   // (two grouped linears around the activation), the shared expert, their
   // sum into the residual stream and the next norm.
   Status run_moe(const DeviceBlock& blk, int64_t rows, const float* next_norm);
+  // Whether one-token steps take attention_decode_cuda (its query heads a
+  // KV head are at most kAttnMaxRep; past that attention_prefill_cuda,
+  // which takes any, runs them).
+  bool decode_attention() const {
+    return model_.config().attn.n_heads <= ops::cuda::kAttnMaxRep * model_.config().attn.n_kv_heads;
+  }
   // The buffers layer_launches.h's launches take for `blk`.
   LayerArgs layer_args(const DeviceBlock& blk) const;
   // Device scratch of at least n elements (grown, never shrunk).

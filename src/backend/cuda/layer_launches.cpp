@@ -247,7 +247,7 @@ Status attention_layer(const LayerArgs& a, const StepSchedule& s) {
     if (ac.output_gate) at.gate = a.q + D, at.ldg = a.ldq, at.g_head_stride = a.q_head_stride;
     at.out = a.y, at.ldo = d_q, at.kv = pk;
   };
-  if (s.all_single) {  // sequence b is row b: one query each
+  if (s.all_single && a.decode_attention) {  // sequence b is row b: one query each
     oc::AttentionDecodeArgs at;
     heads(at);
     at.seq_len = dev(a, s.seq_len), at.max_seq_len = s.max_len, at.scratch = a.attn_scratch;

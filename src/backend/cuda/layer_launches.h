@@ -48,6 +48,7 @@ struct LayerArgs {
   const uint16_t *q = nullptr, *k = nullptr, *v = nullptr;  // attention_qkv's rows (AttentionRows)
   int64_t ldq = 0, ldk = 0, ldv = 0, q_head_stride = 0;
   float* attn_scratch = nullptr;       // attention_decode_scratch_floats() when every slice has one token
+  bool decode_attention = true;        // one-token steps take attention_decode_cuda (else attention_prefill_cuda)
 };
 
 // An SSM layer (Mamba2 or GDN, as a.blk says) from its input projection in

@@ -218,7 +218,7 @@ cudaError_t launch_prefill(const AttentionPrefillArgs& a, unsigned tiles, cudaSt
 
 cudaError_t attention_prefill_cuda(const AttentionPrefillArgs& a, cudaStream_t stream) {
   if (a.batch < 0 || a.batch > 65535 || a.Hkv < 1 || a.Hq < a.Hkv || a.Hq % a.Hkv != 0 ||
-      a.Hq / a.Hkv > kAttnMaxRep || a.D < 1 || a.D > kAttnMaxD || !std::isfinite(a.scale) || a.q == nullptr ||
+      a.Hq / a.Hkv > kAttnPrefillMaxRep || a.D < 1 || a.D > kAttnMaxD || !std::isfinite(a.scale) || a.q == nullptr ||
       a.out == nullptr || a.cu_rows == nullptr || a.pos == nullptr || a.max_rows < 0 || a.q_head_stride < a.D ||
       a.ldq < int64_t(a.Hq) * a.q_head_stride || a.ldo < int64_t(a.Hq) * a.D ||
       !paged_kv_ok(a.kv, int64_t(a.Hkv) * a.D))

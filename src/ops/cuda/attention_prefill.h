@@ -16,8 +16,9 @@
 // every K/V tile brought into shared memory; bf16 tensor-core products for
 // QKᵀ and PV, fp32 online softmax and accumulation.
 //
-// Shapes: B sequences, Hq query heads, Hkv KV heads (rep = Hq/Hkv ≤ 8),
-// D ≤ 256, T_b new rows of sequence b (ragged, rows of q/gate/out).
+// Shapes: B sequences, Hq query heads, Hkv KV heads (rep = Hq/Hkv ≤
+// kAttnPrefillMaxRep), D ≤ 256, T_b new rows of sequence b (ragged, rows of
+// q/gate/out).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -27,6 +28,12 @@
 #include "ops/cuda/attention_decode.h"
 
 namespace replayssm::ops::cuda {
+
+// A tile's rows are (row, head) pairs whatever rep is, so this kernel takes
+// more query heads a KV head than the decode kernels' kAttnMaxRep (8): the
+// CUDA backend runs it for decode steps too where rep is larger (Nemotron 3
+// Nano: 32 query heads over 2 KV heads).
+constexpr int kAttnPrefillMaxRep = 64;
 
 struct AttentionPrefillArgs {
   int batch = 0, Hq = 0, Hkv = 0, D = 0;
