@@ -186,7 +186,7 @@ TEST(AttentionPrefillCudaArgs, BadShapesAreRefused) {
   };
   {
     auto b = a;
-    b.Hq = 36, b.ldq = 36 * 64, b.ldo = 36 * 64;  // 18 query heads per KV head > 8
+    b.Hq = 130, b.ldq = 130 * 64, b.ldo = 130 * 64;  // 65 query heads per KV head > kAttnPrefillMaxRep
     EXPECT_TRUE(refused(b));
   }
   {
