@@ -29,25 +29,18 @@
 #include <cstdlib>
 #include <fstream>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
 #include "bench/presets.h"
+#include "list_arg.h"
 #include "replayssm/model.h"
 #include "workloads/generate.h"
 
 using namespace replayssm;
 
 namespace {
-
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> v;
-  std::stringstream ss(s);
-  for (std::string x; std::getline(ss, x, ',');) v.push_back(x);
-  return v;
-}
 
 int usage() {
   std::fprintf(stderr,
@@ -101,10 +94,10 @@ int main(int argc, char** argv) {
     try {
       if (a == "--preset") preset = val();
       else if (a == "--model") model_dir = val();
-      else if (a == "--batch") batch_list = split_list(val());
+      else if (a == "--batch") batch_list = bench::split_list(val());
       else if (a == "--prompt") prompt = std::stoll(val());
       else if (a == "--new") n_new = std::stoll(val());
-      else if (a == "--strategy") strategies = split_list(val());
+      else if (a == "--strategy") strategies = bench::split_list(val());
       else if (a == "--window") window = std::stoll(val());
       else if (a == "--page-size") page = std::stoll(val());
       else if (a == "--runs") runs = std::stoll(val());

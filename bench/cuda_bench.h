@@ -54,4 +54,19 @@ inline double median_us(cudaStream_t s, int runs, const std::function<void()>& l
   return us[us.size() / 2];
 }
 
+// The device's read-only bandwidth in GB/s: the median of `runs` reads of a
+// 1 GB buffer by 16-byte loads (read_ld, on the legacy stream: timed there).
+inline double read_only_gbs(int runs, int sms) {
+  const size_t n = size_t(1) << 30;
+  void* probe;
+  float* sink;
+  CK(cudaMalloc(&probe, n));
+  CK(cudaMalloc(reinterpret_cast<void**>(&sink), 4));
+  CK(cudaMemset(probe, 0, n));
+  const double us = median_us(nullptr, runs, [&] { CK(read_ld(probe, n, sink, sms)); });
+  CK(cudaFree(probe));
+  CK(cudaFree(sink));
+  return double(n) / (us * 1e3);
+}
+
 }  // namespace replayssm::bench

@@ -77,19 +77,7 @@ int main(int argc, char** argv) {
   CK(cudaGetDeviceProperties(&prop, 0));
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  // Read-only bandwidth over the first 1 GB matrix-free buffer.
-  const size_t probe_n = size_t(1) << 30;
-  void* probe;
-  float* sink;
-  CK(cudaMalloc(&probe, probe_n));
-  CK(cudaMalloc(reinterpret_cast<void**>(&sink), 4));
-  CK(cudaMemset(probe, 0, probe_n));
-  // read_ld runs on the legacy stream: timed there.
-  const double probe_us =
-      bench::median_us(nullptr, runs, [&] { CK(bench::read_ld(probe, probe_n, sink, prop.multiProcessorCount)); });
-  const double read_gbs = double(probe_n) / (probe_us * 1e3);
-  CK(cudaFree(probe));
-  CK(cudaFree(sink));
+  const double read_gbs = bench::read_only_gbs(runs, prop.multiProcessorCount);
 
   auto graph_of = [&](const std::vector<cuda::DeviceLinear>& ls, const ops::cuda::GemvTuning& t) {
     cudaGraph_t g;

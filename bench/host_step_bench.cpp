@@ -18,7 +18,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -26,6 +25,7 @@
 #include "backend/cuda/state_options_rule.h"
 #include "backend/cuda/step_schedule.h"
 #include "bench/presets.h"
+#include "list_arg.h"
 #include "replayssm/backend.h"
 #include "replayssm/model.h"
 #include "workloads/generate.h"
@@ -97,13 +97,6 @@ class ScheduleOnlyBackend final : public Backend {
   bool mamba_ = false, gdn_ = false;
 };
 
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> v;
-  std::stringstream ss(s);
-  for (std::string x; std::getline(ss, x, ',');) v.push_back(x);
-  return v;
-}
-
 int usage() {
   std::fprintf(stderr,
                "usage: replayssm_host_step_bench [--preset NAME] [--batch 1,8,64,256] [--prompt 128] [--new 128]\n"
@@ -123,10 +116,10 @@ int main(int argc, char** argv) {
     const std::string v = argv[++i];
     try {
       if (a == "--preset") preset = v;
-      else if (a == "--batch") batch_list = split_list(v);
+      else if (a == "--batch") batch_list = bench::split_list(v);
       else if (a == "--prompt") prompt = std::stoll(v);
       else if (a == "--new") n_new = std::stoll(v);
-      else if (a == "--strategy") strategies = split_list(v);
+      else if (a == "--strategy") strategies = bench::split_list(v);
       else if (a == "--runs") runs = std::stoll(v);
       else return usage();
     } catch (const std::exception&) {

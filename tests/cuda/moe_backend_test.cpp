@@ -85,6 +85,22 @@ class MoeOnGpu : public test::GpuTestWithParam<std::string> {
     return p;
   }
 
+  static StateOptions options(Strategy strat) {
+    StateOptions so;
+    so.strategy = strat, so.window = 4, so.page_size = 4;
+    return so;
+  }
+
+  // A session on each backend, with n sequences added to both alike.
+  void sessions(const StateOptions& so, int n, std::unique_ptr<Session>* a, std::unique_ptr<Session>* b,
+                std::vector<int64_t>* seqs) {
+    auto ga = Session::create(*gpu_, so);
+    auto gb = Session::create(*ref_, so);
+    ASSERT_TRUE(ga.ok() && gb.ok()) << (ga.ok() ? gb.status().message() : ga.status().message());
+    *a = std::move(ga).value(), *b = std::move(gb).value();
+    for (int i = 0; i < n; ++i) seqs->push_back((*a)->state().add_sequence()), (*b)->state().add_sequence();
+  }
+
   // Per row of the last step: whether any MoE block's choice sat within
   // kRouteTie of its cutoff on the device.
   std::vector<bool> near_ties(int64_t rows) {
@@ -134,13 +150,10 @@ TEST_P(CudaMoeTest, PrefillAndDecodeMatchTheCpu) {
   const int64_t V = model_->config().vocab_size;
   constexpr int kSeqs = 48, kPrompt = 3, kDecode = 6;
   for (Strategy strat : {Strategy::kReplay, Strategy::kSnapshot, Strategy::kRecompute}) {
-    StateOptions so;
-    so.strategy = strat, so.window = 4, so.page_size = 4;
-    auto a = Session::create(*gpu_, so);
-    auto b = Session::create(*ref_, so);
-    ASSERT_TRUE(a.ok() && b.ok()) << (a.ok() ? b.status().message() : a.status().message());
+    const StateOptions so = options(strat);
+    std::unique_ptr<Session> a, b;
     std::vector<int64_t> seqs;
-    for (int i = 0; i < kSeqs; ++i) seqs.push_back((*a)->state().add_sequence()), (*b)->state().add_sequence();
+    ASSERT_NO_FATAL_FAILURE(sessions(so, kSeqs, &a, &b, &seqs));
     std::mt19937 g(11);
     std::vector<std::vector<int32_t>> toks(kSeqs);
     for (auto& t : toks)
@@ -157,7 +170,7 @@ TEST_P(CudaMoeTest, PrefillAndDecodeMatchTheCpu) {
         for (size_t j = 0; j < n; ++j) seq_of_row.push_back(i);
       }
       std::vector<float> la, lb;
-      const Status sa = (*a)->step(in, &la), sb = (*b)->step(in, &lb);
+      const Status sa = a->step(in, &la), sb = b->step(in, &lb);
       ASSERT_TRUE(sa.ok() && sb.ok()) << sa.message() << " / " << sb.message();
       ASSERT_EQ(la.size(), lb.size());
       ASSERT_EQ(int64_t(la.size()), int64_t(seq_of_row.size()) * V);
@@ -208,14 +221,11 @@ TEST_P(CudaMoeFixture, MatchesTheCpuAndTransformersAwayFromNearTies) {
   const int64_t V = model_->config().vocab_size;
   const auto& greedy = expected["greedy"];
   for (Strategy strat : {Strategy::kReplay, Strategy::kSnapshot, Strategy::kRecompute}) {
-    StateOptions so;
-    so.strategy = strat, so.window = 4, so.page_size = 4;
-    auto a = Session::create(*gpu_, so);
-    auto b = Session::create(*ref_, so);
-    ASSERT_TRUE(a.ok() && b.ok()) << (a.ok() ? b.status().message() : a.status().message());
+    const StateOptions so = options(strat);
+    std::unique_ptr<Session> a, b;
     std::vector<int64_t> seqs;
+    ASSERT_NO_FATAL_FAILURE(sessions(so, int(prompts.size()), &a, &b, &seqs));
     std::vector<int64_t> first_tie(prompts.size(), -1);
-    for (size_t i = 0; i < prompts.size(); ++i) seqs.push_back((*a)->state().add_sequence()), (*b)->state().add_sequence();
     int compared = 0;
     float worst = 0.0f;
     size_t longest = 0;
@@ -226,7 +236,7 @@ TEST_P(CudaMoeFixture, MatchesTheCpuAndTransformersAwayFromNearTies) {
       for (size_t i = 0; i < prompts.size(); ++i)
         if (t < prompts[i].size()) step.push_back({seqs[i], std::span<const int32_t>(prompts[i]).subspan(t, 1)}), who.push_back(i);
       std::vector<float> la, lb;
-      const Status sa = (*a)->step(step, &la), sb = (*b)->step(step, &lb);
+      const Status sa = a->step(step, &la), sb = b->step(step, &lb);
       ASSERT_TRUE(sa.ok() && sb.ok()) << sa.message() << " / " << sb.message();
       const std::vector<bool> tie = near_ties(int64_t(who.size()));
       for (size_t k = 0; k < who.size(); ++k) {
@@ -245,7 +255,7 @@ TEST_P(CudaMoeFixture, MatchesTheCpuAndTransformersAwayFromNearTies) {
     std::printf(" (-1: none)\n");
     EXPECT_LE(worst, test::kFixtureRatio) << strategy_name(strat);
     EXPECT_GE(compared, int(prompts.size())) << strategy_name(strat);
-    a->reset(), b->reset();  // generate_batch claims the backend with its own session
+    a.reset(), b.reset();  // generate_batch claims the backend with its own session
     // Greedy tokens: a near-tie anywhere in a prompt ends the comparison of
     // its continuation there (its decode steps' own ties are not tracked).
     GenerateOptions g;

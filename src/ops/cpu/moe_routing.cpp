@@ -43,17 +43,29 @@ void top(const float* v, std::vector<int32_t>& candidates, int64_t k) {
   candidates.resize(static_cast<size_t>(k));
 }
 
-}  // namespace
+// The routing's shape, checked: groups (1 under softmax scoring) and the
+// experts in each.
+struct Groups {
+  bool sigmoid_scoring;
+  int64_t G, per_group;
+};
 
-void moe_route(const MoeRoutingParams& p, const float* logits, int64_t ld, int64_t rows, int32_t* experts,
-               float* weights) {
+Groups checked_groups(const MoeRoutingParams& p) {
   const int64_t E = p.n_experts, K = p.top_k;
   RSSM_CHECK(E >= 1 && K >= 1 && K <= E);
   const bool sigmoid_scoring = p.scoring == MoeRoutingParams::kSigmoid;
   const int64_t G = sigmoid_scoring ? p.n_group : 1;
   RSSM_CHECK(G >= 1 && E % G == 0 && p.topk_group >= 1 && p.topk_group <= G);
-  const int64_t per_group = E / G;
-  RSSM_CHECK(!sigmoid_scoring || (per_group >= 2 && p.topk_group * per_group >= K));
+  RSSM_CHECK(!sigmoid_scoring || (E / G >= 2 && p.topk_group * (E / G) >= K));
+  return {sigmoid_scoring, G, E / G};
+}
+
+}  // namespace
+
+void moe_route(const MoeRoutingParams& p, const float* logits, int64_t ld, int64_t rows, int32_t* experts,
+               float* weights) {
+  const int64_t E = p.n_experts, K = p.top_k;
+  const auto [sigmoid_scoring, G, per_group] = checked_groups(p);
 
   std::vector<float> score(static_cast<size_t>(E)), choice(static_cast<size_t>(E));
   std::vector<float> group_score(static_cast<size_t>(G));
@@ -114,11 +126,7 @@ void moe_route(const MoeRoutingParams& p, const float* logits, int64_t ld, int64
 
 void moe_route_margin(const MoeRoutingParams& p, const float* logits, int64_t ld, int64_t rows, float* margin) {
   const int64_t E = p.n_experts, K = p.top_k;
-  RSSM_CHECK(E >= 1 && K >= 1 && K <= E);
-  const bool sigmoid_scoring = p.scoring == MoeRoutingParams::kSigmoid;
-  const int64_t G = sigmoid_scoring ? p.n_group : 1;
-  RSSM_CHECK(G >= 1 && E % G == 0 && p.topk_group >= 1 && p.topk_group <= G);
-  const int64_t per_group = E / G;
+  const auto [sigmoid_scoring, G, per_group] = checked_groups(p);
   std::vector<float> choice(static_cast<size_t>(E)), group_score(static_cast<size_t>(G));
   std::vector<int32_t> idx, gidx;
   for (int64_t r = 0; r < rows; ++r) {
