@@ -6,10 +6,12 @@
 #   bash scripts/gpu_check.sh stage                # here: build, pack binaries + shared libs into .gpu/
 #   bash scripts/gpu_check.sh run [OUT [PARTS]]    # there (device tool, carry .gpu): tests, bench, table
 #   bash scripts/gpu_check.sh summary DIR          # anywhere: the table from a run's outputs
-# PARTS is a comma list of tests, backend, kernels, model, serve (default: the
-# first four; backend: the conformance suite on the CUDA backend and
-# tools/serve_check.py; serve: bench-serve at Nemotron-H-8B shapes through the
-# server and in process, snapshot against replay). The
+# PARTS is a comma list of tests, backend, kernels, model, serve, moe, prefix
+# (default: the first four; backend: the conformance suite on the CUDA
+# backend and tools/serve_check.py; serve: bench-serve at Nemotron-H-8B
+# shapes through the server and in process, snapshot against replay; moe:
+# the MoE tests and the two MoE presets end to end, with n-gram
+# speculation; prefix: the prefix-cache workload at 8B and 27B shapes). The
 # whole run takes longer than one device call may (10 minutes), so it can be
 # sent as two calls, e.g. `run $OUT tests,kernels` and `run $OUT model`; put
 # both calls' files in one folder and `summary` prints the table from it.
@@ -90,8 +92,8 @@ case "${1:-}" in
   run)
     out=$(in_caller "${2:-${OUT:-/tmp/gpu_check}}")
     parts="${3:-tests,backend,kernels,model}"
-    if ! [[ "$parts" =~ ^(tests|backend|kernels|model|serve)(,(tests|backend|kernels|model|serve))*$ ]]; then
-      echo "gpu_check.sh run: PARTS '$parts' is not a comma list of tests, backend, kernels, model, serve" >&2
+    if ! [[ "$parts" =~ ^(tests|backend|kernels|model|serve|moe|prefix)(,(tests|backend|kernels|model|serve|moe|prefix))*$ ]]; then
+      echo "gpu_check.sh run: PARTS '$parts' is not a comma list of tests, backend, kernels, model, serve, moe, prefix" >&2
       exit 2
     fi
     part() { [[ ",$parts," == *",$1,"* ]]; }
@@ -169,6 +171,30 @@ case "${1:-}" in
         kill -TERM $pid; wait $pid || true
       done
     fi
+    if part moe; then
+      # Mixtures of experts: the kernels' and the backend's tests, then each
+      # preset end to end (prompt 1,024, 128 new tokens; the batches that
+      # fit), and Nemotron 3 Nano with n-gram drafts of 4.
+      .gpu/replayssm_cuda_tests --gtest_filter='*MoeCuda*:*CudaMoe*' 2>&1 | tee "$out/moe_tests.log" |
+        grep -E '^\[ *(OK|FAILED|PASSED|SKIPPED) |compared' || true
+      for preset in nemotron-3-nano-30b-a3b qwen3.5-35b-a3b; do
+        .gpu/replayssm_backend_bench --preset $preset --batch 1,8,64,256 --prompt 1024 --new 128 --runs 2 \
+          --strategy snapshot,replay --json "$out/$preset.json" | tee "$out/$preset.txt"
+      done
+      .gpu/replayssm bench --device cuda --preset nemotron-3-nano-30b-a3b --workload spec --draft ngram --spec-t 4 \
+        --strategy snapshot,replay --batch 1,8 --prompt-tokens 1024 --new-tokens 128 --runs 2 --no-concurrency \
+        --out "$out/nano_spec" >/dev/null
+      cat "$out/nano_spec/table.txt"
+    fi
+    if part prefix; then
+      # The prefix cache's workload (docs/bench.md) at 8B shapes and, at a
+      # quarter of the requests, 27B shapes; 20 GB of cache.
+      .gpu/replayssm bench --workload prefix --device cuda --preset nemotron-h-8b --prefix-cache-bytes 20000000000 \
+        --out "$out/prefix_8b" >/dev/null
+      .gpu/replayssm bench --workload prefix --device cuda --preset qwen3.5-27b --prefix-scale 0.25 \
+        --prefix-cache-bytes 20000000000 --out "$out/prefix_27b" >/dev/null
+      cat "$out/prefix_8b/table.txt" "$out/prefix_27b/table.txt"
+    fi
     summary "$out" | tee "$out/summary.txt"
     ;;
   summary)
@@ -182,7 +208,7 @@ case "${1:-}" in
     echo "export LD_LIBRARY_PATH=/tmp/replayssm_libs:/usr/local/cuda/lib64"
     ;;
   *)
-    echo "usage: $0 stage | run [OUT_DIR [tests,backend,kernels,model]] | summary DIR | libs" >&2
+    echo "usage: $0 stage | run [OUT_DIR [tests,backend,kernels,model,serve,moe,prefix]] | summary DIR | libs" >&2
     exit 2
     ;;
 esac
