@@ -315,6 +315,38 @@ TEST_P(StoreModel, PerRequestBudget) {
   EXPECT_GT(st.stats().evictions, evictions_before);
 }
 
+// A prompt taken in one step under replay with an interval K keeps a
+// checkpoint at each multiple of K it passes: a restore inside it replays
+// fewer than K entries, to the logits the prompt step gave there.
+TEST_P(StoreModel, APromptInOneStepKeepsACheckpointEveryK) {
+  const Fixture& f = fixture(GetParam());
+  const int64_t V = f.model->config().vocab_size;
+  const std::vector<int32_t> ids = prompt(f, 3);  // 70 tokens
+  ASSERT_GE(ids.size(), 30u);
+  StateOptions o;
+  o.window = 16, o.checkpoint_interval = 8, o.page_size = 4, o.log_retention = -1;
+  auto session = Session::create(*f.backend, o);
+  ASSERT_TRUE(session.ok());
+  const int64_t seq = (*session)->state().add_sequence();
+  const std::span<const int32_t> first(ids.data(), 30);
+  std::vector<float> all;
+  const StepInput in{seq, first, true, StepInput::kAll};
+  ASSERT_TRUE((*session)->step({&in, 1}, &all).ok());
+  for (int64_t at : {29, 20, 9}) {
+    auto rp = (*session)->state().restore(seq, at);
+    ASSERT_TRUE(rp.ok()) << rp.status().message();
+    EXPECT_EQ(rp->path, RestorePath::kLogReplay) << "at " << at;
+    EXPECT_EQ(rp->from, at / 8 * 8) << "at " << at;  // the multiple of K below, not position 0
+    std::vector<float> again;
+    const StepInput one{seq, std::span<const int32_t>(ids.data() + at, 1), true, StepInput::kLast};
+    ASSERT_TRUE((*session)->step({&one, 1}, &again).ok());
+    ASSERT_EQ(again.size(), size_t(V));
+    for (int64_t v = 0; v < V; ++v)
+      ASSERT_NEAR(again[size_t(v)], all[size_t(at * V + v)], 1e-3f * (1.0f + std::abs(all[size_t(at * V + v)])))
+          << "at " << at << " logit " << v;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, StoreModel, ::testing::Values("nemotron_h_tiny", "qwen3_5_tiny", "qwen3_5_vl_tied"));
 
 // Misuse through the library's own calls is a Status, not a crash: steps

@@ -138,11 +138,15 @@ void plan_family(const StateManager::Impl& m, int64_t base, const std::vector<Me
 
   if (fam.size() == 1) {  // a lone sequence: every W committed tokens
     SlicePlan* sp = fam[0].sp;
-    if (sp != nullptr && fam[0].tip - c >= W) {
-      sp->write_pos = {fam[0].tip};
-      sp->share_with = {{}};
-      if (reusable(fam[0].tip)) sp->reuse = 0;
-    }
+    if (sp == nullptr) return;
+    // With an interval K, also each multiple of K the step passes: a long
+    // prompt taken in one step otherwise has no checkpoint inside it, and a
+    // restore there (a prefix-cache hit) replays from its start.
+    if (K > 0)
+      for (int64_t f = (c / K + 1) * K; f < fam[0].tip; f += K) sp->write_pos.push_back(f);
+    if (fam[0].tip - c >= W) sp->write_pos.push_back(fam[0].tip);
+    sp->share_with.assign(sp->write_pos.size(), {});
+    if (sp->write_pos.size() == 1 && sp->write_pos[0] == fam[0].tip && reusable(fam[0].tip)) sp->reuse = 0;
     return;
   }
 
