@@ -347,6 +347,46 @@ TEST_P(StoreModel, APromptInOneStepKeepsACheckpointEveryK) {
   }
 }
 
+// A fork that replays its log to its start (a prefix-cache hit) and keeps
+// a checkpoint there: its first step writes it, a fork of it at that
+// position starts from it with nothing to replay, to the same logits.
+TEST_P(StoreModel, AKeptCheckpointAtADivergenceEndsItsReplay) {
+  const Fixture& f = fixture(GetParam());
+  const int64_t V = f.model->config().vocab_size;
+  const std::vector<int32_t> ids = prompt(f, 3);  // 70 tokens
+  StateOptions o;
+  o.window = 16, o.page_size = 4, o.log_retention = -1;
+  auto session = Session::create(*f.backend, o);
+  ASSERT_TRUE(session.ok());
+  StateManager& sm = (*session)->state();
+  const int64_t entry = sm.add_sequence();
+  const StepInput in{entry, std::span<const int32_t>(ids.data(), 40), true, StepInput::kNone};
+  ASSERT_TRUE((*session)->step({&in, 1}).ok());
+  constexpr int64_t kAt = 27;  // no checkpoint there: the entry's are at 0 and 40
+  auto hit = sm.fork_request(entry, kAt);
+  ASSERT_TRUE(hit.ok());
+  auto rp = sm.resume_plan(*hit);
+  ASSERT_TRUE(rp.ok());
+  ASSERT_EQ(rp->path, RestorePath::kLogReplay);
+  EXPECT_LT(rp->from, kAt);
+  ASSERT_TRUE(sm.keep_checkpoint_at(*hit, kAt).ok());
+  EXPECT_FALSE(sm.keep_checkpoint_at(*hit, kAt + 1).ok());  // past its length
+  std::vector<float> first, again;
+  const StepInput suffix{*hit, std::span<const int32_t>(ids.data() + kAt, 5), true, StepInput::kLast};
+  ASSERT_TRUE((*session)->step({&suffix, 1}, &first).ok());
+  auto next = sm.fork_request(*hit, kAt);
+  ASSERT_TRUE(next.ok());
+  rp = sm.resume_plan(*next);
+  ASSERT_TRUE(rp.ok());
+  EXPECT_EQ(rp->path, RestorePath::kCheckpoint);
+  EXPECT_EQ(rp->from, kAt);
+  const StepInput same{*next, std::span<const int32_t>(ids.data() + kAt, 5), true, StepInput::kLast};
+  ASSERT_TRUE((*session)->step({&same, 1}, &again).ok());
+  ASSERT_EQ(again.size(), size_t(V));
+  for (int64_t v = 0; v < V; ++v)
+    ASSERT_NEAR(again[size_t(v)], first[size_t(v)], 1e-3f * (1.0f + std::abs(first[size_t(v)]))) << "logit " << v;
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, StoreModel, ::testing::Values("nemotron_h_tiny", "qwen3_5_tiny", "qwen3_5_vl_tied"));
 
 // Misuse through the library's own calls is a Status, not a crash: steps

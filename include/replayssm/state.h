@@ -182,6 +182,12 @@ class StateManager {
   // truncate(pos), then the cheapest way back to a steppable state, by the
   // cost model (docs/state.md); counted in stats by path.
   Result<RestorePlan> restore(int64_t seq, int64_t pos);
+  // Replay: keeps a checkpoint at `pos` (0 < pos ≤ length) beside the
+  // interval ones — written by the next step that passes pos, kept by the
+  // sequence and by its forks at or past pos. A prefix-cache hit that
+  // replays its log to pos asks for it, so later hits there replay
+  // nothing. One position a sequence; other strategies ignore it.
+  Status keep_checkpoint_at(int64_t seq, int64_t pos);
   // What the sequence needs before its next step (not counted).
   Result<RestorePlan> resume_plan(int64_t seq) const;
   // Frees at least `bytes` of evictable state (policy order) and returns the

@@ -144,6 +144,13 @@ void plan_family(const StateManager::Impl& m, int64_t base, const std::vector<Me
     // restore there (a prefix-cache hit) replays from its start.
     if (K > 0)
       for (int64_t f = (c / K + 1) * K; f < fam[0].tip; f += K) sp->write_pos.push_back(f);
+    // The position the sequence keeps (a prefix-cache hit's divergence).
+    const int64_t at = fam[0].seq->keep_at;
+    const bool planned = std::find(sp->write_pos.begin(), sp->write_pos.end(), at) != sp->write_pos.end();
+    if (at > c && at < fam[0].tip && !planned) {
+      sp->write_pos.push_back(at);
+      std::sort(sp->write_pos.begin(), sp->write_pos.end());
+    }
     if (fam[0].tip - c >= W) sp->write_pos.push_back(fam[0].tip);
     sp->share_with.assign(sp->write_pos.size(), {});
     if (sp->write_pos.size() == 1 && sp->write_pos[0] == fam[0].tip && reusable(fam[0].tip)) sp->reuse = 0;

@@ -251,6 +251,17 @@ RestorePlan StateManager::Impl::plan_resume(const Seq& s) const {
   return {RestorePath::kReprefill, any_pos, len};
 }
 
+Status StateManager::keep_checkpoint_at(int64_t seq, int64_t pos) {
+  RSSM_CHECK(!impl_->in_step);
+  Seq* s = impl_->find(seq);
+  if (s == nullptr) return invalid_argument("keep_checkpoint_at: no sequence " + std::to_string(seq));
+  if (pos < 1 || pos > static_cast<int64_t>(s->tokens.size()))
+    return invalid_argument("keep_checkpoint_at: position " + std::to_string(pos) + " outside sequence " +
+                            std::to_string(seq) + "'s (0, " + std::to_string(s->tokens.size()) + "]");
+  s->keep_at = pos;
+  return {};
+}
+
 void StateManager::Impl::prune(Seq& s) {
   const int64_t len = static_cast<int64_t>(s.tokens.size());
   const int64_t K = keep(s).checkpoint_interval;
@@ -279,6 +290,7 @@ void StateManager::Impl::prune(Seq& s) {
           break;
       }
       if (k && K > 0) last_bucket = c.pos / K;
+      k = k || (c.pos == s.keep_at && opt.strategy == Strategy::kReplay);
     }
     if (k) keep.push_back(id);
     else unref_ckpt(id);
@@ -415,6 +427,7 @@ Result<int64_t> StateManager::Impl::fork_into(int64_t seq, std::optional<int64_t
   requests.at(request).seqs.insert(id);
   child.tokens.assign(parent->tokens.begin(), parent->tokens.begin() + p);
   child.committed = std::min(parent->committed, p);
+  child.keep_at = parent->keep_at <= p ? parent->keep_at : -1;
   const size_t n_pages = static_cast<size_t>((p + B - 1) / B);
   for (size_t i = 0; i < n_pages; ++i) {
     child.pages.push_back(parent->pages[i]);

@@ -73,6 +73,10 @@ struct Seq {
   // Where the last step's rebuild ended (−1: the last step was none): a
   // re-prefill split over several steps counts as one restore.
   int64_t rebuilt_to = -1;
+  // A position whose checkpoint the sequence keeps beside its interval
+  // ones (keep_checkpoint_at; −1: none): the next replay step passing it
+  // writes it, and forks at or past it keep it too.
+  int64_t keep_at = -1;
 };
 
 struct Request {
