@@ -307,10 +307,12 @@ bool Engine::admit_one(int64_t* reserved) {
         stats_.prefix_hits++;
         stats_.prefix_hit_tokens += hit.length;
         if (auto rp = sm.resume_plan(r.root); rp.ok()) {
-          // The state at the divergence is computed by the replay anyway:
-          // kept, later hits there start from it.
-          if (rp->path == RestorePath::kLogReplay) (void)sm.keep_checkpoint_at(r.root, hit.length);
-          if (rp->path == RestorePath::kLogReplay) stats_.prefix_replay_tokens += rp->to - rp->from;
+          if (rp->path == RestorePath::kLogReplay) {
+            stats_.prefix_replay_tokens += rp->to - rp->from;
+            // The replay computes the state at the divergence anyway: kept,
+            // later hits there start from it.
+            (void)sm.keep_checkpoint_at(r.root, hit.length);
+          }
           if (rp->path == RestorePath::kReprefill) stats_.prefix_rerun_tokens += rp->to - rp->from;
         }
       }
