@@ -80,6 +80,17 @@ struct MoeRoutingParams {
   const float* correction_bias = nullptr;  // (E) or nullptr; sigmoid only
 };
 
+// A model's routing: its MoE block's fields, and one layer's correction
+// bias (host or device, as the caller's op reads it).
+inline MoeRoutingParams moe_routing_params(const MoeConfig& m, const float* correction_bias) {
+  MoeRoutingParams p;
+  p.scoring = m.router == MoeConfig::Router::kSigmoid ? MoeRoutingParams::kSigmoid : MoeRoutingParams::kSoftmax;
+  p.n_experts = m.n_experts, p.top_k = m.top_k, p.n_group = m.n_group, p.topk_group = m.topk_group;
+  p.norm_topk_prob = m.norm_topk_prob, p.routed_scaling_factor = m.routed_scaling_factor;
+  p.correction_bias = correction_bias;
+  return p;
+}
+
 // A mixture-of-experts feed-forward over rows of width D (DESIGN.md §10).
 // Each row is routed (MoeRoutingParams over its router logits x·routerᵀ,
 // fp32), each chosen expert runs on the rows that chose it, and a row's

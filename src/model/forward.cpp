@@ -133,15 +133,7 @@ void run_moe(const ModelConfig& cfg, const Block& blk, const float* xn, int64_t 
   const MoeConfig& e = cfg.moe;
   const MoeWeights& w = blk.moe;
   ops::MoeParams p;
-  p.routing.scoring = e.router == MoeConfig::Router::kSigmoid ? ops::MoeRoutingParams::kSigmoid
-                                                               : ops::MoeRoutingParams::kSoftmax;
-  p.routing.n_experts = e.n_experts;
-  p.routing.top_k = e.top_k;
-  p.routing.n_group = e.n_group;
-  p.routing.topk_group = e.topk_group;
-  p.routing.norm_topk_prob = e.norm_topk_prob;
-  p.routing.routed_scaling_factor = e.routed_scaling_factor;
-  p.routing.correction_bias = w.correction_bias;
+  p.routing = ops::moe_routing_params(e, w.correction_bias);
   p.hidden = cfg.hidden_size;
   p.inter = e.intermediate;
   p.gated = e.gated;

@@ -73,18 +73,6 @@ class MoeOnGpu : public test::GpuTestWithParam<std::string> {
     ref_ = std::make_unique<test::PlannedAs>(*cpu_, *gpu_);
   }
 
-  // The routing of MoE block i (its correction bias from the CPU model).
-  ops::MoeRoutingParams routing(const Block& b) const {
-    const MoeConfig& e = model_->config().moe;
-    ops::MoeRoutingParams p;
-    p.scoring = e.router == MoeConfig::Router::kSigmoid ? ops::MoeRoutingParams::kSigmoid
-                                                         : ops::MoeRoutingParams::kSoftmax;
-    p.n_experts = e.n_experts, p.top_k = e.top_k, p.n_group = e.n_group, p.topk_group = e.topk_group;
-    p.norm_topk_prob = e.norm_topk_prob, p.routed_scaling_factor = e.routed_scaling_factor;
-    p.correction_bias = b.moe.correction_bias;
-    return p;
-  }
-
   static StateOptions options(Strategy strat) {
     StateOptions so;
     so.strategy = strat, so.window = 4, so.page_size = 4;
@@ -105,15 +93,17 @@ class MoeOnGpu : public test::GpuTestWithParam<std::string> {
   // kRouteTie of its cutoff on the device.
   std::vector<bool> near_ties(int64_t rows) {
     std::vector<bool> tie(size_t(rows), false);
+    const MoeConfig& e = model_->config().moe;
     int moe = 0;
     for (const Block& b : model_->program().blocks) {
       if (b.kind != BlockKind::kMoe) continue;
       std::vector<float> logits, margin(static_cast<size_t>(rows));
       const Status st = gpu_->router_logits(moe++, &logits);
       EXPECT_TRUE(st.ok()) << st.message();
-      EXPECT_EQ(int64_t(logits.size()), rows * model_->config().moe.n_experts);
-      if (!st.ok() || int64_t(logits.size()) != rows * model_->config().moe.n_experts) return tie;
-      ops::cpu::moe_route_margin(routing(b), logits.data(), model_->config().moe.n_experts, rows, margin.data());
+      EXPECT_EQ(int64_t(logits.size()), rows * e.n_experts);
+      if (!st.ok() || int64_t(logits.size()) != rows * e.n_experts) return tie;
+      ops::cpu::moe_route_margin(ops::moe_routing_params(e, b.moe.correction_bias), logits.data(), e.n_experts, rows,
+                                 margin.data());
       for (int64_t r = 0; r < rows; ++r) tie[size_t(r)] = tie[size_t(r)] || margin[size_t(r)] < kRouteTie;
     }
     return tie;

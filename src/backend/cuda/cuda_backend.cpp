@@ -421,12 +421,7 @@ Status CudaBackend::run_moe(const DeviceBlock& blk, int64_t rows, const float* n
   const int64_t U = (mc.gated ? 2 : 1) * I, slots = rows * K;
   float* logits = moe_kept_ != nullptr ? moe_kept_ + blk.moe_index * opt_.max_step_rows * E : moe_logits_;
   RSSM_BK_CU(oc::moe_router_cuda(xn_, Hd, rows, Hd, blk.router, E, logits, E, stream_), "MoE router");
-  ops::MoeRoutingParams rp;
-  rp.scoring = mc.router == MoeConfig::Router::kSigmoid ? ops::MoeRoutingParams::kSigmoid
-                                                        : ops::MoeRoutingParams::kSoftmax;
-  rp.n_experts = E, rp.top_k = K, rp.n_group = mc.n_group, rp.topk_group = mc.topk_group;
-  rp.norm_topk_prob = mc.norm_topk_prob, rp.routed_scaling_factor = mc.routed_scaling_factor;
-  rp.correction_bias = blk.correction_bias;
+  const ops::MoeRoutingParams rp = ops::moe_routing_params(mc, blk.correction_bias);
   RSSM_BK_CU(oc::moe_route_cuda(rp, logits, E, rows, moe_experts_, moe_weights_, stream_), "MoE routing");
   oc::MoeGroups g;
   g.first = moe_first_, g.src_row = moe_src_row_, g.slot_of = moe_slot_of_, g.tiles = moe_tiles_;
